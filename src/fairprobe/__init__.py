@@ -1,0 +1,24 @@
+"""fairprobe: disclose, measure and mitigate gender bias in large language models."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from fairprobe.records import Summary
+
+
+def run(**kwargs: Any) -> Summary:
+    """Run a suite on a model and write its run directory; returns the same summary the CLI prints.
+
+    Keyword arguments are those of `fairprobe.runner.RunOptions` (model, suite, probes, data_dir,
+    out, limit, seed, generation, instruction, ...).
+    """
+    from fairprobe.runner import run as _run
+
+    return _run(**kwargs)
+
+
+__all__ = ["__version__", "run"]

@@ -1,0 +1,219 @@
+"""The `fairprobe` command: a thin typer layer over the Python API (errors are one line, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from fairprobe import __version__
+from fairprobe.errors import ConfigError, FairprobeError
+
+app = typer.Typer(
+    name="fairprobe",
+    help="Disclose, measure and mitigate gender bias in LLMs (Dong et al. 2024 probes, fairness tests, Debias Tuning).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+probes_app = typer.Typer(help="List, show and build probe sets.", no_args_is_help=True)
+app.add_typer(probes_app, name="probes")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class RichProgress:
+    """Progress bars for the runner, one task per probe set."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task: Any = None
+
+    def start(self, label: str, total: int) -> None:
+        """Open a bar for one probe set."""
+        self.task = self.progress.add_task(label, total=total)
+
+    def advance(self, n: int) -> None:
+        """Move the current bar."""
+        if self.task is not None:
+            self.progress.advance(self.task, n)
+
+    def note(self, text: str) -> None:
+        """Print a status line above the bars."""
+        self.progress.console.print(f"[dim]{text}[/dim]")
+
+
+def progress_bars() -> Progress:
+    """The progress display every long step uses."""
+    return Progress(
+        TextColumn("[bold blue]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+
+
+def split_csv(value: str | None) -> list[str] | None:
+    """'a,b' -> ['a', 'b']; None stays None."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items or None
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, str]:
+    """-o key=value pairs for probe-set loaders."""
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"probe option must be key=value, got {pair!r}")
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="smollm2-135m-instruct, gemma-3-270m or hf:ID_OR_PATH")]
+DataDirOpt = Annotated[
+    Path | None, typer.Option("--data-dir", help="local folder with the source files (else download, pinned + sha256)")
+]
+
+
+@app.command("run")
+def run_cmd(
+    suite: Annotated[str, typer.Option(help="suite to run: paper or fairness")] = "paper",
+    probes: Annotated[str | None, typer.Option(help="comma-separated probe sets (default: all of the suite)")] = None,
+    model: ModelOpt = "smollm2-135m-instruct",
+    adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
+    data_dir: DataDirOpt = None,
+    out: Annotated[Path | None, typer.Option(help="run folder (default runs/MODEL/SUITE; rerun resumes)")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+    temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy (paper default)")] = 0.0,
+    top_p: Annotated[float, typer.Option(help="nucleus sampling (needs temperature > 0)")] = 1.0,
+    top_k: Annotated[int, typer.Option(min=0, help="top-k sampling, 0 = off")] = 0,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens to generate")] = 50,
+    instruction: Annotated[
+        str | None, typer.Option(help="prefix every prompt (instruction guiding); 'paper' = the paper's text")
+    ] = None,
+    words: Annotated[Path | None, typer.Option(help="attribute word lists (JSON) instead of the default")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
+) -> None:
+    """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
+    from fairprobe.models import GenerationConfig
+    from fairprobe.report.console import print_summary
+    from fairprobe.runner import RunOptions, run
+    from fairprobe.suites.paper import INSTRUCTION
+
+    options = RunOptions(
+        model=model,
+        adapter=adapter,
+        suite=suite,
+        probes=split_csv(probes),
+        data_dir=data_dir,
+        out=out,
+        limit=limit,
+        seed=seed,
+        generation=GenerationConfig(
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed
+        ),
+        instruction=INSTRUCTION if instruction == "paper" else instruction,
+        words_file=words,
+        probe_options=parse_options(option),
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+    )
+    with progress_bars() as bars:
+        summary = run(options, progress=RichProgress(bars))
+    if as_json:
+        console.print_json(json.dumps(summary.to_json_obj()))
+    else:
+        print_summary(summary, console)
+    err_console.print(f"[green]run written to {options.output_dir()}[/green]")
+
+
+@probes_app.command("list")
+def probes_list() -> None:
+    """List every probe set with its suite and whether it works offline."""
+    from fairprobe.probes import registered
+
+    table = Table(header_style="bold cyan")
+    for col in ("name", "suite", "offline", "description"):
+        table.add_column(col)
+    for entry in registered().values():
+        table.add_row(entry.name, entry.suite, "yes" if entry.offline else "download or --data-dir", entry.description)
+    console.print(table)
+
+
+@probes_app.command("show")
+def probes_show(
+    name: Annotated[str, typer.Argument(help="probe set name (see `fairprobe probes list`)")],
+    data_dir: DataDirOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or table")] = "jsonl",
+    limit: Annotated[int | None, typer.Option(min=1)] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+) -> None:
+    """Print a probe set's prompts without loading a model."""
+    from fairprobe.probes import load_probe_set
+
+    if fmt not in ("jsonl", "table"):
+        raise ConfigError(f"--format must be jsonl or table, got {fmt!r}")
+    ps = load_probe_set(name, data_dir=data_dir, limit=limit, **parse_options(option))
+    if fmt == "jsonl":
+        for probe in ps.probes:
+            sys.stdout.write(json.dumps(probe.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        return
+    table = Table(title=f"{ps.name} ({len(ps.probes)} prompts, {ps.source})", header_style="bold cyan")
+    table.add_column("id", justify="right")
+    table.add_column("prompt")
+    table.add_column("subsets")
+    for probe in ps.probes:
+        table.add_row(probe.id, probe.prompt, ", ".join(probe.subsets))
+    console.print(table)
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print fairprobe's version."""
+    console.print(__version__)
+
+
+def main() -> None:
+    """Entry point: run the CLI, turning user errors and Ctrl-C into one line and a non-zero exit."""
+    from fairprobe.runner import RunInterrupted
+
+    try:
+        app()
+    except FairprobeError as exc:
+        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "option"
+        err_console.print(f"[bold red]error:[/bold red] {where}: {first.get('msg')}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except RunInterrupted as exc:
+        err_console.print(f"[yellow]{exc}[/yellow]", highlight=False, soft_wrap=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/yellow]")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

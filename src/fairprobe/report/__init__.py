@@ -1,0 +1,1 @@
+"""Reports: the console summary table (and, later, HTML/Markdown/CSV exports)."""

@@ -1,0 +1,305 @@
+"""The one runner: resolves model, probe sets and suite, asks the model in batches, writes the run directory.
+
+A run directory holds `manifest.json`, `samples.jsonl` (appended batch by batch, so an interrupted
+run loses nothing and the same command resumes it) and `summary.json` (written last, atomically).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zlib
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from fairprobe import __version__
+from fairprobe.detectors import AttributeWords
+from fairprobe.errors import ConfigError, DataError
+from fairprobe.io import atomic_write_json, atomic_write_text
+from fairprobe.models import DEFAULT_MODEL, GenerationConfig, ModelBackend, load_model
+from fairprobe.probes import load_probe_set, registered, suite_sets
+from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
+from fairprobe.suites import Suite, get_suite
+
+
+class RunOptions(BaseModel):
+    """Everything that decides a run's samples (hashed to recognise a resumable run) plus where to write."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model: str = DEFAULT_MODEL
+    adapter: str | None = None
+    suite: str = "paper"
+    probes: list[str] | None = None
+    data_dir: Path | None = None
+    out: Path | None = None
+    limit: int | None = Field(None, ge=1)
+    seed: int = 0
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    instruction: str | None = None
+    words_file: Path | None = None
+    probe_options: dict[str, Any] = Field(default_factory=dict)
+    batch_size: int = Field(32, ge=1)
+    device: str = "auto"
+    dtype: str = "auto"
+
+    _words: AttributeWords | None = PrivateAttr(None)
+
+    def attribute_words(self) -> AttributeWords:
+        """The attribute word lists of this run (package default or --words FILE)."""
+        if self._words is None:
+            self._words = AttributeWords.from_file(self.words_file) if self.words_file else AttributeWords.default()
+        return self._words
+
+    def probe_names(self) -> list[str]:
+        """The probe sets to run: --probes, else every set of the suite."""
+        return list(self.probes) if self.probes else suite_sets(self.suite)
+
+    def output_dir(self) -> Path:
+        """--out, else runs/<model>/<suite> (deterministic, so rerunning the same command resumes)."""
+        if self.out is not None:
+            return self.out
+        slug = "".join(c if c.isalnum() or c in "-._" else "_" for c in self.model)
+        if self.adapter:
+            slug += "+" + Path(self.adapter).name
+        return Path("runs") / slug / self.suite
+
+    def fingerprint(self) -> str:
+        """Hash of every option that changes samples; a run folder with another fingerprint is not resumed."""
+        obj = self.model_dump(mode="json", exclude={"out", "device"})
+        obj["words"] = sorted(self.attribute_words().pairs)
+        return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Progress(Protocol):
+    """What the runner tells a progress display (the CLI's rich bars; silent in the API)."""
+
+    def start(self, label: str, total: int) -> None: ...
+    def advance(self, n: int) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+class SilentProgress:
+    """Progress that shows nothing (the Python API's default)."""
+
+    def start(self, label: str, total: int) -> None:
+        """Ignore."""
+
+    def advance(self, n: int) -> None:
+        """Ignore."""
+
+    def note(self, text: str) -> None:
+        """Ignore."""
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C during a run: samples so far are saved and the same command resumes."""
+
+    def __init__(self, out: Path, done: int) -> None:
+        super().__init__(f"interrupted: {done} samples saved in {out}; run the same command again to resume")
+        self.out = out
+        self.done = done
+
+
+def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:
+    """Probes grouped for batching: similar prompt lengths together (less padding), order fixed."""
+    order = sorted(range(len(probes)), key=lambda i: (len(probes[i].prompt), i))
+    ordered = [probes[i] for i in order]
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+
+def check_out_dir(out: Path) -> None:
+    """The output folder must be a folder (or absent)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output folder is a file: {out}")
+
+
+def read_samples(path: Path) -> list[Sample]:
+    """Samples of an earlier (possibly killed) run; a torn last line is dropped."""
+    if not path.is_file():
+        return []
+    out: list[Sample] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(Sample.model_validate_json(line))
+        except ValueError:
+            continue
+    return out
+
+
+class RunWriter:
+    """Owns a run directory: resumable samples.jsonl, manifest.json and summary.json."""
+
+    def __init__(self, out: Path, fingerprint: str) -> None:
+        check_out_dir(out)
+        self.out = out
+        self.samples_path = out / "samples.jsonl"
+        self.fingerprint = fingerprint
+        self.previous: dict[tuple[str, str], Sample] = {}
+        manifest = out / "manifest.json"
+        if manifest.is_file():
+            try:
+                old = json.loads(manifest.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                old = {}
+            if old.get("fingerprint") != fingerprint:
+                raise ConfigError(
+                    f"output folder {out} holds a run with other settings; choose another --out or delete it"
+                )
+            self.previous = {(s.set, s.id): s for s in read_samples(self.samples_path)}
+        out.mkdir(parents=True, exist_ok=True)
+        # Keep only whole records: a power loss can leave a torn last line.
+        atomic_write_text(self.samples_path, "".join(s.model_dump_json() + "\n" for s in self.previous.values()))
+        self._handle = self.samples_path.open("a", encoding="utf-8")
+
+    def done(self, set_name: str, batch: list[Probe]) -> list[Sample] | None:
+        """The saved samples of a batch if every one of them is there (a batch is redone whole otherwise)."""
+        found = [self.previous.get((set_name, p.id)) for p in batch]
+        return None if any(s is None for s in found) else found  # type: ignore[return-value]
+
+    def append(self, samples: Iterable[Sample]) -> None:
+        """Append samples and force them to disk before going on."""
+        for s in samples:
+            self._handle.write(s.model_dump_json() + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def finish(self, ordered: list[Sample], summary: Summary) -> None:
+        """Rewrite samples in canonical order, then write the summary atomically."""
+        self._handle.close()
+        atomic_write_text(self.samples_path, "".join(s.model_dump_json() + "\n" for s in ordered))
+        atomic_write_json(self.out / "summary.json", summary.to_json_obj())
+
+    def close(self) -> None:
+        """Close the samples file (on error or interrupt)."""
+        if not self._handle.closed:
+            self._handle.close()
+
+
+def load_sets(options: RunOptions) -> list[ProbeSet]:
+    """Load every probe set of the run before any model work, so bad data fails fast."""
+    entries = registered()
+    sets = []
+    for name in options.probe_names():
+        if name in entries and entries[name].suite != options.suite:
+            raise ConfigError(f"probe set {name!r} belongs to suite {entries[name].suite!r}, not {options.suite!r}")
+        sets.append(load_probe_set(name, data_dir=options.data_dir, limit=options.limit, **options.probe_options))
+    if not sets:
+        raise DataError(f"suite {options.suite!r} has no probe sets to run")
+    return sets
+
+
+def batch_seed(seed: int, set_name: str, index: int) -> int:
+    """A sampling seed per batch, so a resumed run draws the same as an uninterrupted one."""
+    return (seed * 1_000_003 + zlib.crc32(set_name.encode()) + index) % (2**31)
+
+
+def run_set(
+    backend: ModelBackend,
+    suite: Suite,
+    ps: ProbeSet,
+    options: RunOptions,
+    writer: RunWriter | None = None,
+    progress: Progress | None = None,
+) -> list[Sample]:
+    """Ask the model every probe of one set (skipping batches already saved) and return its samples."""
+    progress = progress or SilentProgress()
+    gen = suite.generation(options)
+    pairs = [tuple(p) for p in options.attribute_words().pairs] if suite.needs_word_probs else None
+    by_id: dict[str, Sample] = {}
+    progress.start(ps.name, len(ps.probes))
+    for index, batch in enumerate(batches_of(ps.probes, options.batch_size)):
+        saved = writer.done(ps.name, batch) if writer else None
+        if saved is not None:
+            by_id.update({s.id: s for s in saved})
+            progress.advance(len(batch))
+            continue
+        requests = [(probe, r) for probe in batch for r in suite.requests(ps, probe, options)]
+        config = gen.model_copy(update={"seed": batch_seed(options.seed, ps.name, index)})
+        replies = backend.generate([r.prompt for _, r in requests], config, pairs)  # type: ignore[arg-type]
+        grouped: dict[str, dict[str, Any]] = {}
+        for (probe, request), reply in zip(requests, replies, strict=True):
+            grouped.setdefault(probe.id, {})[request.key] = reply
+        samples = []
+        for probe in batch:
+            sample = suite.sample(ps, probe, grouped[probe.id], options)
+            sample.batch = index
+            samples.append(sample)
+        if writer:
+            writer.append(samples)
+        by_id.update({s.id: s for s in samples})
+        progress.advance(len(batch))
+    return [by_id[p.id] for p in ps.probes]
+
+
+def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeSet], started: str) -> dict[str, Any]:
+    """The manifest of design.md: version, model, decoding, seed, sources and sha256s, times."""
+    return {
+        "fairprobe_version": __version__,
+        "fingerprint": options.fingerprint(),
+        "suite": options.suite,
+        "model": backend.identity(),
+        "decoding": options.generation.model_dump(),
+        "seed": options.seed,
+        "instruction": options.instruction,
+        "attribute_words": {
+            "source": str(options.words_file or "fairprobe default"),
+            "pairs": len(options.attribute_words().pairs),
+        },
+        "probe_sets": {ps.name: {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)} for ps in sets},
+        "options": options.model_dump(mode="json", exclude={"generation"}),
+        "started": started,
+    }
+
+
+def run(
+    options: RunOptions | None = None,
+    backend: ModelBackend | None = None,
+    progress: Progress | None = None,
+    **kwargs: Any,
+) -> Summary:
+    """Run a suite on a model and write the run directory; returns the summary the CLI prints.
+
+    `fairprobe.run(model="smollm2-135m-instruct", probes=["template"], limit=10)` works too.
+    """
+    options = options or RunOptions(**kwargs)
+    progress = progress or SilentProgress()
+    suite = get_suite(options.suite)
+    out = options.output_dir()
+    check_out_dir(out)
+    sets = load_sets(options)
+    writer = RunWriter(out, options.fingerprint())
+    try:
+        if backend is None:
+            progress.note(f"loading model {options.model}")
+            backend = load_model(
+                options.model,
+                device=options.device,
+                dtype=options.dtype,
+                batch_size=options.batch_size,
+                adapter=options.adapter,
+            )
+        started = datetime.now(UTC).isoformat(timespec="seconds")
+        manifest = build_manifest(options, backend, sets, started)
+        atomic_write_json(out / "manifest.json", manifest)
+        results: dict[str, SetResult] = {}
+        ordered: list[Sample] = []
+        for ps in sets:
+            samples = run_set(backend, suite, ps, options, writer, progress)
+            ordered.extend(samples)
+            results[ps.name] = suite.summarize(ps, samples, options)
+        summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
+        writer.finish(ordered, summary)
+        manifest["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+        atomic_write_json(out / "manifest.json", manifest)
+        return summary
+    except KeyboardInterrupt:
+        writer.close()
+        raise RunInterrupted(out, len(read_samples(writer.samples_path))) from None
+    finally:
+        writer.close()

@@ -1,0 +1,59 @@
+"""A suite = how its probe sets are asked (requests), how one probe is scored (sample), and metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.records import Probe, ProbeSet, Sample, SetResult
+
+if TYPE_CHECKING:
+    from fairprobe.runner import RunOptions
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped)."""
+
+    key: str
+    prompt: Prompt
+
+
+@dataclass(frozen=True)
+class Suite:
+    """The parts the runner wires for every probe set of a suite."""
+
+    name: str
+    needs_word_probs: bool
+    generation: Callable[[RunOptions], GenerationConfig]
+    requests: Callable[[ProbeSet, Probe, RunOptions], list[Request]]
+    sample: Callable[[ProbeSet, Probe, dict[str, Completion], RunOptions], Sample]
+    summarize: Callable[[ProbeSet, list[Sample], RunOptions], SetResult]
+
+
+_SUITES: dict[str, Suite] = {}
+
+
+def register_suite(suite: Suite) -> Suite:
+    """Add a suite to the registry (the probe-set registry names each set's suite)."""
+    _SUITES[suite.name] = suite
+    return suite
+
+
+def get_suite(name: str) -> Suite:
+    """A registered suite by name."""
+    import fairprobe.suites  # noqa: F401  (registers the built-in suites)
+    from fairprobe.errors import ConfigError
+
+    if name not in _SUITES:
+        raise ConfigError(f"unknown suite {name!r}: choose from {', '.join(sorted(_SUITES))}")
+    return _SUITES[name]
+
+
+def suite_names() -> list[str]:
+    """Names of all registered suites."""
+    import fairprobe.suites  # noqa: F401
+
+    return sorted(_SUITES)
