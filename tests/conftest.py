@@ -1,0 +1,34 @@
+"""Shared test setup: offline hub, two torch threads, a private cache, and the reference data path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+torch.set_num_threads(2)
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+PAPER_DATA = SHARED_DATA / "debias_llms"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The reference data sets beside the project (../shared/data)."""
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"reference data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def embedded_backend():
+    """The embedded SmolLM2-135M-Instruct model, loaded once for the whole session."""
+    from fairprobe.models import load_model
+
+    return load_model("smollm2-135m-instruct", device="cpu", dtype="float32", batch_size=16)
