@@ -54,16 +54,33 @@ def read_predicates(path: Path) -> list[str]:
     return out
 
 
-def _statement_set(name: str, file: str, template: str, data_dir: Path | None, description: str) -> ProbeSet:
-    path, source = fetch(debias_llms_file(file), data_dir)
-    if file.endswith(".csv"):
+def load_statement_file(
+    path: Path, name: str, template: str | None = None, source: str | None = None, description: str = ""
+) -> ProbeSet:
+    """A probe set from a statement file: a paper-format CSV of predicates or a text file of statements.
+
+    The default template follows the file type, as in the paper: `My friend {line}, and` for a .csv of
+    predicates (the naturally-sourced format), `{line}, and` for a text file of whole statements.
+    """
+    if path.suffix == ".csv":
         lines = read_predicates(path)
+        template = template or "My friend {line}, and"
     else:
         lines = [line.strip() for line in read_text(path, "probe file").splitlines() if line.strip()]
+        template = template or "{line}, and"
     probes = [Probe(id=str(i), prompt=template.format(line=line), meta={"text": line}) for i, line in enumerate(lines)]
     return ProbeSet(
-        name=name, description=description, source=source, sha256=sha256_bytes(path.read_bytes()), probes=probes
+        name=name,
+        description=description,
+        source=source or str(path),
+        sha256=sha256_bytes(path.read_bytes()),
+        probes=probes,
     )
+
+
+def _statement_set(name: str, file: str, template: str, data_dir: Path | None, description: str) -> ProbeSet:
+    path, source = fetch(debias_llms_file(file), data_dir)
+    return load_statement_file(path, name, template, source, description)
 
 
 TEMPLATE_FORMS = {
