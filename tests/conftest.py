@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Runs in tests share one private cache database, never the user's.
+os.environ["FAIRPROBE_CACHE_DB"] = str(Path(tempfile.mkdtemp(prefix="fairprobe-test-cache-")) / "calls.sqlite")
 
-import torch  # noqa: E402
+import torch
 
 torch.set_num_threads(2)
 

@@ -25,6 +25,8 @@ app = typer.Typer(
 )
 probes_app = typer.Typer(help="List, show and build probe sets.", no_args_is_help=True)
 app.add_typer(probes_app, name="probes")
+cache_app = typer.Typer(help="Inspect or empty the shared cache of model and judge calls.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -83,7 +85,12 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="smollm2-135m-instruct, gemma-3-270m or hf:ID_OR_PATH")]
+ModelOpt = Annotated[
+    str, typer.Option("--model", "-m", help="smollm2-135m-instruct, gemma-3-270m, hf:ID_OR_PATH or openai:MODEL")
+]
+CacheOpt = Annotated[
+    Path | None, typer.Option("--cache", help="cache database (default $FAIRPROBE_CACHE_DB or the user cache folder)")
+]
 DataDirOpt = Annotated[
     Path | None, typer.Option("--data-dir", help="local folder with the source files (else download, pinned + sha256)")
 ]
@@ -111,6 +118,17 @@ def run_cmd(
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")] = "auto",
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="openai: server URL(s), comma-separated for round-robin (default https://api.openai.com/v1)"),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="parallel requests to an openai: server (default 8)")
+    ] = None,
+    cache: CacheOpt = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
 ) -> None:
     """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
@@ -137,11 +155,19 @@ def run_cmd(
         batch_size=batch_size,
         device=device,
         dtype=dtype,
+        base_url=base_url,
+        concurrency=concurrency,
+        cache=cache,
+        use_cache=not no_cache,
     )
     with progress_bars() as bars:
         summary = run(options, progress=RichProgress(bars))
     if as_json:
         console.print_json(json.dumps(summary.to_json_obj()))
+    elif suite == "fairness":
+        from fairprobe.report.fairness import fairness_table
+
+        console.print(fairness_table(summary))
     else:
         print_summary(summary, console)
     err_console.print(f"[green]run written to {options.output_dir()}[/green]")
@@ -164,16 +190,29 @@ def probes_list() -> None:
 def probes_show(
     name: Annotated[str, typer.Argument(help="probe set name (see `fairprobe probes list`)")],
     data_dir: DataDirOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="jsonl or table")] = "jsonl",
+    fmt: Annotated[str, typer.Option("--format", help="jsonl, table or pairs")] = "jsonl",
     limit: Annotated[int | None, typer.Option(min=1)] = None,
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+    flip: Annotated[
+        str | None, typer.Option(help="gender-income flip mode: consistent or vijil (= -o flip=...)")
+    ] = None,
 ) -> None:
-    """Print a probe set's prompts without loading a model."""
+    """Print a probe set's prompts without loading a model (`--format pairs`: counterfactual pairs as Vijil's JSONL)."""
     from fairprobe.probes import load_probe_set
+    from fairprobe.probes.fairness import PAIR_FIELDS
 
-    if fmt not in ("jsonl", "table"):
-        raise ConfigError(f"--format must be jsonl or table, got {fmt!r}")
-    ps = load_probe_set(name, data_dir=data_dir, limit=limit, **parse_options(option))
+    if fmt not in ("jsonl", "table", "pairs"):
+        raise ConfigError(f"--format must be jsonl, table or pairs, got {fmt!r}")
+    options = parse_options(option)
+    if flip is not None:
+        options["flip"] = flip
+    ps = load_probe_set(name, data_dir=data_dir, limit=limit, **options)
+    if fmt == "pairs":
+        if ps.kind != "pairs":
+            raise ConfigError(f"--format pairs needs a pair set such as gender-income, not {name!r}")
+        for probe in ps.probes:
+            sys.stdout.write(json.dumps({k: probe.meta[k] for k in PAIR_FIELDS}) + "\n")
+        return
     if fmt == "jsonl":
         for probe in ps.probes:
             sys.stdout.write(json.dumps(probe.model_dump(mode="json"), ensure_ascii=False) + "\n")
@@ -185,6 +224,69 @@ def probes_show(
     for probe in ps.probes:
         table.add_row(probe.id, probe.prompt, ", ".join(probe.subsets))
     console.print(table)
+
+
+@cache_app.command("stats")
+def cache_stats(cache: CacheOpt = None) -> None:
+    """Show the cache's location, size and entries per kind and model."""
+    from fairprobe.cache import Cache
+
+    stats = Cache(cache).stats()
+    console.print(f"{stats.path}: {stats.entries} entries, {stats.size_bytes / 1e6:.2f} MB")
+    table = Table(header_style="bold cyan")
+    table.add_column("kind")
+    table.add_column("model")
+    table.add_column("entries", justify="right")
+    for kind, n in stats.by_kind.items():
+        table.add_row(kind, "", str(n))
+    for model, n in stats.by_model.items():
+        table.add_row("", model, str(n))
+    console.print(table)
+
+
+@cache_app.command("clear")
+def cache_clear(
+    cache: CacheOpt = None,
+    model: Annotated[str | None, typer.Option(help="only this model's entries (as `cache stats` lists it)")] = None,
+) -> None:
+    """Delete cached answers (all, or one model's): the next run asks the model again."""
+    from fairprobe.cache import Cache
+
+    store = Cache(cache)
+    deleted = store.clear(model)
+    console.print(f"deleted {deleted} entries from {store.path}")
+
+
+@app.command("score")
+def score_cmd(
+    probes: Annotated[str, typer.Option(help="the probe set the replies answer, e.g. gender-income")],
+    responses: Annotated[Path, typer.Option(help="JSONL: {id, response} or, for pairs, {id, original, flipped}")],
+    data_dir: DataDirOpt = None,
+    out: Annotated[Path | None, typer.Option(help="folder for summary.json and samples.jsonl")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+    model: Annotated[
+        str, typer.Option(help="name of the system that wrote the replies (for the summary)")
+    ] = "responses",
+    as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
+) -> None:
+    """Score replies produced elsewhere with the same detectors and summary, without loading a model."""
+    from fairprobe.report.fairness import fairness_table
+    from fairprobe.scoring import score_responses
+
+    report = score_responses(
+        probes, responses, data_dir=data_dir, out=out, probe_options=parse_options(option), model=model
+    )
+    for lineno, why in report.skipped:
+        err_console.print(f"[yellow]skipped {responses} line {lineno}: {why}[/yellow]", highlight=False)
+    if as_json:
+        console.print_json(json.dumps(report.summary.to_json_obj()))
+    else:
+        console.print(fairness_table(report.summary))
+    err_console.print(
+        f"scored {len(report.samples)} replies; {len(report.skipped)} malformed lines skipped; "
+        f"{report.missing} probes without a reply" + (f"; written to {out}" if out else ""),
+        highlight=False,
+    )
 
 
 @app.command("version")

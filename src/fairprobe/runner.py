@@ -15,13 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from fairprobe import __version__
+from fairprobe.cache import Cache
 from fairprobe.detectors import AttributeWords
-from fairprobe.errors import ConfigError, DataError
+from fairprobe.errors import ConfigError, DataError, FairprobeError
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig, ModelBackend, load_model
+from fairprobe.models.cached import CachedBackend
 from fairprobe.probes import load_probe_set, registered, suite_sets
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.suites import Suite, get_suite
@@ -47,8 +49,18 @@ class RunOptions(BaseModel):
     batch_size: int = Field(32, ge=1)
     device: str = "auto"
     dtype: str = "auto"
+    base_url: str | None = None
+    concurrency: int | None = Field(None, ge=1)
+    cache: Path | None = None
+    use_cache: bool = True
 
     _words: AttributeWords | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _check_endpoint(self) -> RunOptions:
+        if self.base_url is not None and not self.model.startswith("openai:"):
+            raise ConfigError(f"--base-url needs an openai:MODEL model, not {self.model!r}")
+        return self
 
     def attribute_words(self) -> AttributeWords:
         """The attribute word lists of this run (package default or --words FILE)."""
@@ -71,7 +83,7 @@ class RunOptions(BaseModel):
 
     def fingerprint(self) -> str:
         """Hash of every option that changes samples; a run folder with another fingerprint is not resumed."""
-        obj = self.model_dump(mode="json", exclude={"out", "device"})
+        obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
         obj["words"] = sorted(self.attribute_words().pairs)
         return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -163,8 +175,10 @@ class RunWriter:
         return None if any(s is None for s in found) else found  # type: ignore[return-value]
 
     def append(self, samples: Iterable[Sample]) -> None:
-        """Append samples and force them to disk before going on."""
+        """Append samples not yet on disk and force them there before going on (no sample is written twice)."""
         for s in samples:
+            if (s.set, s.id) in self.previous:
+                continue
             self._handle.write(s.model_dump_json() + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
@@ -277,22 +291,33 @@ def run(
     try:
         if backend is None:
             progress.note(f"loading model {options.model}")
+            endpoint = {"base_url": options.base_url, "concurrency": options.concurrency}
             backend = load_model(
                 options.model,
                 device=options.device,
                 dtype=options.dtype,
                 batch_size=options.batch_size,
                 adapter=options.adapter,
+                **{k: v for k, v in endpoint.items() if v is not None},
             )
+            if options.use_cache:
+                backend = CachedBackend(backend, Cache(options.cache))
         started = datetime.now(UTC).isoformat(timespec="seconds")
         manifest = build_manifest(options, backend, sets, started)
         atomic_write_json(out / "manifest.json", manifest)
         results: dict[str, SetResult] = {}
         ordered: list[Sample] = []
         for ps in sets:
-            samples = run_set(backend, suite, ps, options, writer, progress)
+            try:
+                samples = run_set(backend, suite, ps, options, writer, progress)
+            except FairprobeError as exc:
+                writer.close()
+                done = len(read_samples(writer.samples_path))
+                raise type(exc)(f"{exc}; {done} samples saved in {out}: run the same command again to resume") from exc
             ordered.extend(samples)
             results[ps.name] = suite.summarize(ps, samples, options)
+        if isinstance(backend, CachedBackend):
+            progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
         writer.finish(ordered, summary)
         manifest["finished"] = datetime.now(UTC).isoformat(timespec="seconds")

@@ -1,7 +1,8 @@
 """Model backends and the `--model SPEC` resolver.
 
 Specs: `smollm2-135m-instruct` (default, embedded), `gemma-3-270m` (embedded), `hf:ID_OR_PATH`
-(any transformers causal LM). Further schemes register with `register_scheme`.
+(any transformers causal LM), `openai:MODEL` (any OpenAI-compatible server, see models/api.py).
+Further schemes register with `register_scheme`.
 """
 
 from __future__ import annotations
@@ -89,3 +90,6 @@ __all__ = [
     "load_model",
     "register_scheme",
 ]
+
+# Registers the `openai:` scheme (OpenAI-compatible HTTP servers).
+from fairprobe.models import api as _api  # noqa: E402, F401

@@ -1,0 +1,117 @@
+"""A backend wrapper that answers from the shared cache and asks the wrapped model only for the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fairprobe.cache import Cache, cache_key
+from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
+from fairprobe.records import ChatMessage
+
+
+def prompt_json(prompt: Prompt) -> str | list[dict[str, str]]:
+    """A prompt as plain JSON (chat messages as role/content dicts) for hashing."""
+    if isinstance(prompt, str):
+        return prompt
+    return [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in prompt]
+
+
+def decoding_key(config: GenerationConfig) -> dict[str, Any]:
+    """The decoding parameters that change an answer: greedy answers do not depend on the seed."""
+    params = config.model_dump()
+    if config.greedy:
+        params.pop("seed")
+    return params
+
+
+def completion_to_json(c: Completion) -> dict[str, Any]:
+    """What the cache stores of a completion (never an error: failed calls are asked again)."""
+    return {
+        "text": c.text,
+        "word_probs": None if c.word_probs is None else np.asarray(c.word_probs, dtype=np.float64).tolist(),
+        "word_probs_mask": None if c.word_probs_mask is None else np.asarray(c.word_probs_mask, dtype=bool).tolist(),
+        "extra": c.extra,
+    }
+
+
+def completion_from_json(obj: dict[str, Any]) -> Completion:
+    """Inverse of completion_to_json."""
+    probs = obj.get("word_probs")
+    mask = obj.get("word_probs_mask")
+    return Completion(
+        text=obj["text"],
+        word_probs=None if probs is None else np.asarray(probs, dtype=np.float64),
+        word_probs_mask=None if mask is None else np.asarray(mask, dtype=bool),
+        extra=dict(obj.get("extra") or {}),
+    )
+
+
+class CachedBackend:
+    """Wraps any backend: cached prompts cost no model call; fresh answers are stored as they arrive.
+
+    A wrapped backend that sets `streams_results = True` takes an `on_result(index, completion)`
+    callback, so answers already paid for are kept even when a later request of the batch fails.
+    """
+
+    def __init__(self, inner: ModelBackend, cache: Cache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+        self.has_chat_template = inner.has_chat_template
+        self._identity = inner.identity()
+        self._model_label = str(self._identity.get("id", inner.name))
+        self.hits = 0
+        self.misses = 0
+
+    def identity(self) -> dict[str, Any]:
+        """The wrapped model's identity (the cache changes no answer)."""
+        return self._identity
+
+    def keys(
+        self, prompts: list[Prompt], config: GenerationConfig, word_pairs: list[tuple[str, str]] | None
+    ) -> list[str]:
+        """One content address per prompt: model identity, decoding parameters, prompt and word pairs."""
+        base = {
+            "model": self._identity,
+            "decoding": decoding_key(config),
+            "word_pairs": None if word_pairs is None else [list(p) for p in word_pairs],
+        }
+        return [cache_key({**base, "prompt": prompt_json(p)}) for p in prompts]
+
+    def generate(
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        word_pairs: list[tuple[str, str]] | None = None,
+    ) -> list[Completion]:
+        """Answer from the cache where possible; ask the wrapped model for the misses only."""
+        keys = self.keys(prompts, config, word_pairs)
+        stored = self.cache.get_many(keys)
+        out: list[Completion | None] = [completion_from_json(stored[k]) if k in stored else None for k in keys]
+        missing = [i for i, c in enumerate(out) if c is None]
+        self.hits += len(prompts) - len(missing)
+        self.misses += len(missing)
+        if not missing:
+            return out  # type: ignore[return-value]
+        asked = [prompts[i] for i in missing]
+        if getattr(self.inner, "streams_results", False):
+
+            def keep(index: int, completion: Completion) -> None:
+                if completion.error is None:
+                    self.cache.put(
+                        keys[missing[index]], completion_to_json(completion), "generation", self._model_label
+                    )
+
+            fresh = self.inner.generate(asked, config, word_pairs, on_result=keep)  # type: ignore[call-arg]
+        else:
+            fresh = self.inner.generate(asked, config, word_pairs)
+            self.cache.put_many(
+                [(keys[i], completion_to_json(c)) for i, c in zip(missing, fresh, strict=True) if c.error is None],
+                "generation",
+                self._model_label,
+            )
+        for i, completion in zip(missing, fresh, strict=True):
+            out[i] = completion
+        return out  # type: ignore[return-value]

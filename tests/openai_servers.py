@@ -1,0 +1,211 @@
+"""Local OpenAI-compatible HTTP servers for the API tests: a scripted one (faults on demand) and a real model.
+
+Both are real HTTP servers on 127.0.0.1 (http.server, one thread per connection, HTTP/1.1 keep-alive).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# Canned next-token distribution of the scripted server: " she" 0.3, " he" 0.1 (hand-checkable metrics).
+CANNED_TOP = {" she": math.log(0.3), " the": math.log(0.2), " he": math.log(0.1), " it": math.log(0.05)}
+
+
+def canned_text(prompt: str) -> str:
+    """The scripted server's deterministic continuation: female for nurse/teacher prompts, male otherwise."""
+    return " she is kind." if any(w in prompt for w in ("nurse", "teacher", "dancer")) else " he went home."
+
+
+@dataclass
+class Seen:
+    """What a server received: request bodies and Authorization headers, in order."""
+
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    auth: list[str | None] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, body: dict[str, Any], auth: str | None) -> int:
+        """Record one request; returns its 0-based number."""
+        with self.lock:
+            self.bodies.append(body)
+            self.auth.append(auth)
+            return len(self.bodies) - 1
+
+    @property
+    def count(self) -> int:
+        """How many requests arrived."""
+        with self.lock:
+            return len(self.bodies)
+
+
+# A fault script maps (request number, body) to an action: "ok", "429", "500", "slow", "truncated",
+# "drop", "malformed", "401" (echoing the key), or "slow-ok" (answers after a delay).
+Script = Callable[[int, dict[str, Any]], str]
+
+
+def completion_json(body: dict[str, Any], text: str, top: dict[str, float] | None) -> dict[str, Any]:
+    """An OpenAI completions or chat answer with `text` and, when asked, `top` as the first position's logprobs."""
+    chat = "messages" in body
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+    if chat:
+        choice["message"] = {"role": "assistant", "content": text}
+        if body.get("logprobs") and top is not None:
+            k = int(body.get("top_logprobs") or 0)
+            items = sorted(top.items(), key=lambda kv: -kv[1])[:k]
+            first = {"token": items[0][0], "logprob": items[0][1], "bytes": None}
+            choice["logprobs"] = {
+                "content": [{**first, "top_logprobs": [{"token": t, "logprob": v, "bytes": None} for t, v in items]}]
+            }
+    else:
+        choice["text"] = text
+        if body.get("logprobs") and top is not None:
+            items = sorted(top.items(), key=lambda kv: -kv[1])[: int(body["logprobs"])]
+            choice["logprobs"] = {
+                "tokens": [items[0][0]],
+                "token_logprobs": [items[0][1]],
+                "top_logprobs": [dict(items)],
+                "text_offset": [0],
+            }
+    return {
+        "id": "cmpl-test",
+        "object": "chat.completion" if chat else "text_completion",
+        "model": body.get("model"),
+        "choices": [choice],
+    }
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """The prompt of a completions body, or the last chat message."""
+    if "messages" in body:
+        return str(body["messages"][-1]["content"])
+    return str(body.get("prompt", ""))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None, length: int | None = None):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload) if length is None else length))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.loads(raw)
+        number = self.server.seen.add(body, self.headers.get("Authorization"))
+        status, payload, headers = self.server.answer(number, body, self.headers.get("Authorization"))
+        if status == -1:  # drop the connection without answering
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if status == -2:  # truncated body: announce more bytes than are sent, then close
+            self._send(200, payload, length=len(payload) + 50)
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        self._send(status, payload, headers)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    seen: Seen
+    answer: Callable[[int, dict[str, Any], str | None], tuple[int, bytes, dict[str, str]]]
+
+
+@contextmanager
+def serve(answer: Callable[[int, dict[str, Any], str | None], tuple[int, bytes, dict[str, str]]]) -> Iterator[Any]:
+    """Run a server on 127.0.0.1 (free port) in a thread; yields (base_url, seen)."""
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.seen = Seen()
+    server.answer = answer
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", server.seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def scripted(script: Script | None = None, latency: float = 0.0):
+    """A canned-answer server whose `script` injects faults; yields (base_url, seen)."""
+
+    def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+        action = script(number, body) if script else "ok"
+        if latency:
+            time.sleep(latency)
+        ok = json.dumps(completion_json(body, canned_text(prompt_text(body)), CANNED_TOP)).encode()
+        if action == "ok":
+            return 200, ok, {}
+        if action == "429":
+            return 429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "1"}
+        if action == "500":
+            return 500, b'{"error": {"message": "internal error"}}', {}
+        if action in ("slow", "slow-ok"):
+            time.sleep(1.5 if action == "slow" else 0.3)
+            return 200, ok, {}
+        if action == "truncated":
+            return -2, ok[: len(ok) // 2], {}
+        if action == "drop":
+            return -1, b"", {}
+        if action == "malformed":
+            return 200, ok[: len(ok) // 2], {}
+        if action == "empty":
+            return 200, b'{"choices": []}', {}
+        if action == "401":
+            return 401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth}"}}).encode(), {}
+        raise ValueError(f"unknown action {action!r}")
+
+    return serve(answer)
+
+
+def model_server(backend: Any):
+    """A real OpenAI-compatible server over a fairprobe HFBackend (completions and chat, with top logprobs).
+
+    Requests run one at a time (one model); each prompt is generated alone, so no padding is involved.
+    """
+    import torch
+
+    lock = threading.Lock()
+    tokenizer = backend.tokenizer
+
+    def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+        chat = "messages" in body
+        prompt = body["messages"] if chat else body["prompt"]
+        k = int(body.get("top_logprobs") or 0) if chat else int(body.get("logprobs") or 0)
+        with lock, torch.inference_mode():
+            enc = backend.encode([prompt])
+            out = backend.model.generate(
+                **enc,
+                max_new_tokens=int(body.get("max_tokens", 16)),
+                do_sample=False,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
+        new = out.sequences[0, enc["input_ids"].shape[1] :]
+        text = tokenizer.decode(new, skip_special_tokens=True)
+        top = None
+        if k:
+            first = out.logits[0][0].float().log_softmax(-1)
+            values, ids = first.topk(k)
+            top = {tokenizer.decode([int(i)]): float(v) for v, i in zip(values, ids, strict=True)}
+        return 200, json.dumps(completion_json(body, text, top)).encode(), {}
+
+    return serve(answer)
