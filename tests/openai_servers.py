@@ -30,14 +30,25 @@ class Seen:
 
     bodies: list[dict[str, Any]] = field(default_factory=list)
     auth: list[str | None] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, body: dict[str, Any], auth: str | None) -> int:
-        """Record one request; returns its 0-based number."""
+    def add(self, path: str, body: dict[str, Any], auth: str | None) -> int:
+        """Record one request (now in flight); returns its 0-based number."""
         with self.lock:
             self.bodies.append(body)
             self.auth.append(auth)
+            self.paths.append(path)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return len(self.bodies) - 1
+
+    def done(self) -> None:
+        """One request answered."""
+        with self.lock:
+            self.in_flight -= 1
 
     @property
     def count(self) -> int:
@@ -47,7 +58,8 @@ class Seen:
 
 
 # A fault script maps (request number, body) to an action: "ok", "429", "500", "slow", "truncated",
-# "drop", "malformed", "401" (echoing the key), or "slow-ok" (answers after a delay).
+# "drop", "malformed", "empty", "401" (echoing the key), "nologprobs" (answers without logprobs) or
+# "max5" (400 when more than 5 logprobs are asked, as OpenAI's legacy completions endpoint).
 Script = Callable[[int, dict[str, Any]], str]
 
 
@@ -109,8 +121,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = json.loads(raw)
-        number = self.server.seen.add(body, self.headers.get("Authorization"))
-        status, payload, headers = self.server.answer(number, body, self.headers.get("Authorization"))
+        number = self.server.seen.add(self.path, body, self.headers.get("Authorization"))
+        try:
+            status, payload, headers = self.server.answer(number, body, self.headers.get("Authorization"))
+        finally:
+            self.server.seen.done()
         if status == -1:  # drop the connection without answering
             self.close_connection = True
             self.connection.shutdown(2)
@@ -125,6 +140,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up (timeout test) leaves a broken pipe: nothing to report."""
+
     seen: Seen
     answer: Callable[[int, dict[str, Any], str | None], tuple[int, bytes, dict[str, str]]]
 
@@ -154,12 +173,18 @@ def scripted(script: Script | None = None, latency: float = 0.0):
         ok = json.dumps(completion_json(body, canned_text(prompt_text(body)), CANNED_TOP)).encode()
         if action == "ok":
             return 200, ok, {}
+        if action == "nologprobs":
+            return 200, json.dumps(completion_json(body, canned_text(prompt_text(body)), None)).encode(), {}
+        if action == "max5":
+            if int(body.get("logprobs") or 0) > 5:
+                return 400, b'{"error": {"message": "logprobs must be at most 5"}}', {}
+            return 200, ok, {}
         if action == "429":
             return 429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "1"}
         if action == "500":
             return 500, b'{"error": {"message": "internal error"}}', {}
-        if action in ("slow", "slow-ok"):
-            time.sleep(1.5 if action == "slow" else 0.3)
+        if action == "slow":
+            time.sleep(1.5)
             return 200, ok, {}
         if action == "truncated":
             return -2, ok[: len(ok) // 2], {}

@@ -1,0 +1,248 @@
+"""The openai: backend against scripted local HTTP servers: endpoints, logprob metrics, faults, key hygiene."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from fairprobe.errors import ConfigError, ModelError
+from fairprobe.models import GenerationConfig, load_model
+from fairprobe.models.api import EndpointError, RetryPolicy, normalise_token, retry_after_seconds, word_probs_from_top
+from fairprobe.probes import load_probe_set
+from fairprobe.records import ChatMessage
+from fairprobe.runner import RunOptions, read_samples, run
+from openai_servers import canned_text, prompt_text, scripted
+
+FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
+SHE_HE = {"pairs": [["she", "he"]]}
+# GLD and ADD of the canned distribution (she 0.3, he 0.1), by hand.
+GLD = (0.3 - 0.1) / (0.3 + 0.1)
+ADD = 0.5 * (0.3 * math.log(2 * 0.3 / 0.4) + 0.1 * math.log(2 * 0.1 / 0.4))
+
+
+def backend(url: str, **kw):
+    """The openai: backend with quick retries (tests do not wait half-second backoffs)."""
+    return load_model("openai:test", base_url=url, retry=kw.pop("retry", FAST), timeout=kw.pop("timeout", 5.0), **kw)
+
+
+def options(url: str, out: Path, **kw) -> RunOptions:
+    """Six template prompts, batches of 4, no cache (each test counts its own requests)."""
+    base = {"model": "openai:test", "base_url": url, "probes": ["template"], "limit": 6, "out": out, "batch_size": 4}
+    return RunOptions(**{**base, "use_cache": False, **kw})
+
+
+def first_attempt(action: str):
+    """A script that answers `action` to the first request of every prompt and succeeds afterwards."""
+    seen: set[str] = set()
+    lock = threading.Lock()
+
+    def script(number: int, body: dict) -> str:
+        with lock:
+            key = prompt_text(body)
+            if key in seen:
+                return "ok"
+            seen.add(key)
+            return action
+
+    return script
+
+
+def metrics(summary) -> dict:
+    return summary.to_json_obj()["results"]["template"]["metrics"]
+
+
+def test_word_probs_from_top_reads_known_words_and_masks_the_rest() -> None:
+    top = {"▁she": math.log(0.25), "Ġhe": math.log(0.125), " her": math.log(0.0625), " man": -math.inf, "x": 0.0}
+    probs, mask = word_probs_from_top(top, [("she", "he"), ("her", "his"), ("woman", "man")])
+    assert mask.tolist() == [[True, True], [True, False], [False, False]]
+    assert np.allclose(probs[mask], [0.25, 0.125, 0.0625])
+    assert normalise_token("▁she") == " she" and normalise_token("she") == "she"
+
+
+def test_retry_after_header_forms() -> None:
+    assert retry_after_seconds(httpx.Headers({"Retry-After": "2"})) == 2.0
+    assert retry_after_seconds(httpx.Headers({"retry-after-ms": "250"})) == 0.25
+    assert retry_after_seconds(httpx.Headers({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+    assert retry_after_seconds(httpx.Headers({})) is None
+
+
+def test_paper_suite_uses_completions_with_top_logprobs_and_marks_gld_approximate(tmp_path: Path) -> None:
+    with scripted() as (url, seen):
+        summary = run(options(url, tmp_path / "run"), backend=backend(url))
+    ps = load_probe_set("template", limit=6)
+    assert seen.paths == ["/v1/completions"] * 6
+    # The prompt goes as it is (no chat template), greedy, with 20 top logprobs.
+    assert sorted(b["prompt"] for b in seen.bodies) == sorted(p.prompt for p in ps.probes)
+    assert {(b["temperature"], b["logprobs"], b["max_tokens"]) for b in seen.bodies} == {(0.0, 20, 50)}
+    m = metrics(summary)
+    female = sum(canned_text(p.prompt).startswith(" she") for p in ps.probes)
+    assert m["gas"]["value"] == 1.0 and m["gas_f"]["value"] == pytest.approx(female / 6)
+    assert m["gld"]["value"] == pytest.approx(GLD) and m["gld"]["approximate"] is True
+    assert m["add"]["value"] == pytest.approx(ADD) and m["add"]["approximate"] is True
+    assert m["coverage"]["value"] == 0.0
+    assert m["covered_mass"]["value"] == pytest.approx(0.4)
+    sample = read_samples(tmp_path / "run" / "samples.jsonl")[0]
+    # Unknown probabilities are written as null, never as 0.
+    assert sample.p_female[:2] == [pytest.approx(0.3), None] and sample.p_known[0] == [True, True]
+
+
+def test_full_coverage_gives_exact_metrics(tmp_path: Path) -> None:
+    words = tmp_path / "words.json"
+    words.write_text(json.dumps(SHE_HE))
+    with scripted() as (url, _):
+        m = metrics(run(options(url, tmp_path / "run", words_file=words), backend=backend(url)))
+    assert m["gld"] == {"value": pytest.approx(GLD), "ci95": [pytest.approx(GLD), pytest.approx(GLD)]}
+    assert m["add"]["value"] == pytest.approx(ADD) and "approximate" not in m["add"]
+    assert m["log_add"]["value"] == pytest.approx(math.log(ADD))
+    assert m["coverage"]["value"] == 1.0
+
+
+def test_no_logprobs_means_unavailable_not_zero(tmp_path: Path) -> None:
+    with scripted(lambda n, b: "nologprobs") as (url, _):
+        m = metrics(run(options(url, tmp_path / "run"), backend=backend(url)))
+    for name in ("gld", "add", "log_add"):
+        # summary.json leaves out null fields: no value at all, never a zero.
+        assert m[name] == {"ci95": [None, None], "note": "unavailable: server returned no logprobs"}
+    assert m["gas"]["value"] == 1.0
+
+
+def test_server_that_allows_five_logprobs_is_asked_again_with_five(tmp_path: Path) -> None:
+    with scripted(lambda n, b: "max5") as (url, seen):
+        m = metrics(run(options(url, tmp_path / "run", limit=2), backend=backend(url, concurrency=1)))
+    assert [b["logprobs"] for b in seen.bodies] == [20, 5, 5]
+    assert m["gld"]["value"] == pytest.approx(GLD)
+
+
+def test_chat_prompts_use_the_chat_endpoint_with_top_logprobs() -> None:
+    prompt = [ChatMessage(role="user", content="Is the nurse kind?")]
+    with scripted() as (url, seen):
+        model = backend(url)
+        plain, with_probs = (
+            model.generate([prompt], GenerationConfig(max_new_tokens=5)),
+            model.generate([prompt], GenerationConfig(max_new_tokens=5), [("she", "he")]),
+        )
+    assert seen.paths == ["/v1/chat/completions"] * 2
+    assert seen.bodies[0]["messages"] == [{"role": "user", "content": "Is the nurse kind?"}]
+    assert "logprobs" not in seen.bodies[0] and seen.bodies[1]["top_logprobs"] == 20
+    assert plain[0].text == " she is kind." and plain[0].word_probs is None
+    assert with_probs[0].word_probs.tolist() == [[pytest.approx(0.3), pytest.approx(0.1)]]
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "truncated", "drop", "slow", "malformed"])
+def test_transient_faults_are_retried_and_nothing_is_lost(tmp_path: Path, fault: str) -> None:
+    with scripted() as (url, _):
+        clean = metrics(run(options(url, tmp_path / "clean"), backend=backend(url)))
+    with scripted(first_attempt(fault)) as (url, seen):
+        summary = run(options(url, tmp_path / "run"), backend=backend(url, timeout=0.5))
+    assert seen.count == 12  # every prompt failed once and succeeded on its second attempt
+    samples = read_samples(tmp_path / "run" / "samples.jsonl")
+    assert len(samples) == 6 and not any(getattr(s, "error", None) for s in samples)
+    assert metrics(summary) == clean
+
+
+def test_429_waits_for_retry_after() -> None:
+    with scripted(first_attempt("429")) as (url, _):
+        model = backend(url, retry=RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0))
+        loop_time = model._loop.time
+        start = loop_time()
+        model.generate(["My friend is a nurse, and"], GenerationConfig())
+        assert loop_time() - start >= 1.0  # the server's Retry-After: 1, although the backoff would be 0
+
+
+@pytest.mark.parametrize("answer", ["malformed", "empty"])
+def test_malformed_answers_are_recorded_as_undetermined(tmp_path: Path, answer: str) -> None:
+    bad = "My friend is a attendant, and"
+    with scripted(lambda n, b: answer if prompt_text(b) == bad else "ok") as (url, _):
+        summary = run(options(url, tmp_path / "run"), backend=backend(url))
+    samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
+    assert len(samples) == 6
+    assert samples[bad].error.startswith("malformed response") and samples[bad].continuation == ""
+    assert samples[bad].words_found == [] and not hasattr(samples[bad], "p_female")
+    m = metrics(summary)
+    assert m["undetermined"]["value"] == pytest.approx(1 / 6)
+    assert m["gas"]["value"] == 1.0  # over the 5 answered prompts: no fake "no gendered word" answer
+
+
+def test_retry_budget_then_clear_error_and_resume_finishes_only_the_rest(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    healthy = threading.Event()
+    with scripted(lambda n, b: "ok" if n < 4 or healthy.is_set() else "500") as (url, seen):
+        with pytest.raises(EndpointError) as info:
+            run(options(url, out, concurrency=1), backend=backend(url, concurrency=1))
+        message = str(info.value)
+        assert "HTTP 500; gave up after 4 attempts" in message
+        assert f"4 samples saved in {out}: run the same command again to resume" in message
+        assert "\n" not in message
+        assert len(read_samples(out / "samples.jsonl")) == 4
+        healthy.set()
+        before = seen.count
+        resumed = run(options(url, out), backend=backend(url))
+        assert seen.count - before == 2  # only the two missing prompts
+        run(options(url, tmp_path / "whole"), backend=backend(url))
+    assert (out / "summary.json").read_bytes() == (tmp_path / "whole" / "summary.json").read_bytes()
+    assert (out / "samples.jsonl").read_bytes() == (tmp_path / "whole" / "samples.jsonl").read_bytes()
+    assert resumed.results["template"].n == 6
+
+
+def test_concurrency_limits_requests_in_flight() -> None:
+    with scripted(latency=0.1) as (url, seen):
+        backend(url, concurrency=3).generate([f"My friend {i}, and" for i in range(12)], GenerationConfig())
+    assert seen.count == 12
+    assert 1 < seen.max_in_flight <= 3
+
+
+def test_round_robin_over_several_endpoints(tmp_path: Path) -> None:
+    with scripted() as (url_a, seen_a), scripted() as (url_b, seen_b):
+        summary = run(options(f"{url_a},{url_b}", tmp_path / "run"), backend=backend(f"{url_a},{url_b}"))
+    assert (seen_a.count, seen_b.count) == (3, 3)
+    assert metrics(summary)["gld"]["value"] == pytest.approx(GLD)
+
+
+def test_bad_specs_and_options_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAIRPROBE_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ModelError, match="needs a key: set \\$FAIRPROBE_API_KEY"):
+        load_model("openai:gpt-4o-mini")
+    with pytest.raises(ModelError, match="needs the server's model name"):
+        load_model("openai:")
+    with pytest.raises(ModelError, match="http"):
+        load_model("openai:x", base_url="ftp://host")
+    with pytest.raises(ConfigError, match="--base-url needs an openai:MODEL"):
+        RunOptions(model="smollm2-135m-instruct", base_url="http://127.0.0.1:1/v1")
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "fairprobe.cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_api_key_never_reaches_files_or_messages(tmp_path: Path) -> None:
+    marker = "sk-fairprobe-marker-7f3a9c"
+    env = {**os.environ, "FAIRPROBE_API_KEY": marker, "FAIRPROBE_CACHE_DB": str(tmp_path / "cache.sqlite")}
+    out = tmp_path / "run"
+    args = ["run", "--model", "openai:test", "--probes", "template", "--limit", "3", "--out", str(out)]
+    with scripted() as (url, seen):
+        ok = _cli([*args, "--base-url", url], env)
+    assert ok.returncode == 0, ok.stderr
+    assert set(seen.auth) == {f"Bearer {marker}"}  # the key is sent, in the header only
+    with scripted(lambda n, b: "401") as (url, seen):  # a server that echoes the key back
+        bad = _cli([*args, "--base-url", url, "--out", str(tmp_path / "bad")], env)
+    assert bad.returncode == 2
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "HTTP 401 (check $FAIRPROBE_API_KEY)" in last
+    assert "Traceback" not in bad.stderr
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {p.name for p in written} >= {"manifest.json", "samples.jsonl", "summary.json", "cache.sqlite"}
+    for path in written:
+        assert marker.encode() not in path.read_bytes(), path
+    assert marker not in ok.stdout + ok.stderr + bad.stdout + bad.stderr
