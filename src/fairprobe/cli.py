@@ -277,7 +277,7 @@ def score_cmd(
         probes, responses, data_dir=data_dir, out=out, probe_options=parse_options(option), model=model
     )
     for lineno, why in report.skipped:
-        err_console.print(f"[yellow]skipped {responses} line {lineno}: {why}[/yellow]", highlight=False)
+        err_console.print(f"[yellow]skipped {responses} line {lineno}: {why}[/yellow]", highlight=False, soft_wrap=True)
     if as_json:
         console.print_json(json.dumps(report.summary.to_json_obj()))
     else:
@@ -286,6 +286,7 @@ def score_cmd(
         f"scored {len(report.samples)} replies; {len(report.skipped)} malformed lines skipped; "
         f"{report.missing} probes without a reply" + (f"; written to {out}" if out else ""),
         highlight=False,
+        soft_wrap=True,
     )
 
 

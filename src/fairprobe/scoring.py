@@ -1,0 +1,113 @@
+"""Score replies produced elsewhere (logs, a closed model's outputs) with a suite's detectors, no model loaded.
+
+Responses file: JSON Lines, one object per probe, keyed by the probe's `id` (as `fairprobe probes show
+NAME` prints it) and one field per model call of that probe:
+- single-prompt sets (professional-bias, paper sets): `{"id": "0", "response": "The nurse."}`;
+- pair sets (gender-income): `{"id": "0", "original": "No", "flipped": "Yes"}`.
+Lines that are not JSON objects, lack `id` or a reply field, hold a non-string reply, name an unknown
+probe id or repeat one are reported with their line numbers and skipped; the summary's
+`scoring` block counts them. Probes without a reply are left out (n counts scored probes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fairprobe import __version__
+from fairprobe.errors import DataError
+from fairprobe.io import atomic_write_json, atomic_write_text, read_text
+from fairprobe.models.base import Completion
+from fairprobe.probes import load_probe_set, registered
+from fairprobe.records import Sample, Summary
+from fairprobe.runner import RunOptions, check_out_dir
+from fairprobe.suites import get_suite
+
+
+@dataclass
+class ScoreReport:
+    """What `score_responses` did: the summary, the skipped lines (line number, why) and counts."""
+
+    summary: Summary
+    samples: list[Sample]
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    missing: int = 0
+
+
+def score_responses(
+    probes: str,
+    responses: Path,
+    data_dir: Path | None = None,
+    out: Path | None = None,
+    probe_options: dict[str, str] | None = None,
+    model: str = "responses",
+) -> ScoreReport:
+    """Score a responses JSONL file against one probe set; writes summary.json and samples.jsonl to `out`."""
+    entries = registered()
+    if probes not in entries:
+        raise DataError(f"unknown probe set {probes!r}: choose from {', '.join(sorted(entries))}")
+    if out is not None:
+        check_out_dir(out)
+    options = RunOptions(
+        model=model,
+        suite=entries[probes].suite,
+        probes=[probes],
+        data_dir=data_dir,
+        probe_options=probe_options or {},
+    )
+    suite = get_suite(options.suite)
+    ps = load_probe_set(probes, data_dir=data_dir, **options.probe_options)
+    by_id = {p.id: p for p in ps.probes}
+    keys = {p.id: [r.key for r in suite.requests(ps, p, options)] for p in ps.probes}
+    text = read_text(responses, "responses file")
+    skipped: list[tuple[int, str]] = []
+    replies: dict[str, dict[str, str]] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            skipped.append((lineno, f"not JSON ({exc.msg})"))
+            continue
+        if not isinstance(obj, dict) or "id" not in obj:
+            skipped.append((lineno, "not an object with an 'id' field"))
+            continue
+        pid = str(obj["id"])
+        if pid not in by_id:
+            skipped.append((lineno, f"unknown probe id {pid!r} for {probes}"))
+            continue
+        if pid in replies:
+            skipped.append((lineno, f"probe id {pid!r} repeated"))
+            continue
+        wanted = keys[pid]
+        if len(wanted) == 1 and wanted[0] not in obj and "response" in obj:
+            obj[wanted[0]] = obj["response"]
+        absent = [k for k in wanted if not isinstance(obj.get(k), str)]
+        if absent:
+            skipped.append((lineno, f"needs string field(s) {', '.join(absent)}"))
+            continue
+        replies[pid] = {k: obj[k] for k in wanted}
+    if not replies:
+        raise DataError(f"no usable responses in {responses} ({len(skipped)} malformed lines)")
+    samples = [
+        suite.sample(ps, p, {k: Completion(text=v) for k, v in replies[p.id].items()}, options)
+        for p in ps.probes
+        if p.id in replies
+    ]
+    result = suite.summarize(ps, samples, options)
+    summary = Summary(fairprobe_version=__version__, model=model, results={ps.name: result})
+    report = ScoreReport(summary, samples, skipped, missing=len(ps.probes) - len(samples))
+    if out is not None:
+        obj = summary.to_json_obj()
+        obj["scoring"] = {
+            "responses": str(responses),
+            "scored": len(samples),
+            "malformed_lines": len(skipped),
+            "skipped": [{"line": n, "reason": why} for n, why in skipped],
+            "probes_without_reply": report.missing,
+        }
+        atomic_write_text(out / "samples.jsonl", "".join(s.model_dump_json() + "\n" for s in samples))
+        atomic_write_json(out / "summary.json", obj)
+    return report

@@ -1,0 +1,158 @@
+"""Fairness metrics (hand-computed), the `score` command, and one short run of the suite on the embedded model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fairprobe.cli import app
+from fairprobe.metrics.fairness import decodingtrust_metrics, pair_metrics, professional_metrics
+from fairprobe.scoring import score_responses
+
+
+def test_decodingtrust_metrics_by_hand() -> None:
+    # Known: Male selection 2/3, Female 1/2 -> DPD 1/6; TPR M 1/2 vs F 1 and FPR M 1 vs F 0 -> EOD 1.
+    m = decodingtrust_metrics(
+        ["yes", "no", "yes", "no", "yes", "unknown"],
+        ["yes", "yes", "no", "no", "yes", "no"],
+        ["Male", "Male", "Male", "Female", "Female", "Female"],
+    )
+    assert m["accuracy"].value == pytest.approx(3 / 6)  # an unknown answer counts as wrong
+    assert m["unknown_share"].value == pytest.approx(1 / 6)
+    assert m["dp_difference"].value == pytest.approx(1 / 6)
+    assert m["eo_difference"].value == pytest.approx(1.0)
+    lo, hi = m["dp_difference"].ci95
+    assert lo is not None and hi is not None and lo <= 1 / 6 <= hi
+    # DecodingTrust's base-rate-1.0 shape: women all "no", men all "yes" -> a group has no positives (rate 0).
+    m = decodingtrust_metrics(
+        ["no", "no", "yes", "yes"], ["no", "no", "yes", "yes"], ["Female", "Female", "Male", "Male"]
+    )
+    assert (m["accuracy"].value, m["dp_difference"].value, m["eo_difference"].value) == (1.0, 1.0, 1.0)
+    m = decodingtrust_metrics(["unknown"], ["no"], ["Male"])
+    assert (m["dp_difference"].value, m["eo_difference"].value) == (0.0, 0.0)
+
+
+def test_pair_metrics_by_hand() -> None:
+    m = pair_metrics(
+        ["differ", "differ", "same", "undetermined", "differ"],
+        ["Male", "Female", "Male", "Female", "Female"],
+        ["yes", "yes", "no", "unknown", "no"],
+    )
+    assert m["hit_rate"].value == pytest.approx(3 / 4)
+    assert m["hit_rate"].note == "over 4 determined pairs"
+    assert m["undetermined_share"].value == pytest.approx(1 / 5)
+    assert (m["female_only_yes"].value, m["male_only_yes"].value) == (1.0, 2.0)
+    assert m["mcnemar_p"].value == pytest.approx(1.0)  # binomial(1 of 3, 0.5), two-sided
+    lo, hi = m["hit_rate"].ci95
+    assert lo == pytest.approx(0.3006, abs=1e-4) and hi == pytest.approx(0.9544, abs=1e-4)  # Wilson
+
+
+def test_professional_metrics_by_hand() -> None:
+    m = professional_metrics(
+        ["nurse", "doctor", None, "nurse"],
+        ["nurse", "nurse", "doctor", "doctor"],
+        ["doctor", "doctor", "nurse", "nurse"],
+    )
+    assert (m["hit_rate"].value, m["anti_rate"].value, m["undetermined_share"].value) == (0.25, 0.5, 0.25)
+    assert m["stereotype_gap"].value == pytest.approx(-0.25)
+    m = professional_metrics(
+        ["nurse", "doctor", "doctor", "nurse"],
+        ["nurse", "doctor", "nurse", "doctor"],
+        ["doctor", "nurse", "doctor", "nurse"],
+        correct=["nurse", "doctor", "doctor", "nurse"],
+        kinds=["pro", "pro", "anti", "anti"],
+    )
+    assert (m["accuracy_pro"].value, m["accuracy_anti"].value, m["accuracy_gap"].value) == (1.0, 1.0, 0.0)
+
+
+def write_lines(path: Path, lines: list[object]) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def test_score_pairs_with_malformed_lines(shared_data: Path, tmp_path: Path) -> None:
+    responses = write_lines(
+        tmp_path / "replies.jsonl",
+        [
+            {"id": "0", "original": "No.", "flipped": "Yes."},  # Vijil pair 0: Female original -> male-only yes
+            "{broken",
+            {"id": "1", "original": "Yes", "flipped": "yes, above $50k"},
+            {"id": "2", "original": "Yes"},
+            {"id": 3, "original": "I'm sorry, I cannot predict that.", "flipped": "No"},
+            ["not", "an", "object"],
+            {"id": "999", "original": "No", "flipped": "No"},
+            {"id": "1", "original": "No", "flipped": "No"},
+            {"id": "4", "original": 1, "flipped": "No"},
+        ],
+    )
+    report = score_responses("gender-income", responses, data_dir=shared_data, out=tmp_path / "out")
+    assert [n for n, _ in report.skipped] == [2, 4, 6, 7, 8, 9]
+    assert "needs string field(s) flipped" in dict(report.skipped)[4]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["scoring"]["malformed_lines"] == 6 and summary["scoring"]["scored"] == 3
+    metrics = summary["results"]["gender-income"]["metrics"]
+    assert metrics["hit_rate"]["value"] == pytest.approx(1 / 2)
+    assert metrics["undetermined_share"]["value"] == pytest.approx(1 / 3)
+    assert metrics["refusal_share"]["value"] == pytest.approx(1 / 3)
+    assert metrics["male_only_yes"]["value"] == 1.0
+    samples = [json.loads(x) for x in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    assert [s["verdict"] for s in samples] == ["differ", "same", "undetermined"]
+
+
+def test_score_command_professional(tmp_path: Path) -> None:
+    responses = write_lines(
+        tmp_path / "replies.jsonl",
+        [
+            {"id": "0", "response": "The receptionist had just finished the morning paperwork."},
+            {"id": "1", "response": "The sentence is ambiguous: it could be either of them."},
+            {"id": "2", "response": "The mechanic."},
+            "",
+            "nonsense",
+        ],
+    )
+    result = CliRunner().invoke(
+        app, ["score", "--probes", "professional-bias", "--responses", str(responses), "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "line 5: not JSON" in result.output
+    assert "scored 3 replies; 1 malformed lines skipped; 57 probes without a reply" in " ".join(result.output.split())
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    metrics = summary["results"]["professional-bias"]["metrics"]
+    assert metrics["hit_rate"]["value"] == pytest.approx(2 / 3)
+    assert metrics["undetermined_share"]["value"] == pytest.approx(1 / 3)
+
+
+def test_score_bad_inputs_exit_2(tmp_path: Path) -> None:
+    cli = [sys.executable, "-m", "fairprobe.cli", "score", "--probes", "professional-bias", "--responses"]
+    missing = subprocess.run([*cli, str(tmp_path / "nope.jsonl")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "error: responses file not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    garbage = write_lines(tmp_path / "garbage.jsonl", ["{", {"id": "0"}])
+    bad = subprocess.run([*cli, str(garbage)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no usable responses" in bad.stderr and "2 malformed lines" in bad.stderr
+
+
+@pytest.mark.slow
+def test_fairness_suite_runs_on_embedded_model(embedded_backend, shared_data: Path, tmp_path: Path) -> None:
+    from fairprobe.runner import RunOptions, run
+
+    options = RunOptions(suite="fairness", data_dir=shared_data, limit=4, out=tmp_path / "run", batch_size=8)
+    summary = run(options, backend=embedded_backend)
+    income, professional = summary.results["gender-income"], summary.results["professional-bias"]
+    assert income.n == 4 and professional.n == 4
+    samples = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    pairs = [s for s in samples if s["set"] == "gender-income"]
+    assert all(s["original"] and s["flipped"] for s in pairs)
+    assert {s["answer_original"] for s in pairs} <= {"yes", "no", "unknown"}
+    hits = sum(s["verdict"] == "differ" for s in pairs)
+    determined = sum(s["verdict"] != "undetermined" for s in pairs)
+    assert income.metrics["hit_rate"].value == (hits / determined if determined else None)
+    prompts = [s for s in samples if s["set"] == "professional-bias"]
+    assert professional.metrics["hit_rate"].value == sum(s["hit"] for s in prompts) / 4
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["probe_sets"]["gender-income"]["n"] == 4
