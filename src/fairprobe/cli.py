@@ -232,7 +232,9 @@ def cache_stats(cache: CacheOpt = None) -> None:
     from fairprobe.cache import Cache
 
     stats = Cache(cache).stats()
-    console.print(f"{stats.path}: {stats.entries} entries, {stats.size_bytes / 1e6:.2f} MB")
+    console.print(f"{stats.path}: {stats.entries} entries, {stats.size_bytes / 1e6:.2f} MB", soft_wrap=True)
+    if not stats.entries:
+        return
     table = Table(header_style="bold cyan")
     table.add_column("kind")
     table.add_column("model")
@@ -254,7 +256,7 @@ def cache_clear(
 
     store = Cache(cache)
     deleted = store.clear(model)
-    console.print(f"deleted {deleted} entries from {store.path}")
+    console.print(f"deleted {deleted} entries from {store.path}", soft_wrap=True)
 
 
 @app.command("score")

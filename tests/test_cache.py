@@ -1,0 +1,168 @@
+"""The shared cache: the SQLite store, the CachedBackend wrapper, and runs that ask the model nothing twice."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fairprobe.cache import Cache, cache_key
+from fairprobe.models import Completion, GenerationConfig
+from fairprobe.models.api import RetryPolicy
+from fairprobe.models.cached import CachedBackend
+from fairprobe.runner import RunOptions, read_samples, run
+from openai_servers import scripted
+
+PAIRS = [("she", "he"), ("her", "his")]
+
+
+class CountingBackend:
+    """A backend whose answer depends on prompt and seed; counts the prompts it is asked."""
+
+    name = "counting"
+    has_chat_template = False
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def identity(self) -> dict[str, Any]:
+        return {"id": "counting", "revision": "1"}
+
+    def generate(self, prompts, config: GenerationConfig, word_pairs=None) -> list[Completion]:
+        self.asked.extend(prompts)
+        out = []
+        for p in prompts:
+            probs = None if word_pairs is None else np.full((len(word_pairs), 2), 1 / (3 + len(p)))
+            error = "malformed response: no choices" if "broken" in p else None
+            out.append(Completion(text=f"{p}|{config.seed}", word_probs=probs, error=error))
+        return out
+
+
+def test_store_round_trip_stats_and_clear(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "c.sqlite")
+    key = cache_key({"a": 1, "b": [1, 2]})
+    assert key == cache_key({"b": [1, 2], "a": 1})  # canonical JSON: key order does not matter
+    cache.put(key, {"verdict": "yes", "p": 0.1 + 0.2}, "judge", "openai:judge")
+    cache.put_many([("k1", 1), ("k2", 2)], "generation", "m")
+    assert cache.get(key) == {"verdict": "yes", "p": 0.1 + 0.2}  # floats come back bit for bit
+    assert cache.get_many(["k1", "k2", "nope"]) == {"k1": 1, "k2": 2}
+    stats = cache.stats()
+    assert (stats.entries, stats.by_kind, stats.by_model) == (
+        3,
+        {"generation": 2, "judge": 1},
+        {"m": 2, "openai:judge": 1},
+    )
+    with sqlite3.connect(cache.path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert cache.clear("m") == 2 and cache.stats().entries == 1
+    assert cache.clear() == 1 and cache.get(key) is None
+
+
+def test_concurrent_writers_from_threads(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "c.sqlite")
+
+    def write(t: int) -> None:
+        for i in range(50):
+            cache.put(f"{t}-{i}", i, "generation", "m")
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Cache(tmp_path / "c.sqlite").stats().entries == 400
+
+
+def test_cached_backend_asks_only_misses_and_returns_identical_values(tmp_path: Path) -> None:
+    inner = CountingBackend()
+    model = CachedBackend(inner, Cache(tmp_path / "c.sqlite"))
+    greedy = GenerationConfig(seed=1)
+    first = model.generate(["a", "bb"], greedy, PAIRS)
+    again = model.generate(["bb", "ccc", "a"], greedy.model_copy(update={"seed": 2}), PAIRS)
+    assert inner.asked == ["a", "bb", "ccc"]  # greedy answers do not depend on the seed
+    assert [c.text for c in again] == ["bb|1", "ccc|2", "a|1"]
+    assert np.array_equal(again[0].word_probs, first[1].word_probs)
+    assert (model.hits, model.misses) == (2, 3)
+    model.generate(["a"], greedy, None)  # without word pairs: another question
+    sampled = GenerationConfig(temperature=0.7, seed=5)
+    model.generate(["a"], sampled, PAIRS)
+    model.generate(["a"], sampled, PAIRS)
+    model.generate(["a"], sampled.model_copy(update={"seed": 6}), PAIRS)  # sampling: the seed is part of the key
+    assert inner.asked == ["a", "bb", "ccc", "a", "a", "a"]
+
+
+def test_errors_are_not_cached(tmp_path: Path) -> None:
+    inner = CountingBackend()
+    model = CachedBackend(inner, Cache(tmp_path / "c.sqlite"))
+    assert model.generate(["broken"], GenerationConfig())[0].error
+    model.generate(["broken"], GenerationConfig())
+    assert inner.asked == ["broken", "broken"]
+
+
+def _options(url: str, out: Path, cache: Path, **kw: Any) -> RunOptions:
+    base = {"model": "openai:test", "base_url": url, "probes": ["template"], "limit": 6, "out": out, "cache": cache}
+    return RunOptions(**{**base, **kw})
+
+
+def test_rerun_more_prompts_and_rescoring_cost_no_repeated_calls(tmp_path: Path) -> None:
+    cache = tmp_path / "c.sqlite"
+    words = json.loads((Path(__file__).parents[1] / "src/fairprobe/data/attribute_words.json").read_text())
+    words["detection"]["female"].append("kind")  # another detector, same probability pairs
+    rescore = tmp_path / "words.json"
+    rescore.write_text(json.dumps(words))
+    with scripted() as (url, seen):
+        first = run(_options(url, tmp_path / "a", cache))
+        assert seen.count == 6
+        second = run(_options(url, tmp_path / "b", cache))
+        assert seen.count == 6  # the same suite again: no server call
+        run(_options(url, tmp_path / "c", cache, limit=8))
+        assert seen.count == 8  # two more prompts: two calls
+        rescored = run(_options(url, tmp_path / "d", cache, words_file=rescore))
+        assert seen.count == 8  # re-scoring with another detector: no call
+        run(_options(url, tmp_path / "e", cache, use_cache=False))
+        assert seen.count == 14  # --no-cache asks again
+    assert first.to_json_obj() == second.to_json_obj()
+    assert rescored.results["template"].n == 6
+    rescored_words = [s.words_found for s in read_samples(tmp_path / "d" / "samples.jsonl")]
+    assert ["she", "kind"] in rescored_words  # the new detector saw the cached continuations
+
+
+def test_answers_paid_for_are_kept_when_a_later_request_fails(tmp_path: Path) -> None:
+    from fairprobe.models import load_model
+
+    cache = Cache(tmp_path / "c.sqlite")
+    with scripted(lambda n, b: "ok" if n < 2 else "500") as (url, _):
+        model = CachedBackend(
+            load_model("openai:test", base_url=url, concurrency=1, retry=RetryPolicy(attempts=2, base_delay=0.01)),
+            cache,
+        )
+        with pytest.raises(Exception, match="gave up after 2 attempts"):
+            model.generate(["p1", "p2", "p3", "p4"], GenerationConfig())
+    assert cache.stats().entries == 2
+
+
+def test_cache_cli_stats_and_clear(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    Cache(path).put_many([("k1", 1), ("k2", 2)], "generation", "openai:test")
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "fairprobe.cli", "cache", *args, "--cache", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    stats = cli("stats")
+    assert f"{path}: 2 entries" in stats and "openai:test" in stats
+    assert "deleted 2 entries" in cli("clear")
+    assert ": 0 entries" in cli("stats")
