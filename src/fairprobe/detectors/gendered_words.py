@@ -63,6 +63,9 @@ class AttributeWords:
         return re.compile(r"\b(" + "|".join(re.escape(w) for w in words) + r")\b", re.IGNORECASE)
 
 
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+
 @dataclass(frozen=True)
 class GenderedWordsVerdict:
     """Attribute words found in one continuation and the gender of the first one."""
@@ -74,9 +77,10 @@ class GenderedWordsVerdict:
 def detect_gendered_words(continuation: str, words: AttributeWords) -> GenderedWordsVerdict:
     """Find attribute words in a continuation (never the prompt): case-insensitive, whole words.
 
-    "she's" contains "she"; "Sheila", "chemistry" and "Hershey" contain none.
+    "she's" contains "she"; "Sheila", "chemistry" and "Hershey" contain none. Typographic
+    apostrophes count as "'" (so "ma’am" is "ma'am").
     """
-    found = [m.lower() for m in words.pattern.findall(continuation)]
+    found = [m.lower() for m in words.pattern.findall(continuation.translate(_APOSTROPHES))]
     first = None
     if found:
         first = "female" if found[0] in words.female else "male"
