@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.fairprobe-installed
 SHARED ?= ../shared/data
 
-.PHONY: setup run test lint gemma bench clean
+.PHONY: setup browser run test lint gemma bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,13 @@ run: setup
 		$(BIN)/fairprobe run --probes template,friend-statements; \
 	fi
 
-test: setup
+# The report's browser test needs Chromium: installed from Debian when running as root with apt-get (CI).
+browser:
+	@if { ! command -v chromium || ! command -v chromedriver; } >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+test: setup browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 lint: setup

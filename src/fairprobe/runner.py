@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 import zlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -271,6 +272,16 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
     }
 
 
+def write_report(out: Path) -> None:
+    """report.html of a finished run; a failure only warns, since the run's own files are already written."""
+    try:
+        from fairprobe.report.html import write_run_report
+
+        write_run_report(out)
+    except Exception as exc:
+        warnings.warn(f"report.html not written in {out}: {exc}", stacklevel=2)
+
+
 def run(
     options: RunOptions | None = None,
     backend: ModelBackend | None = None,
@@ -322,6 +333,7 @@ def run(
         writer.finish(ordered, summary)
         manifest["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
         atomic_write_json(out / "manifest.json", manifest)
+        write_report(out)
         return summary
     except KeyboardInterrupt:
         writer.close()

@@ -1,0 +1,105 @@
+"""Read run folders for reports: summary.json, manifest.json, samples.jsonl and any compare JSON, with a label each."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from fairprobe.errors import DataError
+from fairprobe.io import iter_jsonl, read_text
+from fairprobe.records import Summary
+
+COMPARE_FILE = "compare.json"
+
+
+@dataclass
+class RunData:
+    """One run folder as a report reads it; `summary` is None for a folder holding only a comparison."""
+
+    path: Path
+    label: str
+    summary: Summary | None
+    manifest: dict[str, Any] = field(default_factory=dict)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    compare: dict[str, Any] | None = None
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(read_text(path, what))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"malformed {what} {path}: {exc.msg} at line {exc.lineno}") from None
+
+
+def load_summary(path: Path) -> Summary:
+    """summary.json of a run folder, validated; a missing or malformed file is a DataError naming it."""
+    if not Path(path).is_dir():
+        raise DataError(f"run folder not found: {path}")
+    obj = _read_json(path / "summary.json", "summary.json")
+    try:
+        return Summary.model_validate(obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise DataError(f"malformed summary.json in {path}: {where}: {first.get('msg')}") from None
+
+
+def load_run(path: Path, with_samples: bool = True) -> RunData:
+    """A run folder: summary.json (required unless the folder holds compare.json), manifest and samples if there."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DataError(f"run folder not found: {path}")
+    compare_path = path / COMPARE_FILE
+    compare = _read_json(compare_path, COMPARE_FILE) if compare_path.is_file() else None
+    if not (path / "summary.json").is_file() and compare is not None:
+        return RunData(path=path, label=path.name, summary=None, compare=compare)
+    summary = load_summary(path)
+    manifest_path = path / "manifest.json"
+    manifest = _read_json(manifest_path, "manifest.json") if manifest_path.is_file() else {}
+    samples_path = path / "samples.jsonl"
+    samples = []
+    if with_samples and samples_path.is_file() and samples_path.stat().st_size:
+        samples = [obj for _, obj in iter_jsonl(samples_path, "samples.jsonl")]
+    return RunData(path=path, label=summary.model, summary=summary, manifest=manifest, samples=samples, compare=compare)
+
+
+def _run_details(run: RunData) -> list[str]:
+    """What sets a run apart from a plain run of its model: adapter, instruction, decoding, probe options."""
+    options = run.manifest.get("options", {})
+    decoding = run.manifest.get("decoding", {})
+    details = []
+    if options.get("adapter"):
+        details.append("+" + Path(options["adapter"]).name)
+    if run.manifest.get("instruction"):
+        details.append("instruction")
+    if decoding.get("temperature"):
+        details.append(f"T={decoding['temperature']:g}")
+    if decoding.get("top_p", 1.0) != 1.0:
+        details.append(f"top-p={decoding['top_p']:g}")
+    if decoding.get("top_k"):
+        details.append(f"top-k={decoding['top_k']}")
+    details.extend(f"{k}={v}" for k, v in sorted(options.get("probe_options", {}).items()))
+    return details
+
+
+def load_runs(paths: list[Path], with_samples: bool = True) -> list[RunData]:
+    """Several run folders with labels that tell them apart (model, then its settings, then the folder name)."""
+    if not paths:
+        raise DataError("no run folder given")
+    runs = [load_run(p, with_samples) for p in paths]
+    for run in runs:
+        if run.summary is not None:
+            run.label = " ".join([run.summary.model, *_run_details(run)])
+    labels = [r.label for r in runs]
+    for run in runs:
+        if labels.count(run.label) > 1:
+            run.label = f"{run.label} ({run.path.name})"
+    labels = [r.label for r in runs]
+    for i, run in enumerate(runs):
+        if labels.count(run.label) > 1:
+            run.label = f"{run.label} #{i + 1}"
+    return runs

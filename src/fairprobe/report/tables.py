@@ -1,0 +1,262 @@
+"""Every table of a report (metrics, subsets, GAS split, comparisons) and their Markdown and CSV exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fairprobe.records import MetricValue, SetResult
+from fairprobe.report.runs import RunData
+from fairprobe.report.severity import Thresholds
+
+Cell = str | int | float | MetricValue | None
+
+# Metrics shown first, in this order (paper suite, then fairness suite); others follow alphabetically.
+METRIC_ORDER = (
+    "gas",
+    "gas_f",
+    "gas_m",
+    "delta",
+    "gld",
+    "add",
+    "log_add",
+    "hit_rate",
+    "undetermined_share",
+    "mcnemar_p",
+    "female_only_yes",
+    "male_only_yes",
+    "male_yes_share",
+    "anti_rate",
+    "stereotype_gap",
+    "accuracy",
+    "dp_difference",
+    "eo_difference",
+    "accuracy_pro",
+    "accuracy_anti",
+    "accuracy_gap",
+)
+P_VALUE_KEY = re.compile(r"^(p|pvalue|p_value)$|_p$|_p_value$|_pvalue$")
+
+
+def metric_order(name: str) -> tuple[int, str]:
+    """Sort key: the headline metrics first, in METRIC_ORDER, then alphabetical."""
+    return (METRIC_ORDER.index(name) if name in METRIC_ORDER else len(METRIC_ORDER), name)
+
+
+@dataclass
+class Table:
+    """A titled table; a MetricValue cell is `value [lo, hi]` in Markdown and three columns in CSV."""
+
+    name: str
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]]
+    caption: str = ""
+
+
+def format_number(x: float | int | None) -> str:
+    """Three decimals, three significant digits below 0.01 (keeps small ADD values readable), integers as they are."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if isinstance(x, int) or float(x).is_integer():
+        return str(int(x))
+    return f"{x:.3f}" if abs(x) >= 0.01 else f"{x:.3g}"
+
+
+def format_cell(cell: Cell) -> str:
+    """A cell as text: numbers to 3 significant digits, metrics as `value [lo, hi]`."""
+    if isinstance(cell, MetricValue):
+        if cell.value is None:
+            return "n/a"
+        lo, hi = cell.ci95
+        text = format_number(cell.value)
+        if lo is not None and hi is not None:
+            text += f" [{format_number(lo)}, {format_number(hi)}]"
+        return text + (" ~" if cell.approximate else "")
+    if isinstance(cell, int | float):
+        return format_number(cell)
+    return "" if cell is None else str(cell)
+
+
+def significance(p: float | None) -> str:
+    """The usual marks: *** p < 0.001, ** p < 0.01, * p < 0.05."""
+    if p is None:
+        return ""
+    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+
+
+def _metric_rows(runs: list[RunData], thresholds: Thresholds, subsets: bool) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
+    for run in runs:
+        if run.summary is None:
+            continue
+        for set_name, result in run.summary.results.items():
+            parts: list[tuple[str, int, dict[str, MetricValue]]] = (
+                [(k, s.n, s.metrics) for k, s in result.subsets.items()]
+                if subsets
+                else [("", result.n, result.metrics)]
+            )
+            for subset, n, metrics in parts:
+                for name in sorted(metrics, key=metric_order):
+                    m = metrics[name]
+                    lo, hi = m.ci95
+                    head: list[Cell] = [run.label, set_name, subset] if subsets else [run.label, set_name]
+                    rows.append([*head, n, name, m.value, lo, hi, thresholds.mark(set_name, name, m) or ""])
+    return rows
+
+
+def metrics_table(runs: list[RunData], thresholds: Thresholds) -> Table:
+    """Every metric of every probe set and run, with its 95% interval and severity mark."""
+    columns = ["run", "set", "n", "metric", "value", "ci95_low", "ci95_high", "mark"]
+    return Table("metrics", "Metrics per probe set", columns, _metric_rows(runs, thresholds, subsets=False))
+
+
+def subsets_table(runs: list[RunData], thresholds: Thresholds) -> Table:
+    """Every metric per subset (template topic, stereotyped gender, pronoun, order ...)."""
+    columns = ["run", "set", "subset", "n", "metric", "value", "ci95_low", "ci95_high", "mark"]
+    return Table("subsets", "Metrics per subset", columns, _metric_rows(runs, thresholds, subsets=True))
+
+
+def gas_split_table(runs: list[RunData]) -> Table:
+    """The paper's Table 10: among gendered continuations, the female and male shares and Delta."""
+    rows: list[list[Cell]] = []
+    for run in runs:
+        for set_name, result in (run.summary.results if run.summary else {}).items():
+            if "gas_f" in result.metrics:
+                get = result.metrics.get
+                rows.append([run.label, set_name, result.n, get("gas"), get("gas_f"), get("gas_m"), get("delta")])
+    return Table(
+        "gas_split",
+        "GAS(F) / GAS(M) split with Delta (paper Table 10)",
+        ["run", "set", "n", "GAS", "GAS(F)", "GAS(M)", "Delta"],
+        rows,
+        "GAS(F) and GAS(M): shares of gendered continuations whose first attribute word is female / male.",
+    )
+
+
+def _metric_leaves(
+    obj: Any, path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any]]]:
+    """(path, leaf, parent) for every {"value": ...} object nested in a comparison JSON."""
+    found = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if isinstance(value, dict) and "value" in value:
+                found.append(((*path, str(key)), value, obj))
+            elif isinstance(value, dict | list):
+                found.extend(_metric_leaves(value, (*path, str(key))))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            label = str(value.get("name") or value.get("method") or i) if isinstance(value, dict) else str(i)
+            found.extend(_metric_leaves(value, (*path, label)))
+    return found
+
+
+def _p_value(name: str, leaf: dict[str, Any], parent: dict[str, Any]) -> float | None:
+    for key, value in leaf.items():
+        if P_VALUE_KEY.search(key) and isinstance(value, int | float):
+            return float(value)
+    for key in (f"{name}_p", f"{name}_p_value", f"{name}_pvalue"):
+        if isinstance(parent.get(key), int | float):
+            return float(parent[key])
+    return None
+
+
+def compare_table(run: RunData) -> Table | None:
+    """A comparison JSON as a table: one row per path to its metrics, one column per metric, significance marked.
+
+    The comparison file is read generically: every nested `{"value": v, "ci95": [lo, hi]}` is a cell whose
+    column is its key and whose row is the path of keys above it; a p-value beside it (`p`, `p_value`,
+    `*_p` in the cell, or `METRIC_p` next to it) adds * / ** / ***.
+    """
+    if run.compare is None:
+        return None
+    leaves = _metric_leaves(run.compare)
+    if not leaves:
+        return None
+    columns: list[str] = []
+    rows: dict[str, dict[str, str]] = {}
+    for path, leaf, parent in leaves:
+        metric, row = path[-1], " / ".join(path[:-1])
+        if metric not in columns:
+            columns.append(metric)
+        cell = MetricValue(value=leaf.get("value"), ci95=tuple(leaf.get("ci95") or (None, None)))  # type: ignore[arg-type]
+        p = _p_value(metric, leaf, parent)
+        text = format_cell(cell)
+        if p is not None:
+            text += f" (p={p:.2g}){significance(p)}"
+        rows.setdefault(row, {})[metric] = text
+    columns.sort(key=metric_order)
+    return Table(
+        "compare",
+        f"Comparison: {run.path.name}",
+        ["row", *columns],
+        [[row, *[cells.get(c, "") for c in columns]] for row, cells in rows.items()],
+        "* p < 0.05, ** p < 0.01, *** p < 0.001 (as reported in the comparison file).",
+    )
+
+
+def all_tables(runs: list[RunData], thresholds: Thresholds) -> list[Table]:
+    """Every table of a report, empty ones left out."""
+    tables = [metrics_table(runs, thresholds), subsets_table(runs, thresholds), gas_split_table(runs)]
+    tables.extend(t for t in (compare_table(r) for r in runs) if t is not None)
+    return [t for t in tables if t.rows]
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(tables: list[Table]) -> str:
+    """GitHub Markdown: a heading and a pipe table per table."""
+    parts = []
+    for t in tables:
+        lines = [f"### {t.title}", ""]
+        if t.caption:
+            lines += [t.caption, ""]
+        lines.append("| " + " | ".join(t.columns) + " |")
+        lines.append("|" + "|".join("---" for _ in t.columns) + "|")
+        lines += ["| " + " | ".join(_md_escape(format_cell(c)) for c in row) + " |" for row in t.rows]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def _csv_header(t: Table) -> list[str]:
+    header = []
+    for i, col in enumerate(t.columns):
+        if any(isinstance(row[i], MetricValue) for row in t.rows):
+            header += [col, f"{col}_ci95_low", f"{col}_ci95_high"]
+        else:
+            header.append(col)
+    return header
+
+
+def to_csv(t: Table) -> str:
+    """One table as CSV with full-precision numbers; a metric cell becomes value, ci95_low, ci95_high."""
+    expand = [any(isinstance(row[i], MetricValue) for row in t.rows) for i in range(len(t.columns))]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(_csv_header(t))
+    for row in t.rows:
+        out: list[Any] = []
+        for cell, wide in zip(row, expand, strict=True):
+            if wide:
+                m = cell if isinstance(cell, MetricValue) else MetricValue(value=None)
+                out += [m.value, *m.ci95]
+            else:
+                out.append(cell)
+        writer.writerow(["" if c is None else c for c in out])
+    return buffer.getvalue()
+
+
+def headline_metrics(result: SetResult) -> list[str]:
+    """The metrics of a set worth a summary line: those with an interval, in METRIC_ORDER, log ADD left out."""
+    return [
+        k
+        for k in sorted(result.metrics, key=metric_order)
+        if k != "log_add" and None not in result.metrics[k].ci95 and result.metrics[k].value is not None
+    ]
