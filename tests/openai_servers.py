@@ -103,6 +103,7 @@ def prompt_text(body: dict[str, Any]) -> str:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small writes go out at once (no Nagle + delayed-ACK stall)
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

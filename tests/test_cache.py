@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from fairprobe.cache import Cache, cache_key
+from fairprobe.cli import app
 from fairprobe.models import Completion, GenerationConfig
 from fairprobe.models.api import RetryPolicy
 from fairprobe.models.cached import CachedBackend
@@ -153,14 +153,9 @@ def test_cache_cli_stats_and_clear(tmp_path: Path) -> None:
     Cache(path).put_many([("k1", 1), ("k2", 2)], "generation", "openai:test")
 
     def cli(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "fairprobe.cli", "cache", *args, "--cache", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        done = CliRunner().invoke(app, ["cache", *args, "--cache", str(path)], terminal_width=400)
+        assert done.exit_code == 0, done.output
+        return done.output
 
     stats = cli("stats")
     assert f"{path}: 2 entries" in stats and "openai:test" in stats
