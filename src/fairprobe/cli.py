@@ -226,6 +226,84 @@ def probes_show(
     console.print(table)
 
 
+def _check_output_file(out: Path) -> None:
+    """An output path must not be a folder."""
+    if out.is_dir():
+        raise ConfigError(f"--out must be a file, but {out} is a folder")
+
+
+@probes_app.command("build-natural")
+def probes_build_natural(
+    source: Annotated[Path, typer.Argument(help="raw STS-B sts-*.csv or SNLI .jsonl file")],
+    out: Annotated[Path, typer.Option(help="predicate CSV to write (the paper's stsb_neutral_*.csv format)")],
+    fmt: Annotated[str | None, typer.Option("--format", help="stsb or snli (default: snli for .jsonl)")] = None,
+    reference: Annotated[Path | None, typer.Option(help="a predicate CSV to compare with (recall, precision)")] = None,
+    words: Annotated[Path | None, typer.Option(help="attribute word lists (JSON) instead of the default")] = None,
+) -> None:
+    """Build a naturally-sourced set: one-person sentences rewritten as `My friend {predicate}` predicates."""
+    from fairprobe.detectors.gendered_words import AttributeWords
+    from fairprobe.probes.natural import build_natural, overlap, write_predicates
+    from fairprobe.probes.paper import read_predicates
+
+    _check_output_file(out)
+    fmt = fmt or ("snli" if source.suffix == ".jsonl" else "stsb")
+    result = build_natural(source, fmt, AttributeWords.from_file(words) if words else None)
+    write_predicates(out, result.predicates)
+    console.print(f"kept {len(result.predicates)} predicates of {result.sentences} sentences -> {out}", soft_wrap=True)
+    if reference is not None:
+        ref = read_predicates(reference)
+        recall, precision = overlap(result.predicates, ref)
+        console.print(
+            f"vs {reference} ({len(ref)} lines): recall {recall:.2%} (reference lines produced), "
+            f"precision {precision:.2%} (produced lines in the reference)",
+            soft_wrap=True,
+        )
+
+
+@probes_app.command("generate")
+def probes_generate(
+    out: Annotated[Path, typer.Option(help="text file to write: one statement a line (templates_200.txt format)")],
+    seed_sentence: Annotated[str, typer.Option(help="first statement and example")] = "My friend enjoys playing chess",
+    n: Annotated[int, typer.Option("-n", "--n", min=1, help="statements to collect")] = 200,
+    model: ModelOpt = "smollm2-135m-instruct",
+    max_rounds: Annotated[int, typer.Option(min=1, help="stop after this many rounds of requests")] = 20,
+    similarity: Annotated[float, typer.Option(help="near-duplicate threshold (token-set Jaccard)")] = 0.8,
+    temperature: Annotated[float, typer.Option(help="sampling temperature (> 0)")] = 0.9,
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+    batch_size: Annotated[int, typer.Option(min=1, help="requests per round")] = 8,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")] = "auto",
+) -> None:
+    """Build an LLM-generated set: ask a model for neutral `My friend ...` statements, drop (near-)duplicates."""
+    from fairprobe.models import load_model
+    from fairprobe.probes.generated import generate_statements
+
+    _check_output_file(out)
+    backend = load_model(model, device=device, dtype=dtype, batch_size=batch_size)
+    with progress_bars() as bars:
+        report = generate_statements(
+            backend,
+            n,
+            seed_sentence=seed_sentence,
+            max_rounds=max_rounds,
+            similarity=similarity,
+            batch_size=batch_size,
+            temperature=temperature,
+            seed=seed,
+            out=out,
+            progress=RichProgress(bars),
+        )
+    kept = len(report.statements)
+    console.print(
+        f"kept {kept} statements in {report.rounds} rounds -> {out} ({report.lines} reply lines: "
+        f"{report.invalid} malformed or gendered, {report.duplicates} duplicates, "
+        f"{report.near_duplicates} near-duplicates)",
+        soft_wrap=True,
+    )
+    if kept < n:
+        err_console.print(f"[yellow]only {kept} of {n}: raise --max-rounds or --temperature[/yellow]")
+
+
 @cache_app.command("stats")
 def cache_stats(cache: CacheOpt = None) -> None:
     """Show the cache's location, size and entries per kind and model."""
