@@ -16,7 +16,15 @@ import pytest
 
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models import GenerationConfig, load_model
-from fairprobe.models.api import EndpointError, RetryPolicy, normalise_token, retry_after_seconds, word_probs_from_top
+from fairprobe.models.api import (
+    EndpointError,
+    MalformedResponse,
+    RetryPolicy,
+    normalise_token,
+    parse_reply,
+    retry_after_seconds,
+    word_probs_from_top,
+)
 from fairprobe.probes import load_probe_set
 from fairprobe.records import ChatMessage
 from fairprobe.runner import RunOptions, read_samples, run
@@ -66,6 +74,17 @@ def test_word_probs_from_top_reads_known_words_and_masks_the_rest() -> None:
     assert mask.tolist() == [[True, True], [True, False], [False, False]]
     assert np.allclose(probs[mask], [0.25, 0.125, 0.0625])
     assert normalise_token("▁she") == " she" and normalise_token("she") == "she"
+
+
+def test_parse_reply_reads_both_logprob_formats_and_rejects_malformed_answers() -> None:
+    legacy = {"choices": [{"text": " she", "logprobs": {"top_logprobs": [{" she": -1.0, " he": -2.0}]}}]}
+    chat_style = {"choices": [{"text": " she", "logprobs": {"content": [{"token": " she", "logprob": -1.0}]}}]}
+    assert parse_reply(legacy, chat=False) == (" she", {" she": -1.0, " he": -2.0})
+    assert parse_reply(chat_style, chat=False) == (" she", {" she": -1.0})
+    assert parse_reply({"choices": [{"text": ""}]}, chat=False) == ("", None)  # an empty continuation is an answer
+    for bad in ([], {"choices": []}, {"choices": [{"text": None}]}, {"choices": [{"message": {}}]}):
+        with pytest.raises(MalformedResponse):
+            parse_reply(bad, chat=True)
 
 
 def test_retry_after_header_forms() -> None:

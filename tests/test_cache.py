@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from fairprobe.cache import Cache, cache_key
 from fairprobe.cli import app
+from fairprobe.errors import ConfigError
 from fairprobe.models import Completion, GenerationConfig
 from fairprobe.models.api import RetryPolicy
 from fairprobe.models.cached import CachedBackend
@@ -63,6 +64,15 @@ def test_store_round_trip_stats_and_clear(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert cache.clear("m") == 2 and cache.stats().entries == 1
     assert cache.clear() == 1 and cache.get(key) is None
+
+
+def test_unusable_cache_paths_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cache path is a folder"):
+        Cache(tmp_path)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database" * 100)
+    with pytest.raises(ConfigError, match=f"cannot open cache database {junk}"):
+        Cache(junk)
 
 
 def test_concurrent_writers_from_threads(tmp_path: Path) -> None:

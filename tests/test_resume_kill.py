@@ -21,8 +21,8 @@ def _command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "fairprobe.cli", "run", *args]
 
 
-def run_and_kill(args: list[str], out: Path, after: int) -> list:
-    """Start the CLI, SIGKILL it once `after` samples are on disk, and return the samples it left."""
+def run_and_kill(args: list[str], out: Path, after: int, sig: int = signal.SIGKILL) -> list:
+    """Start the CLI, send `sig` once `after` samples are on disk, and return the samples it left."""
     proc = subprocess.Popen(_command(args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     samples_path = out / "samples.jsonl"
     deadline = time.monotonic() + 240
@@ -32,7 +32,11 @@ def run_and_kill(args: list[str], out: Path, after: int) -> list:
                 break
             time.sleep(0.005)
         assert proc.poll() is None, f"run ended before it could be killed: {proc.stderr.read() if proc.stderr else ''}"
-        os.kill(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, sig)
+        if sig == signal.SIGINT:  # Ctrl-C: the CLI says how many samples are saved and how to resume
+            err = proc.communicate(timeout=60)[1]
+            assert proc.returncode == 130
+            assert f"samples saved in {out}; run the same command again to resume" in err
     finally:
         proc.wait()
         if proc.stderr:
@@ -53,12 +57,13 @@ def assert_same_run(resumed: Path, whole: Path, n: int) -> None:
     assert (resumed / "summary.json").read_bytes() == (whole / "summary.json").read_bytes()
 
 
-def test_api_run_killed_mid_way_resumes_with_the_missing_samples_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_api_run_killed_mid_way_resumes_with_the_missing_samples_only(tmp_path: Path, sig: int) -> None:
     out = tmp_path / "run"
     with scripted(latency=0.03) as (url, seen):
         args = ["--model", "openai:test", "--base-url", url, "--probes", "template", "--limit", "24"]
         args += ["--batch-size", "4", "--concurrency", "2", "--no-cache"]
-        left = run_and_kill([*args, "--out", str(out)], out, after=8)
+        left = run_and_kill([*args, "--out", str(out)], out, after=8, sig=sig)
         assert 8 <= len(left) < 24
         whole_batches = sum(1 for n in Counter(s.batch for s in left).values() if n == 4)
         before = seen.count

@@ -116,6 +116,8 @@ def _first_top_completions(choice: dict[str, Any]) -> dict[str, float] | None:
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, dict):
         return None
+    if "content" in logprobs:  # servers (llama.cpp) that answer completions in the chat logprobs format
+        return _first_top_chat(choice)
     tops = logprobs.get("top_logprobs")
     if not isinstance(tops, list) or not tops or not isinstance(tops[0], dict):
         return None
