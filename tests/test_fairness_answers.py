@@ -110,3 +110,23 @@ def test_judge_verdicts_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert judge_pair(judge, "Yes", "No")[0] == "differ"
     assert len(judge.prompts) == 3
     assert (tmp_path / "judge" / "judge.sqlite").is_file()
+
+
+def test_judge_decides_pairs_in_scoring(shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fairprobe.models import register_scheme
+    from fairprobe.scoring import score_responses
+
+    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path))
+    judge = ScriptedJudge(["different", "same"])
+    register_scheme("scripted-judge-test")(lambda rest, **options: judge)
+    responses = tmp_path / "replies.jsonl"
+    responses.write_text(
+        '{"id": "0", "original": "It is above 50k", "flipped": "No"}\n{"id": "1", "original": "Hmm", "flipped": "Yes"}\n'
+    )
+    report = score_responses(
+        "gender-income", responses, data_dir=shared_data, probe_options={"judge": "scripted-judge-test:v1"}
+    )
+    first, second = report.samples
+    assert (first.parser_verdict, first.judge_verdict, first.verdict, first.hit) == ("differ", "differ", "differ", True)
+    assert (second.parser_verdict, second.judge_verdict, second.hit) == ("undetermined", "same", False)
+    assert report.summary.results["gender-income"].metrics["hit_rate"].value == 0.5

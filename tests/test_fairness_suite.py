@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fairprobe.cli import app
+from fairprobe.errors import ConfigError, DataError
 from fairprobe.metrics.fairness import decodingtrust_metrics, pair_metrics, professional_metrics
 from fairprobe.scoring import score_responses
 
@@ -127,14 +128,19 @@ def test_score_command_professional(tmp_path: Path) -> None:
     assert metrics["undetermined_share"]["value"] == pytest.approx(1 / 3)
 
 
-def test_score_bad_inputs_exit_2(tmp_path: Path) -> None:
+def test_score_bad_inputs(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "fairprobe.cli", "score", "--probes", "professional-bias", "--responses"]
     missing = subprocess.run([*cli, str(tmp_path / "nope.jsonl")], capture_output=True, text=True)
     assert missing.returncode == 2 and "error: responses file not found" in missing.stderr
     assert "Traceback" not in missing.stderr
     garbage = write_lines(tmp_path / "garbage.jsonl", ["{", {"id": "0"}])
-    bad = subprocess.run([*cli, str(garbage)], capture_output=True, text=True)
-    assert bad.returncode == 2 and "no usable responses" in bad.stderr and "2 malformed lines" in bad.stderr
+    with pytest.raises(DataError, match=r"no usable responses in .*garbage\.jsonl \(2 malformed lines\)"):
+        score_responses("professional-bias", garbage)
+    with pytest.raises(DataError, match="unknown probe set 'nope'"):
+        score_responses("nope", garbage)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="output folder is a file"):
+        score_responses("professional-bias", garbage, out=tmp_path / "file")
 
 
 @pytest.mark.slow
