@@ -68,7 +68,7 @@ def grouped_bars(
         width = min(11.0, max(5.2, 1.2 + len(groups) * (0.3 + 0.25 * len(series))))
         fig, ax = plt.subplots(figsize=(width, 2.6))
         x = np.arange(len(groups), dtype=float)
-        bar = 0.8 / max(1, len(series))
+        bar = min(0.8 / max(1, len(series)), 0.4)
         for i, (label, metrics) in enumerate(series):
             values = np.array([np.nan if m is None or m.value is None else m.value for m in metrics], dtype=float)
             ci = np.array(
@@ -87,8 +87,9 @@ def grouped_bars(
                 elinewidth=1,
                 capsize=2.5,
             )
-        crowded = sum(len(g) for g in groups) > 9 * width
+        crowded = sum(len(g) for g in groups) > 7 * width
         ax.set_xticks(x, groups, rotation=20 if crowded else 0, ha="right" if crowded else "center")
+        ax.set_xlim(-0.5 - 0.5 / len(groups), len(groups) - 0.5 + 0.5 / len(groups))
         ax.set_ylabel(ylabel)
         positive = [m.value for _, ms in series for m in ms if m is not None and m.value]
         if log and positive and max(positive) / min(positive) > 20:

@@ -27,10 +27,13 @@ from fairprobe.report.tables import (
     format_number,
     gas_split_table,
     headline_metrics,
+    metric_order,
 )
 
 REPORT_FILE = "report.html"
 TEXT_FIELDS = ("continuation", "response")
+# Summary-table columns besides the metrics that have severity thresholds.
+GLANCE = ("gas_m", "undetermined_share")
 
 
 def pct(x: float | None) -> str:
@@ -57,7 +60,9 @@ def _lean(samples: list[dict[str, Any]]) -> str:
     if not f:
         return ""
     male = sum(1 for a, b in zip(f, m, strict=True) if b > a)
-    return f"; male words were likelier than female ones after {pct(male / len(f))} of prompts"
+    female = sum(1 for a, b in zip(f, m, strict=True) if a > b)
+    likelier, other, share = ("male", "female", male) if male >= female else ("female", "male", female)
+    return f"; {likelier} words were likelier than {other} ones after {pct(share / len(f))} of prompts"
 
 
 def readings(set_name: str, result: SetResult, samples: list[dict[str, Any]]) -> list[str]:
@@ -89,6 +94,8 @@ def readings(set_name: str, result: SetResult, samples: list[dict[str, Any]]) ->
             out.append(
                 f"In {pct_ci(m['hit_rate'])} of counterfactual pairs the answer changed when only the gender did."
             )
+    if m.get("stereotype_gap") and m["stereotype_gap"].value is not None:
+        out.append(f"Stereotyped minus anti-stereotypical answers: {num_ci(m['stereotype_gap'])} (0 = no preference).")
     for name, words in (
         ("dp_difference", "gap in 'yes' rates between women and men"),
         ("eo_difference", "equalized-odds gap"),
@@ -361,7 +368,14 @@ def render_html(runs: list[RunData], thresholds: Thresholds | None = None) -> st
         runs=runs,
         models=sorted({r.summary.model for r in runs if r.summary}),
         cards=cards,
-        glance=[m for m in dict.fromkeys(name for c in cards for name in c["metrics"]) if m != "gas_f"],
+        glance=sorted(
+            (
+                name
+                for name in dict.fromkeys(name for c in cards for name in c["metrics"])
+                if name in GLANCE or any(c["metrics"].get(name, {}).get("mark") for c in cards)
+            ),
+            key=metric_order,
+        ),
         figures=build_figures(runs),
         compares=compares,
         tables=[table_view(t) for t in tables if t.name in ("metrics", "subsets", "gas_split")],

@@ -62,6 +62,8 @@ def format_number(x: float | int | None) -> str:
     """Three decimals, three significant digits below 0.01 (keeps small ADD values readable), integers as they are."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return ""
+    if abs(x) < 1e-12:  # rounding noise of an interval end at 0
+        return "0"
     if isinstance(x, int) or float(x).is_integer():
         return str(int(x))
     return f"{x:.3f}" if abs(x) >= 0.01 else f"{x:.3g}"

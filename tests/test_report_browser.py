@@ -1,0 +1,168 @@
+"""report.html in a real browser: headless Chromium (Debian `chromium` + `chromium-driver`) driven by selenium.
+
+A real run (embedded model, 8 template prompts) must show every figure and the sample table, filter and sort it,
+log no console error and send no request beyond the file itself; a synthetic 1,241-prompt run must stay under
+5 MB and render. Without Chromium the tests skip, except in CI (CI=true), where they fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fairprobe.report.html import highlight
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "report_load.py"
+_spec = importlib.util.spec_from_file_location("report_load", BENCHMARK)
+report_load = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(report_load)  # type: ignore[union-attr]
+
+
+def _browser_missing() -> str | None:
+    for exe in (report_load.CHROMIUM, report_load.CHROMEDRIVER):
+        if not Path(exe).is_file():
+            return f"{exe} not found: install Debian packages chromium and chromium-driver (`make test` does as root)"
+    if importlib.util.find_spec("selenium") is None:
+        return "selenium not installed: pip install -e '.[dev]'"
+    return None
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory):
+    """One headless Chromium for the module, with browser and performance (network) logs."""
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs the browser test: {missing}")
+        pytest.skip(missing)
+    d = report_load.chrome(tmp_path_factory.mktemp("chromium-profile"), logs=True)
+    yield d
+    d.quit()
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory, embedded_backend) -> Path:
+    """A real paper-suite run of 8 template prompts (24 new tokens); the runner writes report.html itself."""
+    from fairprobe.models import GenerationConfig
+    from fairprobe.runner import RunOptions, run
+
+    out = tmp_path_factory.mktemp("report-run") / "run"
+    options = RunOptions(
+        probes=["template"], limit=8, out=out, batch_size=8, generation=GenerationConfig(max_new_tokens=24)
+    )
+    run(options, backend=embedded_backend)
+    return out
+
+
+def network_requests(driver) -> list[str]:
+    """URLs of every request the page sent since the last call (Chrome performance log, CDP Network events)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def shown_rows(driver) -> int:
+    return driver.execute_script("return document.querySelectorAll('#samples tbody tr:not([hidden])').length")
+
+
+@pytest.mark.slow
+def test_real_run_report_in_chromium(driver, real_run: Path, tmp_path: Path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    page = real_run / "report.html"
+    assert page.is_file(), "the runner must write report.html"
+    samples = [json.loads(line) for line in (real_run / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 8
+    driver.get_log("performance")
+    driver.get_log("browser")
+    driver.get(page.as_uri())
+    assert driver.execute_script("return document.body.dataset.ready") == "1"
+
+    # Figures: GAS per set, GAS per template subset, GLD, ADD, GAS(F)/GAS(M) split; all visible with content.
+    figures = driver.find_elements(By.CSS_SELECTOR, "figure.fig svg")
+    titles = [f.text.split("\n")[0] for f in driver.find_elements(By.CSS_SELECTOR, "figure.fig figcaption")]
+    assert titles == [
+        "GAS per probe set and model (paper Figure 2)",
+        "GAS per subset of template (paper Figure 3)",
+        "GLD per probe set (paper Figure 4)",
+        "ADD per probe set (paper Figure 5)",
+        "GAS(F) / GAS(M) with Delta (paper Table 10)",
+    ]
+    for svg in figures:
+        driver.execute_script("arguments[0].scrollIntoView()", svg)
+        assert svg.is_displayed() and svg.size["width"] > 300 and svg.size["height"] > 100
+    glance = driver.find_element(By.ID, "glance")
+    assert glance.is_displayed()
+    assert "template" in glance.text
+
+    # The sample table: every sample, attribute words highlighted as the detector found them.
+    table = driver.find_element(By.ID, "samples")
+    driver.execute_script("arguments[0].scrollIntoView()", table)
+    assert table.is_displayed()
+    assert shown_rows(driver) == 8
+    expected_marks = sum(
+        1 for s in samples for piece in highlight(s["continuation"], s["words_found"]) if isinstance(piece, list)
+    )
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#samples mark")) == expected_marks
+
+    # Filtering: a prompt word, then nonsense, then the verdict menu.
+    box = driver.find_element(By.ID, "filter")
+    word = samples[3]["prompt"].split()[-2].rstrip(",")
+    expected = sum(1 for s in samples if word.lower() in (s["prompt"] + s["continuation"]).lower())
+    box.send_keys(word)
+    assert shown_rows(driver) == expected < 8
+    assert driver.find_element(By.ID, "count").text == f"showing {expected} of 8"
+    box.clear()
+    box.send_keys("zzqqxx")
+    assert shown_rows(driver) == 0
+    box.clear()
+    box.send_keys(" ")  # clear() fires no input event; a blank query shows everything again
+    assert shown_rows(driver) == 8
+    none = sum(1 for s in samples if not s["first_gender"])
+    Select(driver.find_element(By.ID, "verdict-filter")).select_by_value("no gendered word")
+    assert shown_rows(driver) == none
+    Select(driver.find_element(By.ID, "verdict-filter")).select_by_value("")
+
+    # Sorting by P(f): ascending, then descending on a second click.
+    header = driver.find_element(By.CSS_SELECTOR, "#samples th[data-key=f]")
+    p_female = sorted(float(f"{sum(s['p_female']):.3g}") for s in samples)
+    column = "return [...document.querySelectorAll('#samples tbody tr')].map(r => parseFloat(r.cells[5].textContent))"
+    header.click()
+    assert driver.execute_script(column) == pytest.approx(p_female, rel=1e-2)
+    header.click()
+    assert driver.execute_script(column) == pytest.approx(p_female[::-1], rel=1e-2)
+    assert header.get_attribute("aria-sort") == "descending"
+
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    requests = network_requests(driver)
+    assert requests and set(requests) == {page.as_uri()}
+
+    driver.set_window_size(1280, 2400)
+    driver.execute_script("window.scrollTo(0, 0)")
+    assert driver.save_screenshot(str(tmp_path / "report.png"))
+    shutil.copy(tmp_path / "report.png", "/tmp/report.png")
+
+
+def test_full_size_report_is_small_and_renders(driver, tmp_path: Path):
+    from fairprobe.report.html import write_run_report
+
+    run_dir = report_load.synthetic_run(tmp_path / "run")
+    page = write_run_report(run_dir)
+    assert page.stat().st_size < report_load.SIZE_BUDGET
+    driver.get_log("browser")
+    driver.get(page.as_uri())
+    assert driver.execute_script("return document.readyState") == "complete"
+    assert shown_rows(driver) == 1241
+    assert driver.execute_script("return document.getElementById('count').textContent") == "showing 1241 of 1241"
+    assert len(driver.find_elements("css selector", "figure.fig svg")) == 5
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
