@@ -290,3 +290,53 @@ def test_html_export_default_path_and_runner_hook_only_warns(run_dir, monkeypatc
     monkeypatch.setattr(html_module, "write_run_report", broken)
     with pytest.warns(UserWarning, match=r"report.html not written in .*run: disk full"):
         write_report(run_dir)
+
+
+def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
+    folder = tmp_path / "cmp"
+    (folder / "runs" / "original").mkdir(parents=True)
+    (folder / "runs" / "original" / "summary.json").write_text(json.dumps(SUMMARY))
+    original = {
+        "n": 20,
+        "metrics": {
+            "gas": metric(0.4, 0.3, 0.5),
+            "gld": metric(0.2, 0.1, 0.3),
+            "add": metric(0.005, 0.004, 0.006),
+            "log_add": metric(-5.3, -5.5, -5.1),
+        },
+        "perplexity": 12.5,
+    }
+    instruction = {
+        "n": 20,
+        "metrics": {
+            "gas": metric(0.1, 0.05, 0.2),
+            "gld": metric(0.19, 0.1, 0.3),
+            "add": metric(0.004, 0.003, 0.005),
+            "log_add": metric(-5.52, -5.8, -5.3),
+        },
+        "vs_original": {
+            "gas": {"original_only": 7, "method_only": 0, "p_mcnemar": 0.0039, "relative_change": -0.75},
+            "gld": {"difference": metric(-0.01, -0.05, 0.03), "relative_change": -0.05},
+            "add": {"difference": metric(-0.001, -0.002, -0.0005), "relative_change": -0.2},
+        },
+    }
+    compare = {
+        "model": {"id": "toy"},
+        "sets": {"template": {"n": 20, "source": "x", "methods": {"Original": original, "Instruction": instruction}}},
+        "notes": [],
+    }
+    (folder / "compare.json").write_text(json.dumps(compare))
+    runs = load_runs([folder])
+    assert [r.label for r in runs] == ["cmp", "toy"]  # the methods' runs come along for the figures
+    text, _ = export([folder], "md", None)
+    section = text[text.index("### Mitigation comparison: cmp") :].splitlines()
+    assert section[4:8] == [
+        "| set | method | n | GAS | GLD | ADD | ln ADD | GAS change | p (McNemar) | GLD diff | ADD diff | perplexity | sig |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| template | Original | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] | -5.300 |  |  "
+        "|  |  | 12.500 |  |",
+        "| template | Instruction | 20 | 0.100 [0.050, 0.200] | 0.190 [0.100, 0.300] | 0.004 [0.003, 0.005] | -5.520 "
+        "| -0.750 | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] |  | GAS**, ADD* |",
+    ]
+    html = render_html(runs)
+    assert "Mitigation comparison: cmp" in html and "GAS**, ADD*" in html

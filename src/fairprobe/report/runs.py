@@ -90,7 +90,12 @@ def load_runs(paths: list[Path], with_samples: bool = True) -> list[RunData]:
     """Several run folders with labels that tell them apart (model, then its settings, then the folder name)."""
     if not paths:
         raise DataError("no run folder given")
-    runs = [load_run(p, with_samples) for p in paths]
+    runs = []
+    for path in paths:
+        runs.append(load_run(path, with_samples))
+        # `fairprobe compare` keeps each method's run beside compare.json: show them side by side too.
+        if runs[-1].compare is not None:
+            runs += [load_run(p.parent, with_samples) for p in sorted(Path(path).glob("runs/*/summary.json"))]
     for run in runs:
         if run.summary is not None:
             run.label = " ".join([run.summary.model, *_run_details(run)])

@@ -168,8 +168,63 @@ def _p_value(name: str, leaf: dict[str, Any], parent: dict[str, Any]) -> float |
     return None
 
 
+def _significant(interval: MetricValue | None) -> bool:
+    lo, hi = interval.ci95 if interval else (None, None)
+    return lo is not None and hi is not None and (lo > 0 or hi < 0)
+
+
+def methods_table(compare: dict[str, Any], name: str) -> Table | None:
+    """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity) as the paper's Tables 1-3.
+
+    `sig` lists what differs from Original: GAS by its exact McNemar p (* / ** / ***), GLD and ADD when the paired
+    bootstrap 95% CI of the difference excludes 0 (*).
+    """
+    sets = compare.get("sets")
+    if not isinstance(sets, dict) or not all(isinstance(v, dict) and "methods" in v for v in sets.values()):
+        return None
+    rows: list[list[Cell]] = []
+    for set_name, result in sets.items():
+        for method, row in result["methods"].items():
+            metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
+            vs = row.get("vs_original", {})
+            gas_vs = vs.get("gas", {})
+            p = gas_vs.get("p_mcnemar")
+            diffs = {k: MetricValue(**vs[k]["difference"]) for k in ("gld", "add") if "difference" in vs.get(k, {})}
+            marks = [f"GAS{significance(p)}"] if significance(p) else []
+            marks += [f"{k.upper()}*" for k, d in diffs.items() if _significant(d)]
+            log_add = metrics.get("log_add")
+            rows.append(
+                [
+                    set_name,
+                    method,
+                    row.get("n"),
+                    metrics.get("gas"),
+                    metrics.get("gld"),
+                    metrics.get("add"),
+                    log_add.value if log_add else None,
+                    gas_vs.get("relative_change"),
+                    p,
+                    diffs.get("gld"),
+                    diffs.get("add"),
+                    row.get("perplexity"),
+                    ", ".join(marks),
+                ]
+            )
+    columns = ["set", "method", "n", "GAS", "GLD", "ADD", "ln ADD", "GAS change", "p (McNemar)", "GLD diff"]
+    return Table(
+        "compare",
+        f"Mitigation comparison: {name}",
+        [*columns, "ADD diff", "perplexity", "sig"],
+        rows,
+        "Differences are method - Original on the same prompts. sig: GAS by exact McNemar "
+        "(* p < 0.05, ** p < 0.01, *** p < 0.001); GLD*/ADD* when the paired bootstrap 95% CI excludes 0.",
+    )
+
+
 def compare_table(run: RunData) -> Table | None:
-    """A comparison JSON as a table: one row per path to its metrics, one column per metric, significance marked.
+    """A comparison JSON as a table: `fairprobe compare` output as methods x sets, any other shape read generically.
+
+    Generic reading: one row per path to its metrics, one column per metric, significance marked.
 
     The comparison file is read generically: every nested `{"value": v, "ci95": [lo, hi]}` is a cell whose
     column is its key and whose row is the path of keys above it; a p-value beside it (`p`, `p_value`,
@@ -177,6 +232,9 @@ def compare_table(run: RunData) -> Table | None:
     """
     if run.compare is None:
         return None
+    known = methods_table(run.compare, run.path.name)
+    if known is not None:
+        return known
     leaves = _metric_leaves(run.compare)
     if not leaves:
         return None
