@@ -98,7 +98,7 @@ def grouped_bars(
             tops = [m.ci95[1] or m.value or 0 for _, ms in series for m in ms if m is not None]
             ax.set_ylim(0, min(1.0, max([0.1, *tops]) * 1.15))
         if len(series) > 1:
-            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+            ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=min(3, len(series)))
         return to_svg(fig)
 
 

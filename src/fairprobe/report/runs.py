@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from fairprobe.errors import DataError
 from fairprobe.io import iter_jsonl, read_text
+from fairprobe.probes import suite_sets
 from fairprobe.records import Summary
 
 COMPARE_FILE = "compare.json"
@@ -64,7 +65,14 @@ def load_run(path: Path, with_samples: bool = True) -> RunData:
     samples = []
     if with_samples and samples_path.is_file() and samples_path.stat().st_size:
         samples = [obj for _, obj in iter_jsonl(samples_path, "samples.jsonl")]
+    summary.results = dict(sorted(summary.results.items(), key=lambda item: set_order(item[0], manifest)))
     return RunData(path=path, label=summary.model, summary=summary, manifest=manifest, samples=samples, compare=compare)
+
+
+def set_order(name: str, manifest: dict[str, Any]) -> tuple[int, str]:
+    """Probe sets in the order the run asked for them, else their suites' order (summary.json sorts them by name)."""
+    order = list((manifest.get("options") or {}).get("probes") or []) + suite_sets("paper") + suite_sets("fairness")
+    return (order.index(name) if name in order else len(order), name)
 
 
 def _run_details(run: RunData) -> list[str]:
