@@ -79,10 +79,10 @@ def test_hf_run_killed_after_its_first_batch_resumes_to_the_uninterrupted_result
 ) -> None:
     out = tmp_path / "run"
     args = ["--probes", "template", "--limit", "4", "--batch-size", "2", "--max-new-tokens", "5", "--no-cache"]
-    args += ["--device", "cpu", "--dtype", "float32"]
-    left = run_and_kill([*args, "--out", str(out)], out, after=2)
+    args += ["--device", "cpu", "--dtype", "float32", "--out", str(out)]
+    left = run_and_kill(args, out, after=2)
     assert 2 <= len(left) < 4
-    finish([*args, "--out", str(out)])
+    # The same command again, in this process (the CLI builds exactly these options; the fingerprint checks it).
     options = RunOptions(
         probes=["template"],
         limit=4,
@@ -90,7 +90,28 @@ def test_hf_run_killed_after_its_first_batch_resumes_to_the_uninterrupted_result
         device="cpu",
         dtype="float32",
         generation=GenerationConfig(max_new_tokens=5),
-        out=tmp_path / "whole",
+        use_cache=False,
+        out=out,
     )
-    run(options, backend=embedded_backend)
+    asked = CountingPrompts(embedded_backend)
+    run(options, backend=asked)  # type: ignore[arg-type]
+    assert asked.prompts == 4 - 2 * (len(left) // 2)  # only the batch that was not saved whole
+    run(options.model_copy(update={"out": tmp_path / "whole"}), backend=embedded_backend)
     assert_same_run(out, tmp_path / "whole", 4)
+
+
+class CountingPrompts:
+    """Passes calls through to a backend and counts the prompts it is asked."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.has_chat_template = inner.has_chat_template
+        self.prompts = 0
+
+    def identity(self) -> dict:
+        return self.inner.identity()
+
+    def generate(self, prompts, config, word_pairs=None):
+        self.prompts += len(prompts)
+        return self.inner.generate(prompts, config, word_pairs)
