@@ -1,1 +1,1 @@
-"""Reports: the console summary table (and, later, HTML/Markdown/CSV exports)."""
+"""Reports: console tables, report.html (figures, A-D summary, sample browser), Markdown/CSV exports, the CI check."""
