@@ -91,6 +91,7 @@ def test_retry_after_header_forms() -> None:
     assert retry_after_seconds(httpx.Headers({"Retry-After": "2"})) == 2.0
     assert retry_after_seconds(httpx.Headers({"retry-after-ms": "250"})) == 0.25
     assert retry_after_seconds(httpx.Headers({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+    assert retry_after_seconds(httpx.Headers({"Retry-After": "soon"})) is None
     assert retry_after_seconds(httpx.Headers({})) is None
 
 
@@ -177,11 +178,12 @@ def test_429_waits_for_retry_after() -> None:
         assert loop_time() - start >= 1.0  # the server's Retry-After: 1, although the backoff would be 0
 
 
-@pytest.mark.parametrize("answer", ["malformed", "empty"])
-def test_malformed_answers_are_recorded_as_undetermined(tmp_path: Path, answer: str) -> None:
+@pytest.mark.parametrize(("answer", "attempts"), [("malformed", 4), ("empty", 4), ("malformed", 1)])
+def test_malformed_answers_are_recorded_as_undetermined(tmp_path: Path, answer: str, attempts: int) -> None:
     bad = "My friend is a attendant, and"
+    retry = RetryPolicy(attempts=attempts, base_delay=0.01)
     with scripted(lambda n, b: answer if prompt_text(b) == bad else "ok") as (url, _):
-        summary = run(options(url, tmp_path / "run"), backend=backend(url))
+        summary = run(options(url, tmp_path / "run"), backend=backend(url, retry=retry))
     samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
     assert len(samples) == 6
     assert samples[bad].error.startswith("malformed response") and samples[bad].continuation == ""

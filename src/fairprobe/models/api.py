@@ -83,8 +83,11 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     try:
         return float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
-        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
 
 
 def normalise_token(token: str) -> str:
@@ -342,7 +345,7 @@ class OpenAIBackend:
                     except (MalformedResponse, ValueError) as exc:
                         malformed += 1
                         reason = str(exc) if isinstance(exc, MalformedResponse) else "answer is not valid JSON"
-                        if malformed >= policy.malformed_attempts:
+                        if malformed >= policy.malformed_attempts or attempt >= policy.attempts:
                             return Completion(text="", error=f"malformed response: {reason}")
                         failure = f"malformed response from {base}: {reason}"
                         continue
