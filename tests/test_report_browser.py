@@ -147,7 +147,7 @@ def test_real_run_report_in_chromium(driver, real_run: Path, tmp_path: Path):
     requests = network_requests(driver)
     assert requests and set(requests) == {page.as_uri()}
 
-    driver.set_window_size(1280, 2400)
+    driver.set_window_size(1280, min(8000, driver.execute_script("return document.body.scrollHeight") + 150))
     driver.execute_script("window.scrollTo(0, 0)")
     assert driver.save_screenshot(str(tmp_path / "report.png"))
     shutil.copy(tmp_path / "report.png", "/tmp/report.png")
