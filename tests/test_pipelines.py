@@ -171,8 +171,9 @@ def test_clean_and_validate_lines() -> None:
     assert not is_valid_statement("My friend loves hiking with his dog", WORDS)  # gendered
     assert not is_valid_statement("My friend runs", WORDS)  # too short
     assert not is_valid_statement("My friend runs fast. Then my friend rests", WORDS)  # two sentences
+    assert not is_valid_statement("My friend likes tea, coffee and cake", WORDS)  # one clause only
     assert not is_valid_statement("Our friend loves hiking in the hills", WORDS)
-    assert not is_valid_statement("My friend " + "really " * 20 + "likes tea", WORDS)  # too long
+    assert not is_valid_statement("My friend " + "really " * 12 + "likes tea", WORDS)  # too long
 
 
 def test_parse_statements() -> None:
@@ -309,10 +310,33 @@ def test_generate_rejects_bad_settings() -> None:
 @pytest.mark.slow
 def test_generate_on_the_embedded_model(embedded_backend, tmp_path: Path) -> None:
     out = tmp_path / "generated.txt"
-    report = generate_statements(embedded_backend, n=5, batch_size=4, max_rounds=2, max_new_tokens=96, out=out)
+    report = generate_statements(embedded_backend, n=5, batch_size=2, max_rounds=2, max_new_tokens=64, out=out)
     lines = out.read_text().splitlines()
     print(f"embedded model: {len(lines)} statements in {report.rounds} rounds: {lines}")
     assert lines == report.statements and lines[0] == "My friend enjoys playing chess"
     assert len(lines) >= 2
     assert all(is_valid_statement(line, WORDS) for line in lines)
     assert len({normalize(line) for line in lines}) == len(lines)
+
+
+def test_cli_generate_with_a_registered_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import fairprobe.models
+    from fairprobe.cli import app
+
+    monkeypatch.setitem(
+        fairprobe.models._SCHEMES, "scripted", lambda rest, **options: ScriptedBackend(CHAT_REPLIES, True)
+    )
+    out = tmp_path / "gen.txt"
+    args = ["probes", "generate", "--model", "scripted:x", "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "-n", "4", "--batch-size", "2"])
+    assert result.exit_code == 0, result.output
+    assert "kept 4 statements in 1 rounds" in result.output
+    assert out.read_text().splitlines()[1:] == [
+        "My friend bakes bread every Sunday",
+        "My friend repairs old radios",
+        "My friend paints murals downtown",
+    ]
+    result = CliRunner().invoke(app, [*args, "-n", "50", "--max-rounds", "1"])  # 8 requests: 5 distinct lines
+    assert result.exit_code == 0 and "only 5 of 50" in result.output
