@@ -43,6 +43,7 @@ gemma: setup
 
 bench: setup
 	$(BIN)/python benchmarks/probe_speed.py
+	$(BIN)/python benchmarks/api_throughput.py
 
 clean:
 	rm -rf $(VENV) runs
