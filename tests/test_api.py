@@ -237,6 +237,9 @@ def test_bad_specs_and_options_are_one_line_errors(monkeypatch: pytest.MonkeyPat
         load_model("openai:")
     with pytest.raises(ModelError, match="http"):
         load_model("openai:x", base_url="ftp://host")
+    with pytest.raises(ModelError, match="carries credentials") as info:
+        load_model("openai:x", base_url="https://user:secret@host/v1")
+    assert "secret" not in str(info.value)
     with pytest.raises(ConfigError, match="--base-url needs an openai:MODEL"):
         RunOptions(model="smollm2-135m-instruct", base_url="http://127.0.0.1:1/v1")
 

@@ -206,12 +206,11 @@ class OpenAIBackend:
 
     def identity(self) -> dict[str, Any]:
         """Model name, endpoint(s) and the top-k asked for; never the API key."""
-        urls = [str(httpx.URL(u).copy_with(username=None, password=None)) for u in self.base_urls]
         return {
             "id": self.name,
             "backend": "openai",
             "model": self.model,
-            "base_url": ",".join(urls),
+            "base_url": ",".join(self.base_urls),
             "top_logprobs": self.top_logprobs,
         }
 
@@ -401,8 +400,11 @@ def load_openai(
         raise ModelError("--adapter needs a local model (embedded or hf:), not an openai: endpoint")
     urls = [u.strip() for u in (base_url or DEFAULT_BASE_URL).split(",") if u.strip()]
     for url in urls:
-        if httpx.URL(url).scheme not in ("http", "https"):
+        parsed = httpx.URL(url)
+        if parsed.scheme not in ("http", "https"):
             raise ModelError(f"--base-url must be an http(s) URL, got {url!r}")
+        if parsed.userinfo:  # it would be written to the manifest: credentials belong in the environment
+            raise ModelError(f"--base-url for {parsed.host} carries credentials: put the key in ${API_KEY_ENV[0]}")
     key = api_key_from_env()
     if key is None and any(httpx.URL(u).host == "api.openai.com" for u in urls):
         raise ModelError(f"the OpenAI API needs a key: set ${API_KEY_ENV[0]} (or ${API_KEY_ENV[1]})")
