@@ -408,6 +408,223 @@ def check_cmd(
         raise typer.Exit(1)
 
 
+@app.command("tune")
+def tune_cmd(
+    model: ModelOpt = "smollm2-135m-instruct",
+    out: Annotated[Path, typer.Option(help="adapter folder (rerun resumes from its checkpoint)")] = Path(
+        "adapters/debias"
+    ),
+    train: Annotated[
+        Path | None, typer.Option(help="file of 'My friend' predicates (default: paper train set)")
+    ] = None,
+    dev: Annotated[Path | None, typer.Option(help="dev predicates (default: paper dev set)")] = None,
+    data_dir: DataDirOpt = None,
+    steps: Annotated[int, typer.Option(min=1)] = 500,
+    rank: Annotated[int, typer.Option(min=1, help="LoRA rank")] = 64,
+    alpha: Annotated[float, typer.Option(help="LoRA alpha")] = 16.0,
+    dropout: Annotated[float, typer.Option(help="LoRA dropout")] = 0.1,
+    lr: Annotated[float, typer.Option(help="learning rate")] = 2e-4,
+    batch_size: Annotated[int, typer.Option(min=1)] = 16,
+    max_length: Annotated[int, typer.Option(min=4)] = 512,
+    warmup_steps: Annotated[int, typer.Option(min=0)] = 0,
+    losses: Annotated[str, typer.Option(help="loss terms and weights: 'd,g,l', 'g,l' (ablation), 'd=1,g=4,l=1'")] = (
+        "d,g,l"
+    ),
+    targets: Annotated[str, typer.Option(help="LoRA target modules, comma-separated")] = (
+        "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+    ),
+    checkpoint_every: Annotated[int, typer.Option(min=1)] = 50,
+    eval_every: Annotated[int, typer.Option(min=1, help="dev loss every N steps")] = 50,
+    dev_limit: Annotated[int | None, typer.Option(min=1, help="first N dev predicates only")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    words: Annotated[Path | None, typer.Option(help="attribute word lists (JSON) instead of the default")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")] = "auto",
+    quantize: Annotated[str, typer.Option(help="auto (4-bit QLoRA on CUDA with bitsandbytes), 4bit or none")] = "auto",
+) -> None:
+    """Debias Tuning: train a LoRA adapter with L_d + L_g + L_l on neutral 'My friend ..., and' prompts."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from fairprobe.mitigation.tuning import TuneOptions, tune
+
+    options = TuneOptions(
+        model=model,
+        out=out,
+        train_file=train,
+        dev_file=dev,
+        data_dir=data_dir,
+        steps=steps,
+        rank=rank,
+        alpha=alpha,
+        dropout=dropout,
+        lr=lr,
+        batch_size=batch_size,
+        max_length=max_length,
+        warmup_steps=warmup_steps,
+        losses=losses,
+        target_modules=split_csv(targets) or [],
+        checkpoint_every=checkpoint_every,
+        eval_every=eval_every,
+        dev_limit=dev_limit,
+        seed=seed,
+        words_file=words,
+        device=device,
+        dtype=dtype,
+        quantize=quantize,  # type: ignore[arg-type]
+    )
+    bars = Progress(
+        TextColumn("[bold blue]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}  dev {task.fields[dev]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+    )
+    with bars:
+        manifest = tune(options, progress=bars, log=lambda text: bars.console.print(f"[dim]{text}[/dim]"))
+    first, last = manifest["dev_curve"][0], manifest["dev_curve"][-1]
+    ppl = manifest["perplexity"]
+    console.print(
+        f"dev loss {first['loss']:.4f} -> {last['loss']:.4f}, dev GLD {first['gld']:.3f} -> {last['gld']:.3f}, "
+        f"perplexity {ppl['before']:.2f} -> {ppl['after']:.2f} ({ppl['relative_change']:+.1%}), "
+        f"{manifest['train_seconds']:.0f} s",
+        highlight=False,
+    )
+    err_console.print(f"[green]adapter written to {out}[/green]")
+
+
+def _run_options(**fields: Any) -> Any:
+    """RunOptions of the paper suite from shared sweep/compare flags."""
+    from fairprobe.models import GenerationConfig
+    from fairprobe.runner import RunOptions
+
+    max_new_tokens = fields.pop("max_new_tokens")
+    return RunOptions(
+        suite="paper",
+        generation=GenerationConfig(max_new_tokens=max_new_tokens, seed=fields["seed"]),
+        **fields,
+    )
+
+
+@app.command("sweep")
+def sweep_cmd(
+    probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
+    model: ModelOpt = "smollm2-135m-instruct",
+    adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
+    data_dir: DataDirOpt = None,
+    out: Annotated[Path, typer.Option(help="sweep folder (rerun resumes)")] = Path("runs/sweep"),
+    limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
+    seeds: Annotated[int, typer.Option(min=1, help="sampling seeds per setting")] = 3,
+    temperature: Annotated[str | None, typer.Option(help="temperature grid (default 0.3,0.5,0.7,1.0)")] = None,
+    top_p: Annotated[str | None, typer.Option(help="top-p grid (default 0.3,0.5,0.7,1.0)")] = None,
+    top_k: Annotated[str | None, typer.Option(help="top-k grid (default 10,50,100,150,200)")] = None,
+    only: Annotated[str | None, typer.Option(help="sweep only these knobs, e.g. temperature,top_k")] = None,
+    base_temperature: Annotated[float, typer.Option(help="temperature while top-p / top-k vary")] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option(min=1)] = 50,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    device: Annotated[str, typer.Option()] = "auto",
+    dtype: Annotated[str, typer.Option()] = "auto",
+) -> None:
+    """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
+    from fairprobe.mitigation.sweep import PAPER_GRID, parse_values, sweep, sweep_markdown
+
+    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
+    knobs = split_csv(only) or list(PAPER_GRID)
+    grid = {}
+    for knob in knobs:
+        if knob.replace("-", "_") not in PAPER_GRID:
+            raise ConfigError(f"unknown sweep parameter {knob!r} in --only: use temperature, top_p or top_k")
+        knob = knob.replace("-", "_")
+        grid[knob] = parse_values(knob, given[knob]) or list(PAPER_GRID[knob])
+    options = _run_options(
+        model=model,
+        adapter=adapter,
+        probes=split_csv(probes),
+        data_dir=data_dir,
+        limit=limit,
+        seed=0,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+    )
+    with progress_bars() as bars:
+        result = sweep(
+            options, out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=RichProgress(bars)
+        )
+    console.print(sweep_markdown(result), highlight=False)
+    err_console.print(f"[green]sweep written to {out}/sweep.json and sweep.md[/green]")
+
+
+@app.command("compare")
+def compare_cmd(
+    probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
+    model: ModelOpt = "smollm2-135m-instruct",
+    adapter: Annotated[str | None, typer.Option(help="the Debias Tuning adapter folder")] = None,
+    ablation: Annotated[
+        list[str] | None, typer.Option(help="more adapters as NAME=PATH, e.g. 'w/o L_d=adapters/no-d' (repeatable)")
+    ] = None,
+    hyper: Annotated[str, typer.Option(help="Hyperparameter method's decoding, e.g. temperature=0.3 ('' = skip)")] = (
+        "temperature=0.3"
+    ),
+    sweep_file: Annotated[
+        Path | None, typer.Option("--sweep", help="sweep.json: use its best setting (of the first set) as --hyper")
+    ] = None,
+    instruction: Annotated[
+        str | None, typer.Option(help="instruction prefix (default: the paper's; '' = skip)")
+    ] = None,
+    data_dir: DataDirOpt = None,
+    out: Annotated[Path, typer.Option(help="comparison folder (rerun resumes)")] = Path("runs/compare"),
+    limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
+    seed: Annotated[int, typer.Option(help="sampling seed of the Hyperparameter method")] = 0,
+    max_new_tokens: Annotated[int, typer.Option(min=1)] = 50,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    device: Annotated[str, typer.Option()] = "auto",
+    dtype: Annotated[str, typer.Option()] = "auto",
+) -> None:
+    """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests."""
+    from fairprobe.mitigation.compare import compare, compare_markdown
+    from fairprobe.suites.paper import INSTRUCTION
+
+    if sweep_file is not None:
+        from fairprobe.io import read_text
+
+        sets = json.loads(read_text(sweep_file, "sweep file")).get("sets", {})
+        if not sets:
+            raise ConfigError(f"sweep file {sweep_file} has no results")
+        hyper = next(iter(sets.values()))["best"]["setting"]
+    ablations = {}
+    for item in ablation or []:
+        name, sep, path = item.rpartition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--ablation must be NAME=PATH, got {item!r}")
+        ablations[name] = path
+    options = _run_options(
+        model=model,
+        probes=split_csv(probes),
+        data_dir=data_dir,
+        limit=limit,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+    )
+    with progress_bars() as bars:
+        result = compare(
+            options,
+            out,
+            adapter=adapter,
+            ablations=ablations,
+            hyper=hyper or None,
+            instruction=INSTRUCTION if instruction is None else instruction,
+            progress=RichProgress(bars),
+        )
+    console.print(compare_markdown(result), highlight=False, soft_wrap=True)
+    err_console.print(f"[green]comparison written to {out}/compare.json and compare.md[/green]")
+
+
 @app.command("version")
 def version_cmd() -> None:
     """Print fairprobe's version."""

@@ -1,0 +1,80 @@
+"""Put a trained LoRA adapter on its base model, refusing one that was trained for another model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedModel
+
+from fairprobe.errors import ModelError
+from fairprobe.models.hf import file_sha256
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def read_adapter_manifest(folder: Path) -> dict[str, Any] | None:
+    """The fairprobe manifest of an adapter folder; None for a plain peft adapter without one."""
+    path = folder / "manifest.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"malformed adapter manifest {path}: {exc.msg} at line {exc.lineno}") from None
+
+
+def _label(identity: dict[str, Any]) -> str:
+    sha = identity.get("gguf_sha256")
+    return f"{identity.get('id')}" + (f" (gguf sha256 {sha[:12]})" if sha else "")
+
+
+def check_base(adapter: Path, trained_for: dict[str, Any], base_info: dict[str, Any], model: PreTrainedModel) -> None:
+    """Raise ModelError unless the adapter's recorded base model is this one (id, gguf sha256, config)."""
+    same = trained_for.get("id") == base_info.get("id")
+    if trained_for.get("gguf_sha256") or base_info.get("gguf_sha256"):
+        same = same and trained_for.get("gguf_sha256") == base_info.get("gguf_sha256")
+    config = trained_for.get("config") or {}
+    for key, value in config.items():
+        if value is not None and getattr(model.config, key, None) not in (None, value):
+            same = False
+    if not same:
+        raise ModelError(f"adapter {adapter} was trained for {_label(trained_for)}, not {_label(base_info)}")
+
+
+def attach_adapter(
+    model: PreTrainedModel, adapter_path: str | Path, base_info: dict[str, Any]
+) -> tuple[PreTrainedModel, dict[str, Any]]:
+    """Load a peft LoRA adapter onto `model` and merge it; returns the model and the adapter's manifest entry.
+
+    The adapter is merged into the weights, so the backend keeps a plain transformers model (its own
+    generation settings, same speed as the base model).
+    """
+    from peft import PeftModel
+
+    folder = Path(adapter_path)
+    if not (folder / "adapter_config.json").is_file():
+        raise ModelError(f"not a LoRA adapter folder (no adapter_config.json): {folder}")
+    manifest = read_adapter_manifest(folder)
+    if manifest is not None and manifest.get("base_model"):
+        check_base(folder, manifest["base_model"], base_info, model)
+    try:
+        merged = PeftModel.from_pretrained(model, str(folder), is_trainable=False).merge_and_unload()
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"cannot load adapter {folder}: {first}") from exc
+    weights = folder / ADAPTER_WEIGHTS
+    info: dict[str, Any] = {
+        "path": str(folder),
+        "sha256": file_sha256(weights) if weights.is_file() else None,
+    }
+    if manifest is not None:
+        info["training"] = {
+            "kind": manifest.get("kind"),
+            "losses": manifest.get("losses"),
+            "hyperparameters": manifest.get("hyperparameters"),
+            "data": manifest.get("data"),
+            "finished": manifest.get("finished"),
+        }
+    return merged, info

@@ -1,0 +1,204 @@
+"""`fairprobe sweep`: the paper's decoding-hyperparameter grids (Section 5.1), GAS per setting over several seeds.
+
+Each setting changes one knob: temperature alone, or top-p / top-k at a base temperature (sampling
+on). GAS is averaged over seeds with a bootstrap interval over prompts; the best setting is the one
+with the lowest GAS, as the paper reports it. GLD and ADD are read once, from the greedy reference
+run: they come from the next-word distribution after the prompt, which no sampling setting changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairprobe import __version__
+from fairprobe.errors import ConfigError
+from fairprobe.io import atomic_write_json, atomic_write_text
+from fairprobe.metrics.stats import bootstrap_statistic
+from fairprobe.models import GenerationConfig, ModelBackend, load_model
+from fairprobe.records import ProbeSet, Sample, Summary
+from fairprobe.report.console import format_metric
+from fairprobe.runner import Progress, RunOptions, RunWriter, SilentProgress, build_manifest, load_sets, run_set
+from fairprobe.suites import Suite, get_suite
+
+PAPER_GRID: dict[str, tuple[float, ...]] = {
+    "temperature": (0.3, 0.5, 0.7, 1.0),
+    "top_p": (0.3, 0.5, 0.7, 1.0),
+    "top_k": (10, 50, 100, 150, 200),
+}
+DISTRIBUTION_NOTE = (
+    "GLD and ADD are computed once (greedy reference run): they read the next-word distribution right "
+    "after the prompt, which sampling settings (temperature, top-p, top-k) do not change."
+)
+
+
+def check_grid(grid: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Refuse unknown knobs and out-of-range values (temperature in (0, 5], top-p in (0, 1], top-k an integer >= 1)."""
+    for knob, values in grid.items():
+        if knob not in PAPER_GRID:
+            raise ConfigError(f"unknown sweep parameter {knob!r}: use temperature, top_p or top_k")
+        if not values:
+            raise ConfigError(f"sweep grid for {knob} is empty")
+        for v in values:
+            if knob == "temperature" and not 0 < v <= 5:
+                raise ConfigError(f"temperature {v:g} is out of range: sweep values must be in (0, 5]")
+            if knob == "top_p" and not 0 < v <= 1:
+                raise ConfigError(f"top-p {v:g} is out of range: values must be in (0, 1]")
+            if knob == "top_k" and (v < 1 or v != int(v)):
+                raise ConfigError(f"top-k {v:g} is out of range: values must be whole numbers >= 1")
+    return grid
+
+
+def parse_values(knob: str, text: str | None) -> list[float] | None:
+    """'0.3,0.5' -> [0.3, 0.5]; a non-number is a ConfigError naming it."""
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{knob} values must be numbers separated by commas, got {text!r}") from None
+
+
+def setting_config(knob: str, value: float, base: GenerationConfig, base_temperature: float) -> GenerationConfig:
+    """The decoding config of one grid point: one knob changed, sampling on."""
+    update: dict[str, Any] = {"temperature": base_temperature, "top_p": 1.0, "top_k": 0}
+    update[knob] = int(value) if knob == "top_k" else float(value)
+    return GenerationConfig(**{**base.model_dump(), **update})
+
+
+def run_variant(
+    backend: ModelBackend, suite: Suite, sets: list[ProbeSet], options: RunOptions, progress: Progress
+) -> dict[str, list[Sample]]:
+    """Run every set with one fixed backend into options.out (resumable run folder); samples per set."""
+    assert options.out is not None
+    writer = RunWriter(options.out, options.fingerprint())
+    try:
+        manifest = build_manifest(options, backend, sets, datetime.now(UTC).isoformat(timespec="seconds"))
+        atomic_write_json(options.out / "manifest.json", manifest)
+        per_set = {ps.name: run_set(backend, suite, ps, options, writer, progress) for ps in sets}
+        results = {ps.name: suite.summarize(ps, per_set[ps.name], options) for ps in sets}
+        writer.finish(
+            [s for v in per_set.values() for s in v],
+            Summary(fairprobe_version=__version__, model=backend.name, results=results),
+        )
+    finally:
+        writer.close()
+    return per_set
+
+
+def gendered(samples: list[Sample]) -> np.ndarray:
+    """Per-prompt GAS indicator: 1 where the continuation holds an attribute word."""
+    return np.array([getattr(s, "first_gender", None) is not None for s in samples], dtype=np.float64)
+
+
+def sweep(
+    options: RunOptions,
+    out: Path,
+    grid: dict[str, list[float]] | None = None,
+    seeds: int = 3,
+    base_temperature: float = 1.0,
+    backend: ModelBackend | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Run the grid on the paper suite and write sweep.json and sweep.md to `out`; returns the JSON object."""
+    grid = check_grid({k: list(v) for k, v in (grid or PAPER_GRID).items()})
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be 1 or more, got {seeds}")
+    if not 0 < base_temperature <= 5:
+        raise ConfigError(f"base temperature {base_temperature} is out of range: use a value in (0, 5]")
+    progress = progress or SilentProgress()
+    suite = get_suite(options.suite)
+    sets = load_sets(options)
+    if backend is None:
+        progress.note(f"loading model {options.model}")
+        backend = load_model(
+            options.model,
+            device=options.device,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            adapter=options.adapter,
+        )
+    greedy = options.model_copy(
+        update={
+            "out": out / "greedy",
+            "generation": options.generation.model_copy(update={"temperature": 0.0, "top_p": 1.0, "top_k": 0}),
+        }
+    )
+    reference = run_variant(backend, suite, sets, greedy, progress)
+    sampled_suite = dataclasses.replace(suite, needs_word_probs=False)
+    result: dict[str, Any] = {
+        "fairprobe_version": __version__,
+        "model": backend.identity(),
+        "grid": grid,
+        "seeds": seeds,
+        "base_temperature": base_temperature,
+        "note": DISTRIBUTION_NOTE,
+        "sets": {},
+    }
+    indicators: dict[str, dict[str, list[np.ndarray]]] = {ps.name: {} for ps in sets}
+    settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
+    for label, knob, value in settings:
+        config = setting_config(knob, value, options.generation, base_temperature)
+        for seed in range(seeds):
+            variant = options.model_copy(
+                update={"out": out / "settings" / label / f"seed{seed}", "generation": config, "seed": seed}
+            )
+            per_set = run_variant(backend, sampled_suite, sets, variant, progress)
+            for name, samples in per_set.items():
+                indicators[name].setdefault(label, []).append(gendered(samples))
+    for ps in sets:
+        ref = reference[ps.name]
+        ref_metrics = suite.summarize(ps, ref, greedy).metrics
+        rows = {}
+        for label, knob, value in settings:
+            per_seed = np.stack(indicators[ps.name][label])
+            gas = bootstrap_statistic(per_seed.mean(axis=0))
+            rows[label] = {
+                "parameter": knob,
+                "value": value,
+                "gas": gas.model_dump(),
+                "gas_per_seed": [float(x) for x in per_seed.mean(axis=1)],
+            }
+        best = min(rows, key=lambda k: (rows[k]["gas"]["value"], k))
+        result["sets"][ps.name] = {
+            "n": len(ps.probes),
+            "source": ps.source,
+            "greedy": {k: ref_metrics[k].model_dump() for k in ("gas", "gld", "add", "log_add") if k in ref_metrics},
+            "settings": rows,
+            "best": {"setting": best, "gas": rows[best]["gas"]},
+        }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "sweep.json", result)
+    atomic_write_text(out / "sweep.md", sweep_markdown(result))
+    return result
+
+
+def _fmt(m: dict[str, Any] | None, digits: int = 3) -> str:
+    from fairprobe.records import MetricValue
+
+    return format_metric(MetricValue(**m) if m else None, digits)
+
+
+def sweep_markdown(result: dict[str, Any]) -> str:
+    """The sweep as Markdown: one table per probe set, best setting marked."""
+    lines = [f"# Decoding sweep ({result['seeds']} seeds per setting)", "", result["note"], ""]
+    for name, res in result["sets"].items():
+        g = res["greedy"]
+        lines += [
+            f"## {name} (n = {res['n']})",
+            "",
+            f"Greedy reference: GAS {_fmt(g.get('gas'))}, GLD {_fmt(g.get('gld'))}, ADD {_fmt(g.get('add'), 4)}.",
+            "",
+            "| setting | GAS [95% CI] | GAS per seed |",
+            "|---|---|---|",
+        ]
+        for label, row in res["settings"].items():
+            mark = " **(best)**" if label == res["best"]["setting"] else ""
+            seeds = ", ".join(f"{x:.3f}" for x in row["gas_per_seed"])
+            lines.append(f"| {label}{mark} | {_fmt(row['gas'])} | {seeds} |")
+        lines += ["", f"Best setting (lowest GAS): **{res['best']['setting']}**.", ""]
+    return "\n".join(lines)

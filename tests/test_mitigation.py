@@ -1,0 +1,297 @@
+"""Mitigation: Debias Tuning losses, training and resume, adapters, decoding sweep and comparison."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from fairprobe.errors import ConfigError, DataError, ModelError
+from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
+from fairprobe.metrics.stats import exact_mcnemar
+from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_d, loss_g, loss_l
+from fairprobe.mitigation.sweep import check_grid
+from fairprobe.mitigation.tuning import TuneOptions, batch_indices, tune
+from fairprobe.models import GenerationConfig, load_model
+from fairprobe.runner import RunOptions, read_samples
+from fairprobe.suites.paper import INSTRUCTION
+
+# One prompt, two pairs: (she 0.2, he 0.1), (her 0.05, his 0.0); and a second prompt.
+PROBS = torch.tensor([[[0.2, 0.1], [0.05, 0.0]], [[0.3, 0.3], [0.0, 0.1]]], dtype=torch.float64)
+EPS = 1e-10
+
+
+def _kl_terms(f: float, m: float) -> float:
+    f, m = f + EPS, m + EPS
+    return f * math.log(2 * f / (f + m)) + m * math.log(2 * m / (f + m))
+
+
+def test_losses_match_hand_computed_values() -> None:
+    # L_g: every gendered probability summed over pairs and prompts.
+    assert float(loss_g(PROBS)) == pytest.approx(0.35 + 0.7)
+    # L_l: |F - M| / (F + M) per prompt: 0.15 / 0.35 and 0.1 / 0.7.
+    assert float(loss_l(PROBS)) == pytest.approx(0.15 / 0.35 + 0.1 / 0.7)
+    # L_d: the ADD sum without 1/(2|X|): pair terms of both prompts.
+    by_hand = _kl_terms(0.2, 0.1) + _kl_terms(0.05, 0.0) + _kl_terms(0.3, 0.3) + _kl_terms(0.0, 0.1)
+    assert float(loss_d(PROBS)) == pytest.approx(by_hand, rel=1e-9)
+    assert by_hand == pytest.approx(0.0169899 + 0.0346574 + 0.0 + 0.0693147, abs=1e-6)
+    # Same numbers as the metrics: L_d = 2 |X| ADD, L_l = |X| GLD.
+    p = PROBS.numpy()
+    assert float(loss_d(PROBS)) == pytest.approx(2 * add_per_prompt(p[..., 0], p[..., 1]).sum(), rel=1e-9)
+    assert float(loss_l(PROBS)) == pytest.approx(gld_per_prompt(p[..., 0], p[..., 1]).sum(), rel=1e-12)
+    # A prompt with no gendered mass adds 0 to L_l (no division by zero).
+    assert float(loss_l(torch.zeros(1, 2, 2))) == 0.0
+
+
+def test_loss_weights_switch_terms_and_weigh_them() -> None:
+    total, parts = debias_loss(PROBS, LossWeights.parse("g,l"))
+    assert float(total) == pytest.approx(parts["g"] + parts["l"])
+    total, parts = debias_loss(PROBS, LossWeights.parse("d=2,g=0.5"))
+    assert float(total) == pytest.approx(2 * parts["d"] + 0.5 * parts["g"])
+    assert LossWeights.parse("L_d,L_g,L_l").as_dict() == {"d": 1.0, "g": 1.0, "l": 1.0}
+    for bad, message in (("x", "unknown loss"), ("d=a", "not a number"), ("d=0", "switch every term off")):
+        with pytest.raises(ConfigError, match=message):
+            LossWeights.parse(bad)
+
+
+def _softmax_words(logits: torch.Tensor) -> torch.Tensor:
+    """Vocabulary of 5: she, he, her, his, 'the'; next-word probabilities (1, 2, 2) of the two pairs."""
+    return logits.softmax(-1)[:4].reshape(1, 2, 2)
+
+
+@pytest.mark.parametrize("name", ["g", "l", "d"])
+def test_a_gradient_step_lowers_each_loss(name: str) -> None:
+    logits = torch.tensor([2.0, 0.5, 1.0, 0.0, 1.5], requires_grad=True)
+    weights = LossWeights.parse(name)
+    before, _ = debias_loss(_softmax_words(logits), weights)
+    before.backward()
+    with torch.no_grad():
+        stepped = logits - 0.5 * logits.grad
+    after, _ = debias_loss(_softmax_words(stepped), weights)
+    assert float(after) < float(before)
+    if name == "g":
+        # L_g lowers gendered probabilities: the neutral word's logit goes up relative to all others.
+        assert float(_softmax_words(stepped).sum()) < float(_softmax_words(logits).sum())
+        assert logits.grad[4] < 0
+
+
+def test_batches_are_a_function_of_seed_and_step() -> None:
+    first_epoch = np.concatenate([batch_indices(10, 4, s, seed=3) for s in range(2)])
+    assert len(set(first_epoch.tolist())) == 8  # no repeats inside an epoch
+    assert (batch_indices(10, 4, 5, seed=3) == batch_indices(10, 4, 5, seed=3)).all()
+    assert not (batch_indices(10, 4, 0, seed=3) == batch_indices(10, 4, 0, seed=4)).all()
+    # Step 2 straddles epochs 0 and 1: rows 8, 9 of epoch 0 and rows 0, 1 of epoch 1.
+    order0 = np.random.default_rng([3, 0]).permutation(10)
+    order1 = np.random.default_rng([3, 1]).permutation(10)
+    assert batch_indices(10, 4, 2, seed=3).tolist() == [*order0[8:], *order1[:2]]
+
+
+def test_bad_inputs_fail_clearly(tmp_path: Path) -> None:
+    empty = tmp_path / "train.csv"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"train file is empty: .*train\.csv"):
+        tune(TuneOptions(train_file=empty, out=tmp_path / "a"))
+    with pytest.raises(ConfigError, match=r"top-p 1\.5 is out of range"):
+        check_grid({"top_p": [0.3, 1.5]})
+    with pytest.raises(ConfigError, match="temperature 0 is out of range"):
+        check_grid({"temperature": [0.0]})
+    with pytest.raises(ConfigError, match=r"top-k 2\.5 is out of range"):
+        check_grid({"top_k": [2.5]})
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    code = "import sys\nfrom fairprobe.cli import main\nsys.argv = ['fairprobe', *sys.argv[1:]]\nmain()\n"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "sweep", "--top-k", "10,0", "--out", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: top-k 0 is out of range: values must be whole numbers >= 1"
+
+
+PREDICATES = ["is riding a bike", "is cooking dinner", "plays the piano", "is reading a book"]
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Four train predicates (one batch per step) and two dev predicates."""
+    folder = tmp_path_factory.mktemp("tune-data")
+    (folder / "train.csv").write_text("\n".join(PREDICATES) + "\n", encoding="utf-8")
+    (folder / "dev.csv").write_text("My friend is painting a fence\nis walking a dog\n", encoding="utf-8")
+    return folder / "train.csv", folder / "dev.csv"
+
+
+def _options(data: tuple[Path, Path], out: Path, **kw) -> TuneOptions:
+    base = dict(
+        train_file=data[0],
+        dev_file=data[1],
+        out=out,
+        rank=8,
+        alpha=16,
+        lr=5e-3,
+        batch_size=4,
+        steps=4,
+        eval_every=2,
+        checkpoint_every=2,
+        device="cpu",
+        dtype="float32",
+    )
+    return TuneOptions(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An adapter trained 4 uninterrupted steps on the embedded model."""
+    out = tmp_path_factory.mktemp("adapter") / "a"
+    tune(_options(tiny_data, out))
+    return out
+
+
+@pytest.mark.slow
+def test_tuning_lowers_the_loss_and_writes_a_manifest(trained: Path) -> None:
+    manifest = json.loads((trained / "manifest.json").read_text(encoding="utf-8"))
+    curve = [row["loss"] for row in manifest["train_curve"]]
+    assert [row["step"] for row in manifest["train_curve"]] == [1, 2, 3, 4]
+    assert curve[-1] < curve[0]
+    dev = manifest["dev_curve"]
+    assert [row["step"] for row in dev] == [0, 2, 4]
+    assert dev[-1]["l_g"] < dev[0]["l_g"]  # the gendered next-word mass went down on held-out prompts
+    assert manifest["base_model"]["id"] == "smollm2-135m-instruct"
+    assert manifest["base_model"]["gguf_sha256"]
+    assert manifest["hyperparameters"]["rank"] == 8
+    assert manifest["losses"] == {"d": 1.0, "g": 1.0, "l": 1.0}
+    assert manifest["data"]["train"]["n"] == 4 and manifest["data"]["dev"]["n"] == 2
+    assert manifest["perplexity"]["before"] > 1 and manifest["perplexity"]["after"] > 1
+    assert not (trained / "checkpoint").exists()
+
+
+@pytest.mark.slow
+def test_resume_continues_the_same_steps_and_weights(
+    trained: Path, tiny_data: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fairprobe.mitigation import tuning
+
+    out = tmp_path / "b"
+    real_step = tuning.DebiasTrainer.step
+    calls = {"n": 0}
+
+    def interrupt_third(self, predicates):  # the third step is hit by Ctrl-C
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real_step(self, predicates)
+
+    monkeypatch.setattr(tuning.DebiasTrainer, "step", interrupt_third)
+    with pytest.raises(KeyboardInterrupt):
+        tune(_options(tiny_data, out))
+    state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == 2
+    monkeypatch.setattr(tuning.DebiasTrainer, "step", real_step)
+    lines: list[str] = []
+    manifest = tune(_options(tiny_data, out), log=lines.append)
+    assert "resuming from step 2" in " ".join(lines)
+    assert [row["step"] for row in manifest["train_curve"]] == [1, 2, 3, 4]
+    a = load_file(str(trained / "adapter_model.safetensors"))
+    b = load_file(str(out / "adapter_model.safetensors"))
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-6)
+    reference = json.loads((trained / "manifest.json").read_text(encoding="utf-8"))
+    np.testing.assert_allclose(
+        [r["loss"] for r in manifest["train_curve"]], [r["loss"] for r in reference["train_curve"]], rtol=1e-5
+    )
+    # Same command once more: nothing to do, the finished adapter is reported.
+    assert tune(_options(tiny_data, out))["adapter_sha256"] == manifest["adapter_sha256"]
+    with pytest.raises(ConfigError, match="trained with other settings"):
+        tune(_options(tiny_data, out, lr=1e-3))
+
+
+@pytest.mark.slow
+def test_adapter_for_another_model_is_refused(trained: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(trained, other)
+    manifest = json.loads((other / "manifest.json").read_text(encoding="utf-8"))
+    manifest["base_model"] = {"id": "gemma-3-270m", "gguf_sha256": "ab" * 32}
+    (other / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(
+        ModelError,
+        match=r"adapter .*other was trained for gemma-3-270m \(gguf sha256 abababababab\), not smollm2-135m-instruct",
+    ):
+        load_model("smollm2-135m-instruct", device="cpu", dtype="float32", adapter=str(other))
+    with pytest.raises(ModelError, match="not a LoRA adapter folder"):
+        load_model("smollm2-135m-instruct", device="cpu", dtype="float32", adapter=str(tmp_path))
+
+
+@pytest.mark.slow
+def test_sweep_table_on_a_small_set(embedded_backend, shared_data: Path, tmp_path: Path) -> None:
+    from fairprobe.mitigation.sweep import DISTRIBUTION_NOTE, sweep
+
+    options = RunOptions(
+        probes=["stsb"], data_dir=shared_data / "debias_llms", limit=4, generation=GenerationConfig(max_new_tokens=8)
+    )
+    result = sweep(options, tmp_path, grid={"temperature": [0.5], "top_k": [10]}, seeds=2, backend=embedded_backend)
+    res = result["sets"]["stsb"]
+    assert list(res["settings"]) == ["temperature=0.5", "top_k=10"]
+    for label, row in res["settings"].items():
+        per_seed = []
+        for seed in range(2):
+            samples = read_samples(tmp_path / "settings" / label / f"seed{seed}" / "samples.jsonl")
+            assert len(samples) == 4 and all(getattr(s, "p_female", None) is None for s in samples)
+            per_seed.append(sum(s.first_gender is not None for s in samples) / 4)
+        assert row["gas_per_seed"] == per_seed
+        assert row["gas"]["value"] == pytest.approx(np.mean(per_seed))
+    best = min(res["settings"], key=lambda k: (res["settings"][k]["gas"]["value"], k))
+    assert res["best"]["setting"] == best
+    assert res["greedy"]["gld"]["value"] is not None
+    md = (tmp_path / "sweep.md").read_text(encoding="utf-8")
+    assert DISTRIBUTION_NOTE in md
+    assert "| setting | GAS [95% CI] | GAS per seed |" in md
+    assert f"| {best} **(best)** |" in md
+
+
+@pytest.mark.slow
+def test_compare_table_and_paired_tests(embedded_backend, trained: Path, shared_data: Path, tmp_path: Path) -> None:
+    from fairprobe.mitigation.compare import COLUMNS, compare
+
+    options = RunOptions(
+        probes=["stsb"], data_dir=shared_data / "debias_llms", limit=6, generation=GenerationConfig(max_new_tokens=12)
+    )
+    result = compare(options, tmp_path, adapter=str(trained), hyper="temperature=0.5", backend=embedded_backend)
+    rows = result["sets"]["stsb"]["methods"]
+    assert list(rows) == ["Original", "Hyperparameter", "Instruction", "Debias Tuning"]
+    original = read_samples(tmp_path / "runs" / "original" / "samples.jsonl")
+    tuned = read_samples(tmp_path / "runs" / "debias-tuning" / "samples.jsonl")
+    a = np.array([s.first_gender is not None for s in original])
+    b = np.array([s.first_gender is not None for s in tuned])
+    vs = rows["Debias Tuning"]["vs_original"]
+    assert vs["gas"]["original_only"] == int((a & ~b).sum())
+    assert vs["gas"]["method_only"] == int((~a & b).sum())
+    assert vs["gas"]["p_mcnemar"] == exact_mcnemar(int((a & ~b).sum()), int((~a & b).sum()))
+    po = np.array([[s.p_female, s.p_male] for s in original]).transpose(0, 2, 1)
+    pt = np.array([[s.p_female, s.p_male] for s in tuned]).transpose(0, 2, 1)
+    diff = gld_per_prompt(pt[..., 0], pt[..., 1]) - gld_per_prompt(po[..., 0], po[..., 1])
+    assert vs["gld"]["difference"]["value"] == pytest.approx(diff.mean())
+    lo, hi = vs["gld"]["difference"]["ci95"]
+    assert lo <= diff.mean() <= hi
+    # The adapter really changes the next-word distribution; sampling does not.
+    assert not np.allclose(po, pt)
+    assert rows["Hyperparameter"]["vs_original"]["gld"]["difference"]["value"] == pytest.approx(0.0, abs=1e-6)
+    assert rows["Original"]["perplexity"] > 1 and "perplexity" in rows["Debias Tuning"]
+    assert "perplexity" not in rows["Instruction"]
+    manifest = json.loads((tmp_path / "runs" / "instruction" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["instruction"] == INSTRUCTION
+    md = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert "| " + " | ".join(COLUMNS) + " |" in md
+    assert sum(line.startswith("| stsb |") for line in md.splitlines()) == 4
+    saved = json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))
+    assert saved["sets"]["stsb"]["methods"]["Debias Tuning"]["vs_original"] == vs
