@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class Probe(BaseModel):
@@ -46,12 +46,23 @@ class Sample(BaseModel):
 
 
 class MetricValue(BaseModel):
-    """A metric with its 95% confidence interval; `approximate` marks values not computed exactly."""
+    """A metric with its 95% confidence interval; `approximate` marks values not computed exactly.
+
+    `value` is always written (null when unavailable); `approximate` and `note` only when set.
+    """
 
     value: float | None
     ci95: tuple[float | None, float | None] = (None, None)
     approximate: bool | None = None
     note: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_flags(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in ("approximate", "note"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class SubsetResult(BaseModel):
@@ -78,5 +89,5 @@ class Summary(BaseModel):
     results: dict[str, SetResult]
 
     def to_json_obj(self) -> dict[str, Any]:
-        """A plain dict without unset optional fields, as summary.json stores it."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """A plain dict, as summary.json stores it."""
+        return self.model_dump(mode="json")
