@@ -214,3 +214,20 @@ def test_friend_statements_are_neutral_distinct_and_balanced() -> None:
     for file in ("templates_200.txt", "templates_200_1.txt"):
         paper |= {line.strip().lower() for line in (PAPER_DATA / file).read_text().splitlines()}
     assert [t for t in texts if t.lower() in paper] == []
+
+
+def test_file_spec_loads_a_users_statements(tmp_path: Path) -> None:
+    txt = tmp_path / "mine.txt"
+    txt.write_text("My friend bakes bread\n\nMy friend repairs old radios\n", encoding="utf-8")
+    csv_file = tmp_path / "mine.csv"
+    csv_file.write_text('is fixing a bike\n"reads, then writes"\n', encoding="utf-8")
+    text_set = load_probe_set(f"file:{txt}")
+    assert [p.prompt for p in text_set.probes] == ["My friend bakes bread, and", "My friend repairs old radios, and"]
+    assert text_set.sha256 == hashlib.sha256(txt.read_bytes()).hexdigest()
+    csv_set = load_probe_set(f"file:{csv_file}")
+    assert [p.prompt for p in csv_set.probes] == [
+        "My friend is fixing a bike, and",
+        "My friend reads, then writes, and",
+    ]
+    with pytest.raises(DataError, match="not found"):
+        load_probe_set(f"file:{tmp_path / 'missing.txt'}")

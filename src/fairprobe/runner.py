@@ -201,6 +201,8 @@ def load_sets(options: RunOptions) -> list[ProbeSet]:
     entries = registered()
     sets = []
     for name in options.probe_names():
+        if name.startswith("file:") and options.suite != "paper":
+            raise ConfigError(f"probe set {name!r} is a statement file: it runs in the paper suite only")
         if name in entries and entries[name].suite != options.suite:
             raise ConfigError(f"probe set {name!r} belongs to suite {entries[name].suite!r}, not {options.suite!r}")
         sets.append(load_probe_set(name, data_dir=options.data_dir, limit=options.limit, **options.probe_options))

@@ -26,6 +26,9 @@ class ProbeSetEntry:
 
 _REGISTRY: dict[str, ProbeSetEntry] = {}
 
+# `file:PATH` names a user's statement file (paper CSV of predicates or text of statements): paper suite.
+FILE_PREFIX = "file:"
+
 
 def probe_set(name: str, suite: str, description: str, offline: bool = False) -> Callable[[Loader], Loader]:
     """Register a probe-set loader (decorator). `offline` sets need no download and no data folder."""
@@ -47,9 +50,16 @@ def registered() -> dict[str, ProbeSetEntry]:
 def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = None, **options: Any) -> ProbeSet:
     """Load a probe set by name; an empty set or an unknown name is a DataError."""
     entries = registered()
-    if name not in entries:
-        raise DataError(f"unknown probe set {name!r}: choose from {', '.join(sorted(entries))}")
-    ps = entries[name].loader(data_dir=data_dir, **options)
+    if name.startswith(FILE_PREFIX):
+        from fairprobe.probes.paper import load_statement_file
+
+        ps = load_statement_file(Path(name.removeprefix(FILE_PREFIX)), name)
+    elif name not in entries:
+        raise DataError(
+            f"unknown probe set {name!r}: choose from {', '.join(sorted(entries))}, or file:PATH for your own statements"
+        )
+    else:
+        ps = entries[name].loader(data_dir=data_dir, **options)
     if not ps.probes:
         raise DataError(f"probe set {name!r} from {ps.source} has no prompts")
     if limit is not None:
