@@ -331,7 +331,7 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
     text, _ = export([folder], "md", None)
     section = text[text.index("### Mitigation comparison: cmp") :].splitlines()
     assert section[4:8] == [
-        "| set | method | n | GAS | GLD | ADD | ln ADD | GAS change | p (McNemar) | GLD diff | ADD diff | perplexity | sig |",
+        "| set | method | n | GAS | GLD | ADD | ln ADD | GAS rel. change | p (McNemar) | GLD diff | ADD diff | perplexity | sig |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         "| template | Original | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] | -5.300 |  |  "
         "|  |  | 12.500 |  |",
@@ -340,3 +340,15 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
     ]
     html = render_html(runs)
     assert "Mitigation comparison: cmp" in html and "GAS**, ADD*" in html
+
+
+def test_metric_without_value_in_summary_json_loads(tmp_path):
+    # summary.json leaves out None fields: a run without gendered continuations writes delta as {"ci95": [null, null]}
+    obj = json.loads(json.dumps(SUMMARY))
+    obj["results"]["b"]["metrics"]["delta"] = {"ci95": [None, None]}
+    obj["results"]["a"]["subsets"]["colors"]["metrics"]["gas_f"] = {"ci95": [None, None]}
+    (tmp_path / "summary.json").write_text(json.dumps(obj))
+    summary = load_runs([tmp_path])[0].summary
+    assert summary is not None
+    assert summary.results["b"].metrics["delta"].value is None
+    assert summary.results["a"].subsets["colors"].metrics["gas_f"].value is None

@@ -98,7 +98,8 @@ def grouped_bars(
             tops = [m.ci95[1] or m.value or 0 for _, ms in series for m in ms if m is not None]
             ax.set_ylim(0, min(1.0, max([0.1, *tops]) * 1.15))
         if len(series) > 1:
-            ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=min(3, len(series)))
+            per_row = int(width * 13 // (max(len(label) for label, _ in series) + 4))
+            ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=max(1, min(len(series), per_row)))
         return to_svg(fig)
 
 

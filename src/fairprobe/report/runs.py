@@ -41,6 +41,13 @@ def load_summary(path: Path) -> Summary:
     if not Path(path).is_dir():
         raise DataError(f"run folder not found: {path}")
     obj = _read_json(path / "summary.json", "summary.json")
+    # summary.json leaves out None fields, so a metric without a value (no gendered continuation) has no "value".
+    for result in (obj.get("results") or {}).values() if isinstance(obj, dict) else ():
+        parts = [result, *(result.get("subsets") or {}).values()] if isinstance(result, dict) else []
+        for part in parts:
+            for m in (part.get("metrics") or {}).values() if isinstance(part, dict) else ():
+                if isinstance(m, dict):
+                    m.setdefault("value", None)
     try:
         return Summary.model_validate(obj)
     except ValidationError as exc:
@@ -103,7 +110,8 @@ def load_runs(paths: list[Path], with_samples: bool = True) -> list[RunData]:
         runs.append(load_run(path, with_samples))
         # `fairprobe compare` keeps each method's run beside compare.json: show them side by side too.
         if runs[-1].compare is not None:
-            runs += [load_run(p.parent, with_samples) for p in sorted(Path(path).glob("runs/*/summary.json"))]
+            found = sorted(Path(path).glob("runs/*/summary.json"), key=lambda p: (p.parent.name != "original", p))
+            runs += [load_run(p.parent, with_samples) for p in found]
     for run in runs:
         if run.summary is not None:
             run.label = " ".join([run.summary.model, *_run_details(run)])

@@ -184,7 +184,7 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
         return None
     rows: list[list[Cell]] = []
     for set_name, result in sets.items():
-        for method, row in result["methods"].items():
+        for method, row in sorted(result["methods"].items(), key=lambda item: item[0] != "Original"):
             metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
             vs = row.get("vs_original", {})
             gas_vs = vs.get("gas", {})
@@ -210,7 +210,7 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
                     ", ".join(marks),
                 ]
             )
-    columns = ["set", "method", "n", "GAS", "GLD", "ADD", "ln ADD", "GAS change", "p (McNemar)", "GLD diff"]
+    columns = ["set", "method", "n", "GAS", "GLD", "ADD", "ln ADD", "GAS rel. change", "p (McNemar)", "GLD diff"]
     return Table(
         "compare",
         f"Mitigation comparison: {name}",
