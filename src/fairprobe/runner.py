@@ -12,7 +12,7 @@ import os
 import warnings
 import zlib
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -315,7 +315,7 @@ def run(
             )
             if options.use_cache:
                 backend = CachedBackend(backend, Cache(options.cache))
-        started = datetime.now(UTC).isoformat(timespec="seconds")
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         manifest = build_manifest(options, backend, sets, started)
         atomic_write_json(out / "manifest.json", manifest)
         results: dict[str, SetResult] = {}
@@ -333,7 +333,7 @@ def run(
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
         writer.finish(ordered, summary)
-        manifest["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+        manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         atomic_write_json(out / "manifest.json", manifest)
         write_report(out)
         return summary
