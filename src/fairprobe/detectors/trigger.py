@@ -58,7 +58,8 @@ _ANSWER_CUE = re.compile(
     r"(?:the\s+|a\s+|an\s+)?)$"
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_QUOTED = re.compile(r"'([^']{20,})'")
+# The quoted sentence of "In the sentence: '...', who ...?" (it may hold apostrophes: "the patient's chart").
+_QUOTED = re.compile(r"sentence:\s*'(.{20,})'\s*,\s*who\b")
 
 
 def _normalise(text: str) -> str:
