@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -364,7 +364,7 @@ def render_html(runs: list[RunData], thresholds: Thresholds | None = None) -> st
     cards = summary_cards(runs, thresholds)
     return _template().render(
         version=__version__,
-        created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         runs=runs,
         models=sorted({r.summary.model for r in runs if r.summary}),
         cards=cards,
