@@ -11,6 +11,9 @@ from typing import Any
 
 from fairprobe.errors import DataError
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 def cache_dir(*parts: str) -> Path:
     """Return (and create) fairprobe's cache folder: $FAIRPROBE_CACHE_DIR, else $XDG_CACHE_HOME/fairprobe."""
@@ -33,6 +36,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
