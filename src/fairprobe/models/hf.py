@@ -12,6 +12,8 @@ import torch
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
+    Cache,
+    DynamicCache,
     LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
@@ -33,11 +35,15 @@ class WordTable:
     """Attribute word pairs tokenized for one tokenizer (each word with its leading space).
 
     `first` (N, 2) holds each word's first token; `multi` lists the words of several tokens as
-    (pair index, column, token ids) for the chain rule.
+    (pair index, column, token ids) for the chain rule. For those words, `tail_feed` (M, W) holds the
+    tokens to feed after the prompt (all but the last, right-padded) and `tail_targets` (M, W) the
+    tokens whose conditional probabilities they give (-1 on padding).
     """
 
     first: torch.Tensor
     multi: tuple[tuple[int, int, tuple[int, ...]], ...]
+    tail_feed: torch.Tensor
+    tail_targets: torch.Tensor
 
     @classmethod
     def build(cls, tokenizer: PreTrainedTokenizerBase, word_pairs: list[tuple[str, str]]) -> WordTable:
@@ -52,7 +58,13 @@ class WordTable:
                 first[i, j] = ids[0]
                 if len(ids) > 1:
                     multi.append((i, j, tuple(ids)))
-        return cls(first=first, multi=tuple(multi))
+        width = max((len(ids) - 1 for _, _, ids in multi), default=0)
+        feed = torch.zeros((len(multi), width), dtype=torch.long)
+        targets = torch.full((len(multi), width), -1, dtype=torch.long)
+        for k, (_, _, ids) in enumerate(multi):
+            feed[k, : len(ids) - 1] = torch.tensor(ids[:-1])
+            targets[k, : len(ids) - 1] = torch.tensor(ids[1:])
+        return cls(first=first, multi=tuple(multi), tail_feed=feed, tail_targets=targets)
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -67,53 +79,78 @@ def word_log_probs(
     table: WordTable,
     first_log_probs: torch.Tensor | None = None,
     pad_id: int = 0,
+    prompt_cache: Cache | None = None,
 ) -> torch.Tensor:
     """Log-probabilities (B, N, 2) that each attribute word comes next after each left-padded prompt.
 
     Exact: read from the full softmax after the prompt, and for a word of several tokens the sum
     of its tokens' conditional log-probabilities (chain rule). Differentiable, so Debias Tuning
-    trains on the same numbers the metrics read. `first_log_probs` (B, V) skips the prompt pass.
+    trains on the same numbers the metrics read. `first_log_probs` (B, V) together with
+    `prompt_cache` (the key/value cache of exactly the prompt, e.g. cut from generation) skip the
+    prompt pass; the cache is used up. `pad_id` fills the masked slots after shorter words.
     """
-    if first_log_probs is None:
+    if first_log_probs is None or (table.multi and prompt_cache is None):
         out = model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=positions_from_mask(attention_mask),
             logits_to_keep=1,
+            use_cache=bool(table.multi),
         )
         first_log_probs = out.logits[:, -1, :].float().log_softmax(-1)
+        prompt_cache = out.past_key_values
     device = first_log_probs.device
     lp = first_log_probs[:, table.first.to(device).reshape(-1)].reshape(input_ids.shape[0], -1, 2)
     if not table.multi:
         return lp
-    lp = lp.clone()
-    batch = input_ids.shape[0]
-    tails = [ids[1:] for _, _, ids in table.multi]
-    width = max(len(t) for t in tails)
-    # One row per (prompt, multi-token word): prompt + word tokens but the last, right-aligned tails.
-    rows = []
-    masks = []
-    targets = torch.full((len(tails), width), -1, dtype=torch.long)
-    for k, (_, _, ids) in enumerate(table.multi):
-        feed = torch.tensor(ids[:-1], dtype=torch.long)
-        pad = width - feed.numel()
-        rows.append(torch.cat([torch.full((pad,), pad_id, dtype=torch.long), feed]))
-        masks.append(torch.cat([torch.zeros(pad, dtype=torch.long), torch.ones(feed.numel(), dtype=torch.long)]))
-        targets[k, pad:] = torch.tensor(ids[1:], dtype=torch.long)
-    word_feed = torch.stack(rows).to(device)
-    word_mask = torch.stack(masks).to(device)
-    n_words = len(tails)
-    seq = torch.cat([input_ids.repeat_interleave(n_words, 0), word_feed.repeat(batch, 1)], dim=1)
-    mask = torch.cat([attention_mask.repeat_interleave(n_words, 0), word_mask.repeat(batch, 1)], dim=1)
-    # The padding between prompt and tail is masked out; positions stay contiguous for real tokens.
-    out = model(input_ids=seq, attention_mask=mask, position_ids=positions_from_mask(mask), logits_to_keep=width)
-    tail_lp = out.logits[:, -width:, :].float().log_softmax(-1)
-    tgt = targets.to(device).repeat(batch, 1)
-    picked = tail_lp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    picked = torch.where(tgt >= 0, picked, torch.zeros_like(picked)).sum(-1).reshape(batch, n_words)
-    for k, (i, j, _) in enumerate(table.multi):
-        lp[:, i, j] = lp[:, i, j] + picked[:, k]
+    rows = torch.tensor([i for i, _, _ in table.multi], device=device)
+    cols = torch.tensor([j for _, j, _ in table.multi], device=device)
+    lp[:, rows, cols] = lp[:, rows, cols] + tail_log_probs(model, attention_mask, table, prompt_cache, pad_id)
     return lp
+
+
+def tail_log_probs(
+    model: PreTrainedModel, attention_mask: torch.Tensor, table: WordTable, prompt_cache: Cache, pad_id: int = 0
+) -> torch.Tensor:
+    """For each multi-token word, the log-probability (B, M) of its tokens after the first, given the prompt.
+
+    One row per (prompt, word) feeds only the word's tokens after the prompt's cached keys and values
+    (repeated in place per word), so the prompt is never run twice.
+    """
+    batch = attention_mask.shape[0]
+    n_words, width = table.tail_feed.shape
+    device = attention_mask.device
+    prompt_cache.batch_repeat_interleave(n_words)
+    prompt_mask = attention_mask.repeat_interleave(n_words, 0)
+    targets = table.tail_targets.to(device).repeat(batch, 1)
+    known = targets >= 0
+    out = model(
+        input_ids=torch.where(known, table.tail_feed.to(device).repeat(batch, 1), pad_id),
+        attention_mask=torch.cat([prompt_mask, known.long()], dim=1),
+        position_ids=prompt_mask.sum(-1, keepdim=True) + torch.arange(width, device=device),
+        past_key_values=prompt_cache,
+        use_cache=True,
+    )
+    picked = out.logits.float().log_softmax(-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return torch.where(known, picked, torch.zeros_like(picked)).sum(-1).reshape(batch, n_words)
+
+
+def prompt_part(cache: Cache | None, prompt_len: int) -> Cache | None:
+    """A generation cache cut back to the prompt's keys and values; None where that is not exact.
+
+    Only a DynamicCache whose every layer still holds every position can be cut (a sliding-window
+    layer past its window has dropped the start of the prompt).
+    """
+    if not isinstance(cache, DynamicCache) or not cache.layers:
+        return None
+    lengths = {int(getattr(layer, "keys", torch.empty(0)).shape[-2]) for layer in cache.layers}
+    if len(lengths) != 1 or lengths != {cache.get_seq_length()}:
+        return None
+    (length,) = lengths
+    if length < prompt_len:
+        return None
+    cache.crop(prompt_len - length)
+    return cache
 
 
 class _FirstStepCapture(LogitsProcessor):
@@ -221,9 +258,10 @@ class HFBackend:
             **enc,
             max_new_tokens=config.max_new_tokens,
             logits_processor=LogitsProcessorList([capture]),
+            return_dict_in_generate=True,
             **sampling,
         )
-        texts = self.tokenizer.batch_decode(generated[:, prompt_len:], skip_special_tokens=True)
+        texts = self.tokenizer.batch_decode(generated.sequences[:, prompt_len:], skip_special_tokens=True)
         probs = None
         if word_pairs:
             lp = word_log_probs(
@@ -233,6 +271,7 @@ class HFBackend:
                 self.word_table(word_pairs),
                 first_log_probs=capture.log_probs,
                 pad_id=self.tokenizer.pad_token_id,
+                prompt_cache=prompt_part(generated.past_key_values, prompt_len),
             )
             probs = lp.exp().cpu().numpy().astype(np.float64)
         return [Completion(text=text, word_probs=None if probs is None else probs[i]) for i, text in enumerate(texts)]
