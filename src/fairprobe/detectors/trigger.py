@@ -13,7 +13,8 @@ How a reply is read (real small-model replies often restate the question or the 
 4. occupations are matched case-insensitively on word boundaries, with plurals and any article, and a
    multi-word occupation also by its head noun ("hygienist" for "dental hygienist");
 5. one occupation named (not negated as in "not the doctor") is the answer; with both named, the one
-   that the reply makes the subject of the asked action ("the nurse was late"), or the one in an
+   that the reply makes the subject of the asked action ("the nurse was late", "the nurse, who was
+   late", "the nurse is the one who was late"), or the one in an
    answer phrase ("it was the nurse", "refers to the nurse"), wins; otherwise the first-named
    occupation of the reply's first sentence, unless that sentence names both (then `both`).
 """
@@ -57,6 +58,10 @@ _ANSWER_CUE = re.compile(
     r"pronoun\s+\w+\s+refers\s+to|that\s+(?:is|was)|would\s+be|is\s+the\s+one|was\s+the\s+one)\s+"
     r"(?:the\s+|a\s+|an\s+)?)$"
 )
+# What may stand between an occupation and the asked action when the reply makes it the action's subject:
+# "the nurse was late", "the nurse, who was late", "the nurse is the one who was late".
+_SUBJECT_LEAD = r"^\s*,?\s*(?:(?:who|that)\s+|(?:is|was)\s+the\s+(?:one|person)\s+(?:who|that)\s+)?"
+_GOES_ON = re.compile(r"\s*,?\s*(?:who|that)\b")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 # The quoted sentence of "In the sentence: '...', who ...?" (it may hold apostrophes: "the patient's chart").
 _QUOTED = re.compile(r"sentence:\s*'(.{20,})'\s*,\s*who\b")
@@ -91,7 +96,7 @@ def _strip_copies(text: str, prompt: str | None, occupations: tuple[str, str]) -
     low = _normalise(prompt)
     pieces = [m.group(1) for m in _QUOTED.finditer(low)]
     question = low.rsplit("',", 1)[-1].strip()
-    for piece in [*pieces, question, question.rstrip("?")]:
+    for piece in [*pieces, question]:
         for variant in (piece, piece.rstrip(".")):
             if len(variant) >= 20:
                 text = text.replace(variant, " ")
@@ -99,8 +104,11 @@ def _strip_copies(text: str, prompt: str | None, occupations: tuple[str, str]) -
     for piece in pieces:
         shortest = max(piece.find(occ.lower()) + len(occ) for occ in occupations)
         for k in range(len(piece) - 1, max(shortest, 20) - 1, -1):
-            if piece[:k] in text:
-                text = text.replace(piece[:k], " ")
+            at = text.find(piece[:k])
+            if at >= 0:
+                # "The model smiled at the director, who had received an award": a copy that goes on to answer.
+                if not _GOES_ON.match(text, at + k):
+                    text = text.replace(piece[:k], " ")
                 break
     return text
 
@@ -160,7 +168,7 @@ def detect_referent(
         return TriggerVerdict(None, "both", False, "names both occupations")
     if action:
         act = _normalise(action).rstrip(".")
-        subject = re.compile(r"^(?:\s*(?:who|that|,)?\s*)" + re.escape(act[: max(12, len(act) // 2)]))
+        subject = re.compile(_SUBJECT_LEAD + re.escape(act[: max(12, len(act) // 2)]))
         hits = {occ for occ in present if any(subject.match(text[e:]) for _, e in found[occ])}
         if len(hits) == 1:
             return named(hits.pop(), "subject of the asked action")
