@@ -147,6 +147,7 @@ def test_options_go_to_their_set(shared_data: Path) -> None:
         ({"source": "vijil"}, "gender_income.source"),
         ({"base_rate": "0.3"}, "DecodingTrust ships base_rate 0.0, 0.5 and 1.0"),
         ({"n": "many"}, "must be numbers"),
+        ({"n": "-5"}, "n must be at least 1, got -5"),
         ({"colour": "red"}, "unknown gender-income option 'colour'"),
         ({"parser": "regex"}, "parser='regex'"),
         ({"gender_income.colour": "red"}, "unknown fairness option"),

@@ -304,6 +304,8 @@ class IncomeOptions:
                     f"gender-income option {key}={value!r}: use one of {', '.join(allowed)} "
                     f"(-o gender_income.{key}=... gives an option to this set only)"
                 )
+        if opts.n < 1:
+            raise ConfigError(f"gender-income option n must be at least 1, got {opts.n}")
         if opts.source == "decodingtrust" and opts.base_rate not in DECODINGTRUST_SHA256:
             raise ConfigError(f"DecodingTrust ships base_rate 0.0, 0.5 and 1.0, got {opts.base_rate}")
         return opts
