@@ -76,10 +76,10 @@ def test_a_gradient_step_lowers_each_loss(name: str) -> None:
     with torch.no_grad():
         stepped = logits - 0.5 * logits.grad
     after, _ = debias_loss(_softmax_words(stepped), weights)
-    assert float(after) < float(before)
+    assert float(after) < float(before.detach())
     if name == "g":
         # L_g lowers gendered probabilities: the neutral word's logit goes up relative to all others.
-        assert float(_softmax_words(stepped).sum()) < float(_softmax_words(logits).sum())
+        assert float(_softmax_words(stepped).sum()) < float(_softmax_words(logits.detach()).sum())
         assert logits.grad[4] < 0
 
 
@@ -237,7 +237,7 @@ def test_sweep_table_on_a_small_set(embedded_backend, shared_data: Path, tmp_pat
     from fairprobe.mitigation.sweep import DISTRIBUTION_NOTE, sweep
 
     options = RunOptions(
-        probes=["stsb"], data_dir=shared_data / "debias_llms", limit=4, generation=GenerationConfig(max_new_tokens=8)
+        probes=["stsb"], data_dir=shared_data / "debias_llms", limit=3, generation=GenerationConfig(max_new_tokens=8)
     )
     result = sweep(options, tmp_path, grid={"temperature": [0.5], "top_k": [10]}, seeds=2, backend=embedded_backend)
     res = result["sets"]["stsb"]
@@ -246,8 +246,8 @@ def test_sweep_table_on_a_small_set(embedded_backend, shared_data: Path, tmp_pat
         per_seed = []
         for seed in range(2):
             samples = read_samples(tmp_path / "settings" / label / f"seed{seed}" / "samples.jsonl")
-            assert len(samples) == 4 and all(getattr(s, "p_female", None) is None for s in samples)
-            per_seed.append(sum(s.first_gender is not None for s in samples) / 4)
+            assert len(samples) == 3 and all(getattr(s, "p_female", None) is None for s in samples)
+            per_seed.append(sum(s.first_gender is not None for s in samples) / 3)
         assert row["gas_per_seed"] == per_seed
         assert row["gas"]["value"] == pytest.approx(np.mean(per_seed))
     best = min(res["settings"], key=lambda k: (res["settings"][k]["gas"]["value"], k))
@@ -264,7 +264,7 @@ def test_compare_table_and_paired_tests(embedded_backend, trained: Path, shared_
     from fairprobe.mitigation.compare import COLUMNS, compare
 
     options = RunOptions(
-        probes=["stsb"], data_dir=shared_data / "debias_llms", limit=6, generation=GenerationConfig(max_new_tokens=12)
+        probes=["stsb"], data_dir=shared_data / "debias_llms", limit=4, generation=GenerationConfig(max_new_tokens=8)
     )
     result = compare(options, tmp_path, adapter=str(trained), hyper="temperature=0.5", backend=embedded_backend)
     rows = result["sets"]["stsb"]["methods"]

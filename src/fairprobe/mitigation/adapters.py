@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,11 @@ from fairprobe.errors import ModelError
 from fairprobe.models.hf import file_sha256
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def quiet_peft_warnings() -> None:
+    """peft asks transformers the deprecated `is_gradient_checkpointing`; the warning is peft's to fix, not the user's."""
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
 def read_adapter_manifest(folder: Path) -> dict[str, Any] | None:
@@ -59,6 +65,7 @@ def attach_adapter(
     manifest = read_adapter_manifest(folder)
     if manifest is not None and manifest.get("base_model"):
         check_base(folder, manifest["base_model"], base_info, model)
+    quiet_peft_warnings()
     try:
         merged = PeftModel.from_pretrained(model, str(folder), is_trainable=False).merge_and_unload()
     except (OSError, ValueError, RuntimeError, KeyError) as exc:

@@ -83,7 +83,7 @@ def paired_stats(original: list[Sample], method: list[Sample]) -> dict[str, Any]
         for name, fn in (("gld", gld_per_prompt), ("add", add_per_prompt)):
             x, y = fn(po[..., 0], po[..., 1]), fn(pm[..., 0], pm[..., 1])
             out[name] = {
-                "difference": paired_bootstrap_difference(x, y).model_dump(),
+                "difference": paired_bootstrap_difference(x, y).model_dump(mode="json"),
                 "relative_change": None if not x.mean() else float(y.mean() / x.mean() - 1),
             }
     return out
@@ -174,7 +174,7 @@ def compare(
             metrics = suite.summarize(ps, own, methods[name]).metrics
             row: dict[str, Any] = {
                 "n": len(own),
-                "metrics": {k: metrics[k].model_dump() for k in TABLE_METRICS if k in metrics},
+                "metrics": {k: metrics[k].model_dump(mode="json") for k in TABLE_METRICS if k in metrics},
             }
             if name != "Original":
                 row["vs_original"] = paired_stats(original, own)

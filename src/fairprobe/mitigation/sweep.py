@@ -160,14 +160,16 @@ def sweep(
             rows[label] = {
                 "parameter": knob,
                 "value": value,
-                "gas": gas.model_dump(),
+                "gas": gas.model_dump(mode="json"),
                 "gas_per_seed": [float(x) for x in per_seed.mean(axis=1)],
             }
         best = min(rows, key=lambda k: (rows[k]["gas"]["value"], k))
         result["sets"][ps.name] = {
             "n": len(ps.probes),
             "source": ps.source,
-            "greedy": {k: ref_metrics[k].model_dump() for k in ("gas", "gld", "add", "log_add") if k in ref_metrics},
+            "greedy": {
+                k: ref_metrics[k].model_dump(mode="json") for k in ("gas", "gld", "add", "log_add") if k in ref_metrics
+            },
             "settings": rows,
             "best": {"setting": best, "gas": rows[best]["gas"]},
         }

@@ -13,7 +13,6 @@ import hashlib
 import json
 import shutil
 import time
-import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.io import atomic_write_json, read_text
 from fairprobe.metrics.paper import gld_per_prompt
+from fairprobe.mitigation.adapters import quiet_peft_warnings
 from fairprobe.mitigation.losses import LossWeights, debias_loss
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
 from fairprobe.models import DEFAULT_MODEL, load_model
@@ -148,7 +148,8 @@ def quantization_kwargs(options: TuneOptions) -> dict[str, Any]:
         bnb_4bit_use_double_quant=True,
         bnb_4bit_compute_dtype=torch.bfloat16,
     )
-    return {"quantization_config": config}
+    # bitsandbytes quantizes while loading onto the GPU, so the weights are placed there directly.
+    return {"quantization_config": config, "device_map": {"": torch.cuda.current_device()}}
 
 
 def base_identity(backend: HFBackend) -> dict[str, Any]:
@@ -185,8 +186,7 @@ class DebiasTrainer:
         if getattr(model, "is_loaded_in_4bit", False):
             model = prepare_model_for_kbit_training(model)
         torch.manual_seed(options.seed)
-        # peft asks transformers the deprecated `is_gradient_checkpointing`; the warning is peft's to fix.
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        quiet_peft_warnings()
         lora = LoraConfig(
             r=options.rank,
             lora_alpha=options.alpha,
