@@ -1,0 +1,210 @@
+"""Speed and memory of fairprobe's paper suite, measured side by side in one process.
+
+Three ways to probe the same prompts with the same model (greedy, 50 new tokens):
+  (a) the paper's released way: one prompt at a time, `generate(..., output_scores=True,
+      output_hidden_states=True, return_dict_in_generate=True)`, next-word probabilities read from the first step's scores;
+  (b) bare batched `model.generate` (left padding, fairprobe's batches) with no metric work;
+  (c) fairprobe's full pipeline: `fairprobe.runner.run_set` with the paper suite (generation, exact next-word
+      probabilities of every attribute word, detection) and the set's metrics.
+
+    python benchmarks/probe_speed.py                       # (a), (b), (c) on a sample of the five paper sets
+    python benchmarks/probe_speed.py --full                # (c) on all 1,241 prompts end to end, with peak memory
+
+(a) is slow, so it runs on `--paper-n` prompts and is compared per prompt. Timings on a shared machine are noisy:
+(b) and (c) alternate `--repeats` times and the ratios use the median of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+
+from fairprobe.models import GenerationConfig, load_model
+from fairprobe.models.hf import HFBackend
+from fairprobe.probes import load_probe_set
+from fairprobe.records import ProbeSet
+from fairprobe.runner import RunOptions, batches_of, run, run_set
+from fairprobe.suites import get_suite
+
+MODEL = "smollm2-135m-instruct"
+PAPER_SETS = ["template", "llm-gen-1", "llm-gen-2", "stsb", "snli"]
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "debias_llms"
+
+
+class Timer:
+    """Wall-clock and process CPU seconds of a block (CPU time is less disturbed by other jobs on the machine)."""
+
+    def __enter__(self) -> Timer:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def peak_rss_gb() -> float:
+    """Peak resident memory of this process so far (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def sample_sets(data_dir: Path, n: int) -> list[ProbeSet]:
+    """About n prompts spread evenly over each of the five paper sets (every k-th prompt, fixed)."""
+    names = PAPER_SETS
+    out = []
+    for i, name in enumerate(names):
+        ps = load_probe_set(name, data_dir=data_dir)
+        take = n // len(names) + (1 if i < n % len(names) else 0)
+        step = max(1, len(ps.probes) // max(take, 1))
+        out.append(ps.model_copy(update={"probes": ps.probes[::step][:take]}))
+    return out
+
+
+def paper_way(backend: HFBackend, prompts: list[str], pairs: list[tuple[str, str]]) -> Timer:
+    """Seconds for (a): one prompt at a time with every score and hidden state kept, as the released code does."""
+    model, tok = backend.model, backend.tokenizer
+    table = backend.word_table(pairs)
+    kept = []
+    with Timer() as timer, torch.inference_mode():
+        for prompt in prompts:
+            inputs = tok(prompt, return_tensors="pt")
+            out = model.generate(
+                inputs.input_ids,
+                attention_mask=inputs.attention_mask,
+                do_sample=False,
+                max_new_tokens=50,
+                return_dict_in_generate=True,
+                output_scores=True,
+                output_hidden_states=True,
+            )
+            tok.decode(out.sequences[0], skip_special_tokens=True)
+            kept.append(out.scores[0].softmax(-1)[0, table.first.reshape(-1)])
+    return timer
+
+
+def bare_generate(backend: HFBackend, sets: list[ProbeSet], batch_size: int) -> tuple[Timer, list[str]]:
+    """Seconds for (b): plain left-padded batched greedy generation over fairprobe's batches, no metric work."""
+    model, tok = backend.model, backend.tokenizer
+    texts: list[str] = []
+    with Timer() as timer, torch.inference_mode():
+        for ps in sets:
+            for batch in batches_of(ps.probes, batch_size):
+                enc = tok([p.prompt for p in batch], return_tensors="pt", padding=True)
+                out = model.generate(**enc, do_sample=False, max_new_tokens=50)
+                texts += tok.batch_decode(out[:, enc.input_ids.shape[1] :], skip_special_tokens=True)
+    return timer, texts
+
+
+def fairprobe_way(backend: HFBackend, sets: list[ProbeSet], options: RunOptions) -> tuple[Timer, list[str]]:
+    """Seconds for (c): the runner's per-set loop (generation, probabilities, detection) plus the set metrics."""
+    suite = get_suite("paper")
+    texts: list[str] = []
+    with Timer() as timer:
+        for ps in sets:
+            samples = run_set(backend, suite, ps, options)
+            suite.summarize(ps, samples, options)
+            by_id = {s.id: s.continuation for s in samples}  # type: ignore[attr-defined]
+            texts += [by_id[p.id] for batch in batches_of(ps.probes, options.batch_size) for p in batch]
+    return timer, texts
+
+
+def compare(args: argparse.Namespace) -> None:
+    """(a), (b) and (c) on the same sample, (b) and (c) alternating."""
+    backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
+    assert isinstance(backend, HFBackend)
+    sets = sample_sets(args.data_dir, args.n)
+    n = sum(len(ps.probes) for ps in sets)
+    options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
+    pairs = [tuple(p) for p in options.attribute_words().pairs]
+    print(f"model {MODEL}, torch threads {torch.get_num_threads()}, batch size {args.batch_size}")
+    print(f"sample: {n} prompts ({', '.join(f'{ps.name} {len(ps.probes)}' for ps in sets)})")
+    paper_prompts = [p.prompt for ps in sets for p in ps.probes][:: max(1, n // args.paper_n)][: args.paper_n]
+
+    bare_generate(backend, sets[:1], args.batch_size)  # warm-up
+    runs_b, runs_c = [], []
+    for r in range(args.repeats):
+        tb, texts_b = bare_generate(backend, sets, args.batch_size)
+        tc, texts_c = fairprobe_way(backend, sets, options)
+        runs_b.append(tb)
+        runs_c.append(tc)
+        print(
+            f"repeat {r + 1}: (b) {tb.wall:7.2f} s wall {tb.cpu:7.2f} s CPU   (c) {tc.wall:7.2f} s wall {tc.cpu:7.2f} s CPU"
+            f"   (c)/(b) wall {tc.wall / tb.wall:.3f} CPU {tc.cpu / tb.cpu:.3f}",
+            flush=True,
+        )
+    same = sum(a == b for a, b in zip(texts_b, texts_c, strict=True))
+    print(f"continuations of (b) and (c) identical: {same}/{n}", flush=True)
+    ta = paper_way(backend, paper_prompts, pairs)
+    k = len(paper_prompts)
+    b_wall, b_cpu = statistics.median(t.wall for t in runs_b), statistics.median(t.cpu for t in runs_b)
+    c_wall, c_cpu = statistics.median(t.wall for t in runs_c), statistics.median(t.cpu for t in runs_c)
+    print()
+    print(f"{'way':<58} {'wall s/prompt':>13} {'CPU s/prompt':>13}")
+    rows = [
+        (f"(a) paper: one prompt at a time (on {k} prompts)", ta.wall / k, ta.cpu / k),
+        (f"(b) bare batched generate (median of {args.repeats})", b_wall / n, b_cpu / n),
+        (f"(c) fairprobe run_set + metrics (median of {args.repeats})", c_wall / n, c_cpu / n),
+    ]
+    for label, wall, cpu in rows:
+        print(f"{label:<58} {wall:13.4f} {cpu:13.4f}")
+    print()
+    print(
+        f"(a)/(c) per prompt: wall {ta.wall / k / (c_wall / n):6.2f}x   CPU {ta.cpu / k / (c_cpu / n):6.2f}x   (target >= 10x)"
+    )
+    print(f"(c)/(b):            wall {c_wall / b_wall:6.3f}    CPU {c_cpu / b_cpu:6.3f}     (target <= 1.15)")
+    print(f"peak RSS: {peak_rss_gb():.2f} GB")
+
+
+def full(args: argparse.Namespace) -> None:
+    """(c) on all prompts of the five paper sets, end to end: model load, run directory, summary."""
+    with Timer() as timer, tempfile.TemporaryDirectory() as tmp:
+        options = RunOptions(
+            model=MODEL,
+            probes=PAPER_SETS,
+            data_dir=args.data_dir,
+            out=Path(tmp) / "run",
+            batch_size=args.batch_size,
+            device="cpu",
+            use_cache=False,
+        )
+        summary = run(options)
+    n = sum(r.n for r in summary.results.values())
+    print(f"model {MODEL}, torch threads {torch.get_num_threads()}, batch size {args.batch_size}")
+    for name, result in summary.results.items():
+        gas, gld = result.metrics["gas"].value, result.metrics["gld"].value
+        print(f"  {name:<10} n={result.n:4d}  GAS {gas:.3f}  GLD {gld:.3f}")
+    print(
+        f"all {n} prompts end to end (model load + run + run directory): {timer.wall:.1f} s wall, {timer.cpu:.1f} s CPU"
+    )
+    print(f"  (target < 300 s; CPU seconds / {torch.get_num_threads()} threads ~ wall time on an idle machine)")
+    print(f"peak RSS: {peak_rss_gb():.2f} GB  (target < 3 GB)")
+
+
+def main() -> None:
+    """Parse options and run the comparison or the full run."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="folder with the paper's data files")
+    parser.add_argument("--n", type=int, default=160, help="prompts for (b) and (c), spread over the five sets")
+    parser.add_argument("--paper-n", type=int, default=24, help="prompts for the slow paper way (a)")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating repeats of (b) and (c)")
+    parser.add_argument("--batch-size", type=int, default=RunOptions.model_fields["batch_size"].default)
+    parser.add_argument("--full", action="store_true", help="time (c) on all 1,241 prompts end to end")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if not args.data_dir.is_dir():
+        sys.exit(f"error: data folder not found: {args.data_dir}")
+    full(args) if args.full else compare(args)
+
+
+if __name__ == "__main__":
+    main()
