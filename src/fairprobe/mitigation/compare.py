@@ -20,11 +20,10 @@ from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
 from fairprobe.metrics.stats import exact_mcnemar, paired_bootstrap_difference
 from fairprobe.mitigation.perplexity import perplexity
-from fairprobe.mitigation.sweep import check_grid, gendered, run_variant
+from fairprobe.mitigation.sweep import check_grid, format_value, gendered, run_variant
 from fairprobe.models import GenerationConfig, ModelBackend, load_model
 from fairprobe.models.hf import HFBackend
 from fairprobe.records import ProbeSet, Sample
-from fairprobe.report.console import format_metric
 from fairprobe.runner import Progress, RunOptions, SilentProgress, load_sets
 from fairprobe.suites import get_suite
 from fairprobe.suites.paper import INSTRUCTION
@@ -158,6 +157,7 @@ def compare(
             }
             for name, m in methods.items()
         },
+        "method_order": list(methods),
         "sets": {},
         "notes": [
             "p_mcnemar: exact McNemar test on per-prompt GAS indicators against Original (same prompts).",
@@ -190,12 +190,6 @@ def compare(
     return result
 
 
-def _fmt(m: dict[str, Any] | None, digits: int = 3) -> str:
-    from fairprobe.records import MetricValue
-
-    return format_metric(MetricValue(**m) if m else None, digits)
-
-
 def _p(value: float | None) -> str:
     if value is None:
         return ""
@@ -206,7 +200,8 @@ def compare_rows(result: dict[str, Any]) -> list[list[str]]:
     """The table cells (set, method, GAS, GLD, ADD, log ADD, p, GLD diff, ADD diff, perplexity) as strings."""
     rows = []
     for set_name, res in result["sets"].items():
-        for method, row in res["methods"].items():
+        for method in result["method_order"]:
+            row = res["methods"][method]
             m = row["metrics"]
             vs = row.get("vs_original", {})
             gas_vs = vs.get("gas", {})
@@ -217,13 +212,13 @@ def compare_rows(result: dict[str, Any]) -> list[list[str]]:
                 [
                     set_name,
                     method,
-                    _fmt(m.get("gas")),
-                    _fmt(m.get("gld")),
-                    _fmt(m.get("add"), 4),
+                    format_value(m.get("gas")),
+                    format_value(m.get("gld")),
+                    format_value(m.get("add"), 4),
                     "n/a" if not m.get("log_add", {}).get("value") else f"{m['log_add']['value']:.2f}",
                     "" if not gas_vs else f"{rel:+.0%} (p {_p(gas_vs['p_mcnemar'])})" if rel is not None else "",
-                    _fmt(vs.get("gld", {}).get("difference")) if "gld" in vs else "",
-                    _fmt(vs.get("add", {}).get("difference"), 4) if "add" in vs else "",
+                    format_value(vs.get("gld", {}).get("difference")) if "gld" in vs else "",
+                    format_value(vs.get("add", {}).get("difference"), 4) if "add" in vs else "",
                     "" if ppl is None else f"{ppl:.2f}" + ("" if ppl_rel is None else f" ({ppl_rel:+.1%})"),
                 ]
             )

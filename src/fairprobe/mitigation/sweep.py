@@ -20,7 +20,7 @@ from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.stats import bootstrap_statistic
 from fairprobe.models import GenerationConfig, ModelBackend, load_model
-from fairprobe.records import ProbeSet, Sample, Summary
+from fairprobe.records import MetricValue, ProbeSet, Sample, Summary
 from fairprobe.report.console import format_metric
 from fairprobe.runner import Progress, RunOptions, RunWriter, SilentProgress, build_manifest, load_sets, run_set
 from fairprobe.suites import Suite, get_suite
@@ -130,6 +130,7 @@ def sweep(
     )
     reference = run_variant(backend, suite, sets, greedy, progress)
     sampled_suite = dataclasses.replace(suite, needs_word_probs=False)
+    settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
         "model": backend.identity(),
@@ -137,10 +138,10 @@ def sweep(
         "seeds": seeds,
         "base_temperature": base_temperature,
         "note": DISTRIBUTION_NOTE,
+        "setting_order": [label for label, _, _ in settings],
         "sets": {},
     }
     indicators: dict[str, dict[str, list[np.ndarray]]] = {ps.name: {} for ps in sets}
-    settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
     for label, knob, value in settings:
         config = setting_config(knob, value, options.generation, base_temperature)
         for seed in range(seeds):
@@ -179,9 +180,8 @@ def sweep(
     return result
 
 
-def _fmt(m: dict[str, Any] | None, digits: int = 3) -> str:
-    from fairprobe.records import MetricValue
-
+def format_value(m: dict[str, Any] | None, digits: int = 3) -> str:
+    """A metric as stored in sweep.json / compare.json, formatted like the console table."""
     return format_metric(MetricValue(**m) if m else None, digits)
 
 
@@ -193,14 +193,15 @@ def sweep_markdown(result: dict[str, Any]) -> str:
         lines += [
             f"## {name} (n = {res['n']})",
             "",
-            f"Greedy reference: GAS {_fmt(g.get('gas'))}, GLD {_fmt(g.get('gld'))}, ADD {_fmt(g.get('add'), 4)}.",
+            f"Greedy reference: GAS {format_value(g.get('gas'))}, GLD {format_value(g.get('gld'))}, ADD {format_value(g.get('add'), 4)}.",
             "",
             "| setting | GAS [95% CI] | GAS per seed |",
             "|---|---|---|",
         ]
-        for label, row in res["settings"].items():
+        for label in result["setting_order"]:
+            row = res["settings"][label]
             mark = " **(best)**" if label == res["best"]["setting"] else ""
             seeds = ", ".join(f"{x:.3f}" for x in row["gas_per_seed"])
-            lines.append(f"| {label}{mark} | {_fmt(row['gas'])} | {seeds} |")
+            lines.append(f"| {label}{mark} | {format_value(row['gas'])} | {seeds} |")
         lines += ["", f"Best setting (lowest GAS): **{res['best']['setting']}**.", ""]
     return "\n".join(lines)
