@@ -261,7 +261,7 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
         "fingerprint": options.fingerprint(),
         "suite": options.suite,
         "model": backend.identity(),
-        "decoding": options.generation.model_dump(),
+        "decoding": get_suite(options.suite).generation(options).model_dump(),
         "seed": options.seed,
         "instruction": options.instruction,
         "attribute_words": {

@@ -22,7 +22,10 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, float(centre - half)), min(1.0, float(centre + half)))
+    # At 0 or n successes the bound is exactly 0 or 1 (the float formula leaves ~1e-18).
+    lo = 0.0 if successes == 0 else max(0.0, float(centre - half))
+    hi = 1.0 if successes == n else min(1.0, float(centre + half))
+    return (lo, hi)
 
 
 def proportion(successes: int, n: int) -> MetricValue:
