@@ -284,6 +284,70 @@ def write_report(out: Path) -> None:
         warnings.warn(f"report.html not written in {out}: {exc}", stacklevel=2)
 
 
+def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBackend:
+    """The model a run's options name (with `adapter` instead of options.adapter when given), behind the cache."""
+    endpoint = {"base_url": options.base_url, "concurrency": options.concurrency}
+    backend = load_model(
+        options.model,
+        device=options.device,
+        dtype=options.dtype,
+        batch_size=options.batch_size,
+        adapter=adapter or options.adapter,
+        **{k: v for k, v in endpoint.items() if v is not None},
+    )
+    if options.use_cache:
+        backend = CachedBackend(backend, Cache(options.cache))
+    return backend
+
+
+def run_with_samples(
+    options: RunOptions,
+    backend: ModelBackend | None = None,
+    progress: Progress | None = None,
+    suite: Suite | None = None,
+) -> tuple[Summary, dict[str, list[Sample]]]:
+    """Run a suite and write the run directory; returns the summary and each set's samples.
+
+    `suite` replaces the options' suite (the sweep runs sampled settings without word probabilities).
+    """
+    progress = progress or SilentProgress()
+    suite = suite or get_suite(options.suite)
+    out = options.output_dir()
+    check_out_dir(out)
+    sets = load_sets(options)
+    writer = RunWriter(out, options.fingerprint())
+    try:
+        if backend is None:
+            progress.note(f"loading model {options.model}")
+            backend = load_backend(options)
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        manifest = build_manifest(options, backend, sets, started)
+        atomic_write_json(out / "manifest.json", manifest)
+        results: dict[str, SetResult] = {}
+        per_set: dict[str, list[Sample]] = {}
+        for ps in sets:
+            try:
+                per_set[ps.name] = run_set(backend, suite, ps, options, writer, progress)
+            except FairprobeError as exc:
+                writer.close()
+                done = len(read_samples(writer.samples_path))
+                raise type(exc)(f"{exc}; {done} samples saved in {out}: run the same command again to resume") from exc
+            results[ps.name] = suite.summarize(ps, per_set[ps.name], options)
+        if isinstance(backend, CachedBackend):
+            progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
+        summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
+        writer.finish([s for samples in per_set.values() for s in samples], summary)
+        manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        atomic_write_json(out / "manifest.json", manifest)
+        write_report(out)
+        return summary, per_set
+    except KeyboardInterrupt:
+        writer.close()
+        raise RunInterrupted(out, len(read_samples(writer.samples_path))) from None
+    finally:
+        writer.close()
+
+
 def run(
     options: RunOptions | None = None,
     backend: ModelBackend | None = None,
@@ -294,51 +358,4 @@ def run(
 
     `fairprobe.run(model="smollm2-135m-instruct", probes=["template"], limit=10)` works too.
     """
-    options = options or RunOptions(**kwargs)
-    progress = progress or SilentProgress()
-    suite = get_suite(options.suite)
-    out = options.output_dir()
-    check_out_dir(out)
-    sets = load_sets(options)
-    writer = RunWriter(out, options.fingerprint())
-    try:
-        if backend is None:
-            progress.note(f"loading model {options.model}")
-            endpoint = {"base_url": options.base_url, "concurrency": options.concurrency}
-            backend = load_model(
-                options.model,
-                device=options.device,
-                dtype=options.dtype,
-                batch_size=options.batch_size,
-                adapter=options.adapter,
-                **{k: v for k, v in endpoint.items() if v is not None},
-            )
-            if options.use_cache:
-                backend = CachedBackend(backend, Cache(options.cache))
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        manifest = build_manifest(options, backend, sets, started)
-        atomic_write_json(out / "manifest.json", manifest)
-        results: dict[str, SetResult] = {}
-        ordered: list[Sample] = []
-        for ps in sets:
-            try:
-                samples = run_set(backend, suite, ps, options, writer, progress)
-            except FairprobeError as exc:
-                writer.close()
-                done = len(read_samples(writer.samples_path))
-                raise type(exc)(f"{exc}; {done} samples saved in {out}: run the same command again to resume") from exc
-            ordered.extend(samples)
-            results[ps.name] = suite.summarize(ps, samples, options)
-        if isinstance(backend, CachedBackend):
-            progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
-        summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
-        writer.finish(ordered, summary)
-        manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        atomic_write_json(out / "manifest.json", manifest)
-        write_report(out)
-        return summary
-    except KeyboardInterrupt:
-        writer.close()
-        raise RunInterrupted(out, len(read_samples(writer.samples_path))) from None
-    finally:
-        writer.close()
+    return run_with_samples(options or RunOptions(**kwargs), backend, progress)[0]

@@ -21,10 +21,11 @@ from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
 from fairprobe.metrics.stats import exact_mcnemar, paired_bootstrap_difference
 from fairprobe.mitigation.perplexity import perplexity
 from fairprobe.mitigation.sweep import check_grid, format_value, gendered, run_variant
-from fairprobe.models import GenerationConfig, ModelBackend, load_model
+from fairprobe.models import GenerationConfig, ModelBackend
+from fairprobe.models.cached import CachedBackend
 from fairprobe.models.hf import HFBackend
 from fairprobe.records import ProbeSet, Sample
-from fairprobe.runner import Progress, RunOptions, SilentProgress, load_sets
+from fairprobe.runner import Progress, RunOptions, SilentProgress, load_backend, load_sets
 from fairprobe.suites import get_suite
 from fairprobe.suites.paper import INSTRUCTION
 
@@ -90,6 +91,8 @@ def paired_stats(original: list[Sample], method: list[Sample]) -> dict[str, Any]
 
 def set_perplexity(backend: ModelBackend, ps: ProbeSet, batch_size: int) -> float | None:
     """Perplexity of the set's prompts as full sentences, where the backend exposes its weights."""
+    if isinstance(backend, CachedBackend):
+        backend = backend.inner
     if not isinstance(backend, HFBackend):
         return None
     return perplexity(backend.model, backend.tokenizer, [sentence_of(p.prompt) for p in ps.probes], batch_size)
@@ -126,7 +129,7 @@ def compare(
         methods[name] = base.model_copy(update={"adapter": path})
     if backend is None:
         progress.note(f"loading model {options.model}")
-        backend = load_model(options.model, device=options.device, dtype=options.dtype, batch_size=options.batch_size)
+        backend = load_backend(options.model_copy(update={"adapter": None}))
     samples: dict[str, dict[str, list[Sample]]] = {}
     ppl: dict[str, dict[str, float | None]] = {}
     for name, method in methods.items():
@@ -135,13 +138,7 @@ def compare(
         model = backend
         if method.adapter:
             progress.note(f"loading {options.model} + adapter {method.adapter}")
-            model = load_model(
-                options.model,
-                device=options.device,
-                dtype=options.dtype,
-                batch_size=options.batch_size,
-                adapter=method.adapter,
-            )
+            model = load_backend(options, adapter=method.adapter)
         progress.note(f"method {name}")
         samples[name] = run_variant(model, suite, sets, method, progress)
         if name == "Original" or method.adapter:

@@ -9,7 +9,6 @@ run: they come from the next-word distribution after the prompt, which no sampli
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,10 @@ from fairprobe import __version__
 from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.stats import bootstrap_statistic
-from fairprobe.models import GenerationConfig, ModelBackend, load_model
-from fairprobe.records import MetricValue, ProbeSet, Sample, Summary
+from fairprobe.models import GenerationConfig, ModelBackend
+from fairprobe.records import MetricValue, ProbeSet, Sample
 from fairprobe.report.console import format_metric
-from fairprobe.runner import Progress, RunOptions, RunWriter, SilentProgress, build_manifest, load_sets, run_set
+from fairprobe.runner import Progress, RunOptions, SilentProgress, load_backend, load_sets, run_with_samples
 from fairprobe.suites import Suite, get_suite
 
 PAPER_GRID: dict[str, tuple[float, ...]] = {
@@ -73,21 +72,9 @@ def setting_config(knob: str, value: float, base: GenerationConfig, base_tempera
 def run_variant(
     backend: ModelBackend, suite: Suite, sets: list[ProbeSet], options: RunOptions, progress: Progress
 ) -> dict[str, list[Sample]]:
-    """Run every set with one fixed backend into options.out (resumable run folder); samples per set."""
+    """Run every set with one fixed backend into options.out (a resumable run folder); samples per set."""
     assert options.out is not None
-    writer = RunWriter(options.out, options.fingerprint())
-    try:
-        manifest = build_manifest(options, backend, sets, datetime.now(UTC).isoformat(timespec="seconds"))
-        atomic_write_json(options.out / "manifest.json", manifest)
-        per_set = {ps.name: run_set(backend, suite, ps, options, writer, progress) for ps in sets}
-        results = {ps.name: suite.summarize(ps, per_set[ps.name], options) for ps in sets}
-        writer.finish(
-            [s for v in per_set.values() for s in v],
-            Summary(fairprobe_version=__version__, model=backend.name, results=results),
-        )
-    finally:
-        writer.close()
-    return per_set
+    return run_with_samples(options, backend, progress, suite=suite)[1]
 
 
 def gendered(samples: list[Sample]) -> np.ndarray:
@@ -115,13 +102,7 @@ def sweep(
     sets = load_sets(options)
     if backend is None:
         progress.note(f"loading model {options.model}")
-        backend = load_model(
-            options.model,
-            device=options.device,
-            dtype=options.dtype,
-            batch_size=options.batch_size,
-            adapter=options.adapter,
-        )
+        backend = load_backend(options)
     greedy = options.model_copy(
         update={
             "out": out / "greedy",
