@@ -13,7 +13,7 @@ import hashlib
 import json
 import shutil
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -405,7 +405,7 @@ def tune(options: TuneOptions, progress: Progress | None = None, log: Any = None
             "relative_change": after_ppl / state["perplexity_before"] - 1,
         },
         "train_seconds": state["seconds"],
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "adapter_sha256": file_sha256(options.out / "adapter_model.safetensors"),
     }
     atomic_write_json(manifest_path, manifest)
