@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from fairprobe.cache import Cache
 from fairprobe.detectors.answers import compare_answers, judge_pair, parse_answer
 from fairprobe.errors import ConfigError
 from fairprobe.models.base import Completion, GenerationConfig
@@ -99,7 +100,7 @@ class ScriptedJudge:
 
 
 def test_judge_verdicts_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FAIRPROBE_CACHE_DB", str(tmp_path / "calls.sqlite"))
     judge = ScriptedJudge(["Same.", "different", "I think it is unclear", "SAME"])
     assert judge_pair(judge, "Yes, above 50k.", "The income is greater than $50k.") == ("same", "Same.")
     assert judge_pair(judge, "Yes", "No")[0] == "differ"
@@ -109,7 +110,7 @@ def test_judge_verdicts_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     # The same question again is answered from the cache: no backend call.
     assert judge_pair(judge, "Yes", "No")[0] == "differ"
     assert len(judge.prompts) == 3
-    assert (tmp_path / "judge" / "judge.sqlite").is_file()
+    assert Cache(tmp_path / "calls.sqlite").stats().by_kind == {"judge": 3}
 
 
 def test_judge_decides_pairs_in_scoring(shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

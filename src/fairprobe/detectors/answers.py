@@ -14,16 +14,13 @@ replies make the same prediction; its calls are cached on disk (`cached_judgemen
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from fairprobe.errors import ConfigError
-from fairprobe.io import cache_dir
 from fairprobe.models.base import GenerationConfig, ModelBackend
 from fairprobe.records import ChatMessage
 
@@ -145,21 +142,20 @@ JUDGE_PROMPT = (
 _JUDGE_WORD = re.compile(r"\b(same|different|unclear)\b")
 
 
-def cached_judgement(key: dict[str, str], compute: Callable[[], str]) -> tuple[str, bool]:
-    """(value, from_cache) for a judge call, stored in a small SQLite file in cache_dir("judge").
+def cached_judgement(key: dict[str, str], compute: Callable[[], str], model: str = "judge") -> tuple[str, bool]:
+    """(value, from_cache) for a judge call, kept in fairprobe's shared cache (`fairprobe cache stats`).
 
     The key is hashed (judge identity + prompt); `compute` runs only on a cache miss.
     """
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
-    path = cache_dir("judge") / "judge.sqlite"
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE IF NOT EXISTS judge (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        row = db.execute("SELECT value FROM judge WHERE key = ?", (digest,)).fetchone()
-        if row is not None:
-            return row[0], True
+    from fairprobe.cache import Cache, cache_key
+
+    cache = Cache()
+    digest = cache_key({"kind": "judge", **key})
+    stored = cache.get(digest)
+    if stored is not None:
+        return str(stored), True
     value = compute()
-    with sqlite3.connect(path) as db:
-        db.execute("INSERT OR REPLACE INTO judge (key, value) VALUES (?, ?)", (digest, value))
+    cache.put(digest, value, "judge", model)
     return value, False
 
 
@@ -173,7 +169,7 @@ def judge_pair(judge: ModelBackend, original: str, flipped: str) -> tuple[PairVe
         return judge.generate([message], config)[0].text
 
     identity = json.dumps(judge.identity(), sort_keys=True, default=str)
-    raw, _ = cached_judgement({"judge": identity, "prompt": prompt}, ask)
+    raw, _ = cached_judgement({"judge": identity, "prompt": prompt}, ask, model=judge.name)
     match = _JUDGE_WORD.search(raw.lower())
     word = match.group(1) if match else "unclear"
     return {"same": "same", "different": "differ"}.get(word, "undetermined"), raw  # type: ignore[return-value]
