@@ -130,8 +130,8 @@ def test_no_logprobs_means_unavailable_not_zero(tmp_path: Path) -> None:
     with scripted(lambda n, b: "nologprobs") as (url, _):
         m = metrics(run(options(url, tmp_path / "run"), backend=backend(url)))
     for name in ("gld", "add", "log_add"):
-        # summary.json leaves out null fields: no value at all, never a zero.
-        assert m[name] == {"ci95": [None, None], "note": "unavailable: server returned no logprobs"}
+        # An unavailable metric has a null value and says why: never a zero.
+        assert m[name] == {"value": None, "ci95": [None, None], "note": "unavailable: server returned no logprobs"}
     assert m["gas"]["value"] == 1.0
 
 

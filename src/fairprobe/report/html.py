@@ -53,10 +53,16 @@ def num_ci(m: MetricValue) -> str:
     return format_cell(m)
 
 
+def known_sum(probs: list[float | None]) -> float:
+    """Sum of the known probabilities (an API's top-k leaves some words unknown: null)."""
+    return float(sum(p for p in probs if p is not None))
+
+
 def _lean(samples: list[dict[str, Any]]) -> str:
     """Which gender's words the next-word probabilities favour, over the prompts that have them."""
-    f = [sum(s["p_female"]) for s in samples if s.get("p_female") is not None and s.get("p_male") is not None]
-    m = [sum(s["p_male"]) for s in samples if s.get("p_female") is not None and s.get("p_male") is not None]
+    with_probs = [s for s in samples if s.get("p_female") is not None and s.get("p_male") is not None]
+    f = [known_sum(s["p_female"]) for s in with_probs]
+    m = [known_sum(s["p_male"]) for s in with_probs]
     if not f:
         return ""
     male = sum(1 for a, b in zip(f, m, strict=True) if b > a)
@@ -167,8 +173,8 @@ def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
         "v": verdict,
     }
     if s.get("p_female") is not None and s.get("p_male") is not None:
-        row["f"] = _round(float(sum(s["p_female"])))
-        row["m"] = _round(float(sum(s["p_male"])))
+        row["f"] = _round(known_sum(s["p_female"]))
+        row["m"] = _round(known_sum(s["p_male"]))
     return row
 
 
