@@ -343,7 +343,7 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
 
 
 def test_metric_without_value_in_summary_json_loads(tmp_path):
-    # summary.json leaves out None fields: a run without gendered continuations writes delta as {"ci95": [null, null]}
+    # A hand-written or older summary.json may leave out a null value: {"ci95": [null, null]} still loads.
     obj = json.loads(json.dumps(SUMMARY))
     obj["results"]["b"]["metrics"]["delta"] = {"ci95": [None, None]}
     obj["results"]["a"]["subsets"]["colors"]["metrics"]["gas_f"] = {"ci95": [None, None]}
