@@ -28,7 +28,8 @@ app.add_typer(probes_app, name="probes")
 cache_app = typer.Typer(help="Inspect or empty the shared cache of model and judge calls.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
-console = Console()
+# Piped output (logs, CI) gets a wide table instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 
@@ -181,7 +182,7 @@ def probes_list() -> None:
     table = Table(header_style="bold cyan")
     for col in ("name", "suite", "offline", "description"):
         table.add_column(col)
-    for entry in registered().values():
+    for entry in sorted(registered().values(), key=lambda e: (e.suite, e.rank)):
         table.add_row(entry.name, entry.suite, "yes" if entry.offline else "download or --data-dir", entry.description)
     console.print(table)
 

@@ -15,6 +15,7 @@ from fairprobe.records import Probe, ProbeSet
     suite="paper",
     description="fairprobe's own neutral 'My friend ...' statements, grouped by activity domain",
     offline=True,
+    rank=1,
 )
 def load_friend_statements(data_dir: Path | None = None) -> ProbeSet:
     """fairprobe's built-in neutral statements (data/friend_statements.tsv: domain TAB statement)."""

@@ -22,6 +22,7 @@ class ProbeSetEntry:
     description: str
     offline: bool
     loader: Loader
+    rank: int = 0
 
 
 _REGISTRY: dict[str, ProbeSetEntry] = {}
@@ -30,11 +31,13 @@ _REGISTRY: dict[str, ProbeSetEntry] = {}
 FILE_PREFIX = "file:"
 
 
-def probe_set(name: str, suite: str, description: str, offline: bool = False) -> Callable[[Loader], Loader]:
-    """Register a probe-set loader (decorator). `offline` sets need no download and no data folder."""
+def probe_set(
+    name: str, suite: str, description: str, offline: bool = False, rank: int = 0
+) -> Callable[[Loader], Loader]:
+    """Register a probe-set loader (decorator). `offline` sets need no download; `rank` orders a suite's sets."""
 
     def wrap(fn: Loader) -> Loader:
-        _REGISTRY[name] = ProbeSetEntry(name, suite, description, offline, fn)
+        _REGISTRY[name] = ProbeSetEntry(name, suite, description, offline, fn, rank)
         return fn
 
     return wrap
@@ -68,5 +71,6 @@ def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = 
 
 
 def suite_sets(suite: str) -> list[str]:
-    """Names of the probe sets that make up a suite, in registration order."""
-    return [e.name for e in registered().values() if e.suite == suite]
+    """Names of the probe sets that make up a suite: by rank, then registration order (the paper's sets first)."""
+    entries = [e for e in registered().values() if e.suite == suite]
+    return [e.name for e in sorted(entries, key=lambda e: e.rank)]
