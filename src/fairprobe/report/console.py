@@ -23,7 +23,7 @@ def format_metric(m: MetricValue | None, digits: int = 3) -> str:
 
 def summary_table(summary: Summary, metrics: list[str] | None = None) -> Table:
     """One row per probe set, one column per metric (the set's own metrics when not given)."""
-    names = metrics or sorted({k for r in summary.results.values() for k in r.metrics}, key=_metric_order)
+    names = metrics or sorted({k for r in summary.results.values() for k in r.metrics}, key=metric_order)
     table = Table(title=f"fairprobe summary: {summary.model}", header_style="bold cyan")
     table.add_column("probe set", style="bold", no_wrap=True)
     table.add_column("n", justify="right")
@@ -37,11 +37,35 @@ def summary_table(summary: Summary, metrics: list[str] | None = None) -> Table:
     return table
 
 
-_ORDER = ["gas", "gas_f", "gas_m", "delta", "gld", "add", "log_add"]
+# Metrics shown first, in this order (paper suite, then fairness suite); others follow alphabetically.
+METRIC_ORDER = (
+    "gas",
+    "gas_f",
+    "gas_m",
+    "delta",
+    "gld",
+    "add",
+    "log_add",
+    "hit_rate",
+    "undetermined_share",
+    "mcnemar_p",
+    "female_only_yes",
+    "male_only_yes",
+    "male_yes_share",
+    "anti_rate",
+    "stereotype_gap",
+    "accuracy",
+    "dp_difference",
+    "eo_difference",
+    "accuracy_pro",
+    "accuracy_anti",
+    "accuracy_gap",
+)
 
 
-def _metric_order(name: str) -> tuple[int, str]:
-    return (_ORDER.index(name) if name in _ORDER else len(_ORDER), name)
+def metric_order(name: str) -> tuple[int, str]:
+    """Sort key: the headline metrics first, in METRIC_ORDER, then alphabetical."""
+    return (METRIC_ORDER.index(name) if name in METRIC_ORDER else len(METRIC_ORDER), name)
 
 
 def _colour(name: str, m: MetricValue | None, text: str) -> str:

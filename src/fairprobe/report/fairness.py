@@ -5,24 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from fairprobe.records import Summary
-from fairprobe.report.console import format_metric
-
-# The metrics each fairness set shows first, in this order; the rest follow alphabetically.
-HEADLINE = (
-    "hit_rate",
-    "undetermined_share",
-    "mcnemar_p",
-    "female_only_yes",
-    "male_only_yes",
-    "anti_rate",
-    "stereotype_gap",
-    "accuracy",
-    "dp_difference",
-    "eo_difference",
-    "accuracy_pro",
-    "accuracy_anti",
-    "accuracy_gap",
-)
+from fairprobe.report.console import format_metric, metric_order
 
 
 def fairness_table(summary: Summary) -> Table:
@@ -31,7 +14,7 @@ def fairness_table(summary: Summary) -> Table:
     for col in ("probe set", "n", "metric", "value [95% CI]", "note"):
         table.add_column(col, justify="right" if col in ("n", "value [95% CI]") else "left")
     for set_name, result in summary.results.items():
-        names = sorted(result.metrics, key=lambda k: (HEADLINE.index(k) if k in HEADLINE else len(HEADLINE), k))
+        names = sorted(result.metrics, key=metric_order)
         for i, name in enumerate(names):
             metric = result.metrics[name]
             table.add_row(

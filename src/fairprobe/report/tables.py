@@ -10,41 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairprobe.records import MetricValue, SetResult
+from fairprobe.report.console import metric_order
 from fairprobe.report.runs import RunData
 from fairprobe.report.severity import Thresholds
 
 Cell = str | int | float | MetricValue | None
 
-# Metrics shown first, in this order (paper suite, then fairness suite); others follow alphabetically.
-METRIC_ORDER = (
-    "gas",
-    "gas_f",
-    "gas_m",
-    "delta",
-    "gld",
-    "add",
-    "log_add",
-    "hit_rate",
-    "undetermined_share",
-    "mcnemar_p",
-    "female_only_yes",
-    "male_only_yes",
-    "male_yes_share",
-    "anti_rate",
-    "stereotype_gap",
-    "accuracy",
-    "dp_difference",
-    "eo_difference",
-    "accuracy_pro",
-    "accuracy_anti",
-    "accuracy_gap",
-)
 P_VALUE_KEY = re.compile(r"^(p|pvalue|p_value)$|_p$|_p_value$|_pvalue$")
-
-
-def metric_order(name: str) -> tuple[int, str]:
-    """Sort key: the headline metrics first, in METRIC_ORDER, then alphabetical."""
-    return (METRIC_ORDER.index(name) if name in METRIC_ORDER else len(METRIC_ORDER), name)
 
 
 @dataclass

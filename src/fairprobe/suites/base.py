@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
-from fairprobe.records import Probe, ProbeSet, Sample, SetResult
+from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
 
 if TYPE_CHECKING:
     from fairprobe.runner import RunOptions
@@ -31,6 +31,22 @@ class Suite:
     requests: Callable[[ProbeSet, Probe, RunOptions], list[Request]]
     sample: Callable[[ProbeSet, Probe, dict[str, Completion], RunOptions], Sample]
     summarize: Callable[[ProbeSet, list[Sample], RunOptions], SetResult]
+
+
+def summarize_by_subset(
+    ps: ProbeSet, samples: list[Sample], metrics: Callable[[list[Sample]], dict[str, MetricValue]]
+) -> SetResult:
+    """A set's metrics over all its samples and over each subset its samples name."""
+    subsets: dict[str, list[Sample]] = {}
+    for s in samples:
+        for name in getattr(s, "subsets", []) or []:
+            subsets.setdefault(name, []).append(s)
+    return SetResult(
+        n=len(samples),
+        source=ps.source,
+        metrics=metrics(samples) if samples else {},
+        subsets={k: SubsetResult(n=len(v), metrics=metrics(v)) for k, v in sorted(subsets.items())},
+    )
 
 
 _SUITES: dict[str, Suite] = {}

@@ -19,8 +19,8 @@ from fairprobe.metrics.fairness import decodingtrust_metrics, pair_metrics, prof
 from fairprobe.metrics.stats import proportion
 from fairprobe.models import ModelBackend, load_model
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
-from fairprobe.records import ChatMessage, MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
-from fairprobe.suites.base import Request, Suite, register_suite
+from fairprobe.records import ChatMessage, MetricValue, Probe, ProbeSet, Sample, SetResult
+from fairprobe.suites.base import Request, Suite, register_suite, summarize_by_subset
 
 if TYPE_CHECKING:
     from fairprobe.runner import RunOptions
@@ -160,17 +160,7 @@ def _coreference_metrics(samples: list[Sample]) -> dict[str, MetricValue]:
 
 def summarize_samples(ps: ProbeSet, samples: list[Sample]) -> SetResult:
     """Metrics of a fairness set, overall and per subset (sex/label for pairs, pronoun/order for prompts)."""
-    metric_fn = _pair_set_metrics if ps.kind == "pairs" else _coreference_metrics
-    subsets: dict[str, list[Sample]] = {}
-    for s in samples:
-        for name in getattr(s, "subsets", []) or []:
-            subsets.setdefault(name, []).append(s)
-    return SetResult(
-        n=len(samples),
-        source=ps.source,
-        metrics=metric_fn(samples) if samples else {},
-        subsets={k: SubsetResult(n=len(v), metrics=metric_fn(v)) for k, v in sorted(subsets.items())},
-    )
+    return summarize_by_subset(ps, samples, _pair_set_metrics if ps.kind == "pairs" else _coreference_metrics)
 
 
 def _summarize(ps: ProbeSet, samples: list[Sample], options: RunOptions) -> SetResult:

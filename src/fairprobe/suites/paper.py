@@ -10,8 +10,8 @@ from fairprobe.detectors import detect_gendered_words
 from fairprobe.metrics.paper import gas_metrics, implicit_metrics
 from fairprobe.metrics.stats import bootstrap_statistic, proportion
 from fairprobe.models.base import Completion, GenerationConfig
-from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
-from fairprobe.suites.base import Request, Suite, register_suite
+from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult
+from fairprobe.suites.base import Request, Suite, register_suite, summarize_by_subset
 
 if TYPE_CHECKING:
     from fairprobe.runner import RunOptions
@@ -113,16 +113,7 @@ def approximate_implicit_metrics(probs: np.ndarray, mask: np.ndarray, n_answered
 
 
 def _summarize(ps: ProbeSet, samples: list[Sample], options: RunOptions) -> SetResult:
-    subsets: dict[str, list[Sample]] = {}
-    for s in samples:
-        for name in getattr(s, "subsets", []) or []:
-            subsets.setdefault(name, []).append(s)
-    return SetResult(
-        n=len(samples),
-        source=ps.source,
-        metrics=paper_metrics(samples),
-        subsets={k: SubsetResult(n=len(v), metrics=paper_metrics(v)) for k, v in sorted(subsets.items())},
-    )
+    return summarize_by_subset(ps, samples, paper_metrics)
 
 
 PAPER = register_suite(
