@@ -8,10 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
+from pydantic_core import ValidationError
 
 from fairprobe import __version__
 from fairprobe.errors import ConfigError, FairprobeError
@@ -28,42 +25,42 @@ app.add_typer(probes_app, name="probes")
 cache_app = typer.Typer(help="Inspect or empty the shared cache of model and judge calls.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
+
+class LazyConsole:
+    """A rich Console made on first use, so `--help` and `version` never import rich's rendering."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return getattr(self._console, name)
+
+
 # Piped output (logs, CI) gets a wide table instead of rich's 80-column default.
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True)
+console = LazyConsole(width=None if sys.stdout.isatty() else 160)
+err_console = LazyConsole(stderr=True)
 
 
-class RichProgress:
-    """Progress bars for the runner, one task per probe set."""
+def rich_table(**kwargs: Any) -> Any:
+    """A rich Table (imported on use)."""
+    from rich.table import Table
 
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.task: Any = None
-
-    def start(self, label: str, total: int) -> None:
-        """Open a bar for one probe set."""
-        self.task = self.progress.add_task(label, total=total)
-
-    def advance(self, n: int) -> None:
-        """Move the current bar."""
-        if self.task is not None:
-            self.progress.advance(self.task, n)
-
-    def note(self, text: str) -> None:
-        """Print a status line above the bars."""
-        self.progress.console.print(f"[dim]{text}[/dim]")
+    return Table(**kwargs)
 
 
-def progress_bars() -> Progress:
-    """The progress display every long step uses."""
-    return Progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
+def written(what: str, folder: Path) -> None:
+    """The last line of every command that writes a run: where it is and which report to open."""
+    err_console.print(
+        f"{what} written to {folder}; open {Path(folder) / 'report.html'} in a browser",
+        style="green",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -134,6 +131,7 @@ def run_cmd(
 ) -> None:
     """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
     from fairprobe.models import GenerationConfig
+    from fairprobe.progress import auto_progress
     from fairprobe.report.console import print_summary
     from fairprobe.runner import RunOptions, run
     from fairprobe.suites.paper import INSTRUCTION
@@ -161,17 +159,13 @@ def run_cmd(
         cache=cache,
         use_cache=not no_cache,
     )
-    with progress_bars() as bars:
-        summary = run(options, progress=RichProgress(bars))
+    with auto_progress() as progress:
+        summary = run(options, progress=progress)
     if as_json:
         console.print_json(json.dumps(summary.to_json_obj()))
-    elif suite == "fairness":
-        from fairprobe.report.fairness import fairness_table
-
-        console.print(fairness_table(summary))
     else:
         print_summary(summary, console)
-    err_console.print(f"[green]run written to {options.output_dir()}[/green]")
+    written("run", options.output_dir())
 
 
 @probes_app.command("list")
@@ -179,7 +173,7 @@ def probes_list() -> None:
     """List every probe set with its suite and whether it works offline."""
     from fairprobe.probes import registered
 
-    table = Table(header_style="bold cyan")
+    table = rich_table(header_style="bold cyan")
     for col in ("name", "suite", "offline", "description"):
         table.add_column(col)
     for entry in sorted(registered().values(), key=lambda e: (e.suite, e.rank)):
@@ -218,7 +212,7 @@ def probes_show(
         for probe in ps.probes:
             sys.stdout.write(json.dumps(probe.model_dump(mode="json"), ensure_ascii=False) + "\n")
         return
-    table = Table(title=f"{ps.name} ({len(ps.probes)} prompts, {ps.source})", header_style="bold cyan")
+    table = rich_table(title=f"{ps.name} ({len(ps.probes)} prompts, {ps.source})", header_style="bold cyan")
     table.add_column("id", justify="right")
     table.add_column("prompt")
     table.add_column("subsets")
@@ -278,10 +272,12 @@ def probes_generate(
     """Build an LLM-generated set: ask a model for neutral `My friend ...` statements, drop (near-)duplicates."""
     from fairprobe.models import load_model
     from fairprobe.probes.generated import generate_statements
+    from fairprobe.progress import auto_progress
 
     _check_output_file(out)
-    backend = load_model(model, device=device, dtype=dtype, batch_size=batch_size)
-    with progress_bars() as bars:
+    with auto_progress() as progress:
+        progress.note(f"loading model {model}")
+        backend = load_model(model, device=device, dtype=dtype, batch_size=batch_size)
         report = generate_statements(
             backend,
             n,
@@ -292,7 +288,7 @@ def probes_generate(
             temperature=temperature,
             seed=seed,
             out=out,
-            progress=RichProgress(bars),
+            progress=progress,
         )
     kept = len(report.statements)
     console.print(
@@ -314,7 +310,7 @@ def cache_stats(cache: CacheOpt = None) -> None:
     console.print(f"{stats.path}: {stats.entries} entries, {stats.size_bytes / 1e6:.2f} MB", soft_wrap=True)
     if not stats.entries:
         return
-    table = Table(header_style="bold cyan")
+    table = rich_table(header_style="bold cyan")
     table.add_column("kind")
     table.add_column("model")
     table.add_column("entries", justify="right")
@@ -351,7 +347,7 @@ def score_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
 ) -> None:
     """Score replies produced elsewhere with the same detectors and summary, without loading a model."""
-    from fairprobe.report.fairness import fairness_table
+    from fairprobe.report.console import print_summary
     from fairprobe.scoring import score_responses
 
     report = score_responses(
@@ -362,13 +358,15 @@ def score_cmd(
     if as_json:
         console.print_json(json.dumps(report.summary.to_json_obj()))
     else:
-        console.print(fairness_table(report.summary))
+        print_summary(report.summary, console)
     err_console.print(
         f"scored {len(report.samples)} replies; {len(report.skipped)} malformed lines skipped; "
-        f"{report.missing} probes without a reply" + (f"; written to {out}" if out else ""),
+        f"{report.missing} probes without a reply",
         highlight=False,
         soft_wrap=True,
     )
+    if out is not None:
+        written("scored run", out)
 
 
 @app.command("report")
@@ -444,9 +442,8 @@ def tune_cmd(
     quantize: Annotated[str, typer.Option(help="auto (4-bit QLoRA on CUDA with bitsandbytes), 4bit or none")] = "auto",
 ) -> None:
     """Debias Tuning: train a LoRA adapter with L_d + L_g + L_l on neutral 'My friend ..., and' prompts."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     from fairprobe.mitigation.tuning import TuneOptions, tune
+    from fairprobe.progress import auto_progress
 
     options = TuneOptions(
         model=model,
@@ -473,23 +470,14 @@ def tune_cmd(
         dtype=dtype,
         quantize=quantize,  # type: ignore[arg-type]
     )
-    bars = Progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}  dev {task.fields[dev]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-    )
-    with bars:
-        manifest = tune(options, progress=bars, log=lambda text: bars.console.print(f"[dim]{text}[/dim]"))
+    with auto_progress() as progress:
+        manifest = tune(options, progress=progress)
     first, last = manifest["dev_curve"][0], manifest["dev_curve"][-1]
     ppl = manifest["perplexity"]
     console.print(
         f"dev loss {first['loss']:.4f} -> {last['loss']:.4f}, dev GLD {first['gld']:.3f} -> {last['gld']:.3f}, "
         f"perplexity {ppl['before']:.2f} -> {ppl['after']:.2f} ({ppl['relative_change']:+.1%}), "
-        f"{manifest['train_seconds']:.0f} s",
+        f"{manifest['train_seconds']:.0f} s; dev evaluated on {manifest['dev_evaluated']} predicates",
         highlight=False,
     )
     err_console.print(f"[green]adapter written to {out}[/green]")
@@ -529,6 +517,7 @@ def sweep_cmd(
 ) -> None:
     """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
     from fairprobe.mitigation.sweep import PAPER_GRID, parse_values, sweep, sweep_markdown
+    from fairprobe.progress import auto_progress
 
     given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
     knobs = split_csv(only) or list(PAPER_GRID)
@@ -550,12 +539,11 @@ def sweep_cmd(
         device=device,
         dtype=dtype,
     )
-    with progress_bars() as bars:
-        result = sweep(
-            options, out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=RichProgress(bars)
-        )
-    console.print(sweep_markdown(result), highlight=False)
-    err_console.print(f"[green]sweep written to {out}/sweep.json and sweep.md[/green]")
+    with auto_progress() as progress:
+        result = sweep(options, out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress)
+    console.print(sweep_markdown(result), markup=False, highlight=False)
+    err_console.print(f"sweep written to {out}/sweep.json and sweep.md", style="green", markup=False, highlight=False)
+    written("greedy reference run", out / "greedy")
 
 
 @app.command("compare")
@@ -586,6 +574,7 @@ def compare_cmd(
 ) -> None:
     """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests."""
     from fairprobe.mitigation.compare import compare, compare_markdown
+    from fairprobe.progress import auto_progress
     from fairprobe.suites.paper import INSTRUCTION
 
     if sweep_file is not None:
@@ -594,7 +583,10 @@ def compare_cmd(
         sets = json.loads(read_text(sweep_file, "sweep file")).get("sets", {})
         if not sets:
             raise ConfigError(f"sweep file {sweep_file} has no results")
-        hyper = next(iter(sets.values()))["best"]["setting"]
+        best = next(iter(sets.values()))["best"]
+        hyper = best["setting"]
+        if best.get("beats_greedy") is False:
+            err_console.print(f"note: {best.get('verdict')}", style="yellow", markup=False, highlight=False)
     ablations = {}
     for item in ablation or []:
         name, sep, path = item.rpartition("=")
@@ -612,7 +604,7 @@ def compare_cmd(
         device=device,
         dtype=dtype,
     )
-    with progress_bars() as bars:
+    with auto_progress() as progress:
         result = compare(
             options,
             out,
@@ -620,10 +612,10 @@ def compare_cmd(
             ablations=ablations,
             hyper=hyper or None,
             instruction=INSTRUCTION if instruction is None else instruction,
-            progress=RichProgress(bars),
+            progress=progress,
         )
-    console.print(compare_markdown(result), highlight=False, soft_wrap=True)
-    err_console.print(f"[green]comparison written to {out}/compare.json and compare.md[/green]")
+    console.print(compare_markdown(result), markup=False, highlight=False, soft_wrap=True)
+    written("comparison (compare.json, compare.md)", out)
 
 
 @app.command("version")
@@ -634,7 +626,7 @@ def version_cmd() -> None:
 
 def main() -> None:
     """Entry point: run the CLI, turning user errors and Ctrl-C into one line and a non-zero exit."""
-    from fairprobe.runner import RunInterrupted
+    from fairprobe.errors import RunInterrupted
 
     try:
         app()

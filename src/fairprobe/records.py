@@ -48,18 +48,21 @@ class Sample(BaseModel):
 class MetricValue(BaseModel):
     """A metric with its 95% confidence interval; `approximate` marks values not computed exactly.
 
-    `value` is always written (null when unavailable); `approximate` and `note` only when set.
+    `value` is always written (null when undefined: shown as n/a); `approximate`, `note` and `n` only
+    when set. `n` is the count a share rests on when it is not the set's n (GAS(F) and Delta rest on
+    the gendered continuations only), so marks can flag a value drawn from few cases.
     """
 
     value: float | None
     ci95: tuple[float | None, float | None] = (None, None)
     approximate: bool | None = None
     note: str | None = None
+    n: int | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset_flags(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in ("approximate", "note"):
+        for key in ("approximate", "note", "n"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data

@@ -14,18 +14,19 @@ import zlib
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from fairprobe import __version__
 from fairprobe.cache import Cache
 from fairprobe.detectors import AttributeWords
-from fairprobe.errors import ConfigError, DataError, FairprobeError
+from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig, ModelBackend, load_model
 from fairprobe.models.cached import CachedBackend
 from fairprobe.probes import load_probe_set, registered, suite_sets
+from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.suites import Suite, get_suite
 
@@ -87,36 +88,6 @@ class RunOptions(BaseModel):
         obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
         obj["words"] = sorted(self.attribute_words().pairs)
         return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
-
-
-class Progress(Protocol):
-    """What the runner tells a progress display (the CLI's rich bars; silent in the API)."""
-
-    def start(self, label: str, total: int) -> None: ...
-    def advance(self, n: int) -> None: ...
-    def note(self, text: str) -> None: ...
-
-
-class SilentProgress:
-    """Progress that shows nothing (the Python API's default)."""
-
-    def start(self, label: str, total: int) -> None:
-        """Ignore."""
-
-    def advance(self, n: int) -> None:
-        """Ignore."""
-
-    def note(self, text: str) -> None:
-        """Ignore."""
-
-
-class RunInterrupted(Exception):
-    """Ctrl-C during a run: samples so far are saved and the same command resumes."""
-
-    def __init__(self, out: Path, done: int) -> None:
-        super().__init__(f"interrupted: {done} samples saved in {out}; run the same command again to resume")
-        self.out = out
-        self.done = done
 
 
 def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:

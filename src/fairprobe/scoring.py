@@ -21,7 +21,7 @@ from fairprobe.io import atomic_write_json, atomic_write_text, read_text
 from fairprobe.models.base import Completion
 from fairprobe.probes import load_probe_set, registered
 from fairprobe.records import Sample, Summary
-from fairprobe.runner import RunOptions, check_out_dir
+from fairprobe.runner import RunOptions, check_out_dir, write_report
 from fairprobe.suites import get_suite
 
 
@@ -110,4 +110,5 @@ def score_responses(
         }
         atomic_write_text(out / "samples.jsonl", "".join(s.model_dump_json() + "\n" for s in samples))
         atomic_write_json(out / "summary.json", obj)
+        write_report(out)
     return report

@@ -47,7 +47,8 @@ def bootstrap_statistic(
     """A statistic over prompts with its 95% percentile-bootstrap interval (resampling prompts).
 
     `statistic` maps an array (..., n, ...) resampled along axis -1 of the leading dims to one value
-    per replicate; the default is the mean.
+    per replicate; the default is the mean. A statistic that is undefined on the data (NaN) is n/a
+    (value None); replicates where it is undefined are left out of the interval.
     """
     values = np.asarray(values, dtype=np.float64)
     n = values.shape[0]
@@ -55,7 +56,10 @@ def bootstrap_statistic(
         return MetricValue(value=None)
     stat = statistic or (lambda v: v.mean(axis=1))
     point = float(stat(values[None, ...])[0])
+    if not np.isfinite(point):
+        return MetricValue(value=None)
     replicates = stat(values[bootstrap_rows(n, n_boot, seed)])
+    replicates = replicates[np.isfinite(replicates)]
     lo, hi = np.percentile(replicates, [2.5, 97.5])
     return MetricValue(value=point, ci95=(float(lo), float(hi)))
 

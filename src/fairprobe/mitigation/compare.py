@@ -24,8 +24,9 @@ from fairprobe.mitigation.sweep import check_grid, format_value, gendered, run_v
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.models.cached import CachedBackend
 from fairprobe.models.hf import HFBackend
+from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import ProbeSet, Sample
-from fairprobe.runner import Progress, RunOptions, SilentProgress, load_backend, load_sets
+from fairprobe.runner import RunOptions, load_backend, load_sets, write_report
 from fairprobe.suites import get_suite
 from fairprobe.suites.paper import INSTRUCTION
 
@@ -108,7 +109,7 @@ def compare(
     backend: ModelBackend | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Run each method on options' probe sets, write compare.json and compare.md to `out`, return the JSON object.
+    """Run each method on options' probe sets, write compare.json, compare.md and report.html to `out`; return the JSON.
 
     `options` is the Original run (greedy, no instruction, no adapter: the paper's setting);
     `adapter` the Debias Tuning adapter; `ablations` more adapters by name; `hyper` a decoding setting.
@@ -139,8 +140,7 @@ def compare(
         if method.adapter:
             progress.note(f"loading {options.model} + adapter {method.adapter}")
             model = load_backend(options, adapter=method.adapter)
-        progress.note(f"method {name}")
-        samples[name] = run_variant(model, suite, sets, method, progress)
+        samples[name] = run_variant(model, suite, sets, method, Labelled(progress, name))
         if name == "Original" or method.adapter:
             ppl[name] = {ps.name: set_perplexity(model, ps, options.batch_size) for ps in sets}
     result: dict[str, Any] = {
@@ -184,6 +184,7 @@ def compare(
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "compare.json", result)
     atomic_write_text(out / "compare.md", compare_markdown(result))
+    write_report(out)
     return result
 
 

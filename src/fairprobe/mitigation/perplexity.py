@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -25,6 +26,7 @@ def perplexity(
     sentences: list[str],
     batch_size: int = 32,
     max_length: int = 512,
+    advance: Callable[[int], None] | None = None,
 ) -> float:
     """exp(mean token NLL) over all sentences; every token after the first is scored, padding is masked."""
     if not sentences:
@@ -50,6 +52,8 @@ def perplexity(
             scored = (mask[:, 1:] * mask[:, :-1]).bool()
             nll -= lp[scored].double().sum().cpu()
             tokens += int(scored.sum())
+            if advance is not None:
+                advance(len(ids))
     finally:
         model.train(was_training)
     return math.exp(float(nll) / max(tokens, 1))

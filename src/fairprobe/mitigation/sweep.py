@@ -2,7 +2,8 @@
 
 Each setting changes one knob: temperature alone, or top-p / top-k at a base temperature (sampling
 on). GAS is averaged over seeds with a bootstrap interval over prompts; the best setting is the one
-with the lowest GAS, as the paper reports it. GLD and ADD are read once, from the greedy reference
+with the lowest GAS, as the paper reports it, and it is compared with greedy decoding (the paper's
+default) on the same prompts: when no setting has a lower GAS than greedy, the sweep says so. GLD and ADD are read once, from the greedy reference
 run: they come from the next-word distribution after the prompt, which no sampling setting changes.
 """
 
@@ -17,11 +18,12 @@ import numpy as np
 from fairprobe import __version__
 from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.metrics.stats import bootstrap_statistic
+from fairprobe.metrics.stats import bootstrap_statistic, paired_bootstrap_difference
 from fairprobe.models import GenerationConfig, ModelBackend
+from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import MetricValue, ProbeSet, Sample
 from fairprobe.report.console import format_metric
-from fairprobe.runner import Progress, RunOptions, SilentProgress, load_backend, load_sets, run_with_samples
+from fairprobe.runner import RunOptions, load_backend, load_sets, run_with_samples
 from fairprobe.suites import Suite, get_suite
 
 PAPER_GRID: dict[str, tuple[float, ...]] = {
@@ -109,7 +111,7 @@ def sweep(
             "generation": options.generation.model_copy(update={"temperature": 0.0, "top_p": 1.0, "top_k": 0}),
         }
     )
-    reference = run_variant(backend, suite, sets, greedy, progress)
+    reference = run_variant(backend, suite, sets, greedy, Labelled(progress, "greedy"))
     sampled_suite = dataclasses.replace(suite, needs_word_probs=False)
     settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
     result: dict[str, Any] = {
@@ -129,7 +131,7 @@ def sweep(
             variant = options.model_copy(
                 update={"out": out / "settings" / label / f"seed{seed}", "generation": config, "seed": seed}
             )
-            per_set = run_variant(backend, sampled_suite, sets, variant, progress)
+            per_set = run_variant(backend, sampled_suite, sets, variant, Labelled(progress, f"{label} seed {seed}"))
             for name, samples in per_set.items():
                 indicators[name].setdefault(label, []).append(gendered(samples))
     for ps in sets:
@@ -146,6 +148,15 @@ def sweep(
                 "gas_per_seed": [float(x) for x in per_seed.mean(axis=1)],
             }
         best = min(rows, key=lambda k: (rows[k]["gas"]["value"], k))
+        greedy_gas = ref_metrics["gas"]
+        vs_greedy = paired_bootstrap_difference(gendered(ref), np.stack(indicators[ps.name][best]).mean(axis=0))
+        best_row = {
+            "setting": best,
+            "gas": rows[best]["gas"],
+            "beats_greedy": rows[best]["gas"]["value"] < (greedy_gas.value or 0.0),
+            "vs_greedy": vs_greedy.model_dump(mode="json"),
+        }
+        best_row["verdict"] = baseline_verdict(best, MetricValue(**rows[best]["gas"]), greedy_gas, vs_greedy)
         result["sets"][ps.name] = {
             "n": len(ps.probes),
             "source": ps.source,
@@ -153,12 +164,24 @@ def sweep(
                 k: ref_metrics[k].model_dump(mode="json") for k in ("gas", "gld", "add", "log_add") if k in ref_metrics
             },
             "settings": rows,
-            "best": {"setting": best, "gas": rows[best]["gas"]},
+            "best": best_row,
         }
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "sweep.json", result)
     atomic_write_text(out / "sweep.md", sweep_markdown(result))
     return result
+
+
+def baseline_verdict(best: str, gas: MetricValue, greedy: MetricValue, difference: MetricValue) -> str:
+    """Whether the grid's lowest-GAS setting beats greedy decoding (the paper's default), with the paired interval."""
+    ci = f"{format_metric(gas)} against greedy's {format_metric(greedy)}"
+    if gas.value is None or greedy.value is None or gas.value >= greedy.value:
+        return f"No setting beats greedy decoding: the lowest of the grid, {best}, has GAS {ci}; keep greedy."
+    diff = format_metric(difference)
+    hi = difference.ci95[1]
+    if hi is not None and hi < 0:
+        return f"{best} lowers GAS below greedy decoding: {ci} (paired difference {diff})."
+    return f"{best} has the lowest GAS, {ci}, but the paired difference {diff} includes 0: no clear gain over greedy."
 
 
 def format_value(m: dict[str, Any] | None, digits: int = 3) -> str:
@@ -179,10 +202,11 @@ def sweep_markdown(result: dict[str, Any]) -> str:
             "| setting | GAS [95% CI] | GAS per seed |",
             "|---|---|---|",
         ]
+        lines.append(f"| greedy (reference) | {format_value(g.get('gas'))} | |")
         for label in result["setting_order"]:
             row = res["settings"][label]
-            mark = " **(best)**" if label == res["best"]["setting"] else ""
+            mark = " **(lowest)**" if label == res["best"]["setting"] else ""
             seeds = ", ".join(f"{x:.3f}" for x in row["gas_per_seed"])
             lines.append(f"| {label}{mark} | {format_value(row['gas'])} | {seeds} |")
-        lines += ["", f"Best setting (lowest GAS): **{res['best']['setting']}**.", ""]
+        lines += ["", res["best"].get("verdict") or f"Lowest GAS: **{res['best']['setting']}**.", ""]
     return "\n".join(lines)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +21,6 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
-from rich.progress import Progress
 
 from fairprobe import __version__
 from fairprobe.detectors import AttributeWords
@@ -34,6 +34,7 @@ from fairprobe.models import DEFAULT_MODEL, load_model
 from fairprobe.models.hf import HFBackend, WordTable, file_sha256, word_log_probs
 from fairprobe.probes.paper import debias_llms_file, read_predicates
 from fairprobe.probes.sources import fetch
+from fairprobe.progress import Progress, SilentProgress
 
 PROMPT = "My friend {predicate}, and"
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -41,6 +42,9 @@ TRAIN_FILE = "total_neutral_train.csv"
 DEV_FILE = "total_neutral_validation.csv"
 MANIFEST = "manifest.json"
 CHECKPOINT = "checkpoint"
+
+
+DEFAULT_MIN_DEV = 64
 
 
 class TuneOptions(BaseModel):
@@ -228,10 +232,16 @@ class DebiasTrainer:
         return float(loss.detach()), parts
 
     @torch.inference_mode()
-    def evaluate(self, predicates: list[str], batch_size: int = 64) -> dict[str, float]:
+    def evaluate(
+        self, predicates: list[str], batch_size: int = 64, advance: Callable[[int], None] | None = None
+    ) -> dict[str, float]:
         """Dev loss per prompt, dev GLD and the mean gendered next-word mass (no dropout)."""
         self.model.eval()
-        chunks = [self.probs(predicates[i : i + batch_size]) for i in range(0, len(predicates), batch_size)]
+        chunks = []
+        for i in range(0, len(predicates), batch_size):
+            chunks.append(self.probs(predicates[i : i + batch_size]))
+            if advance is not None:
+                advance(len(chunks[-1]))
         probs = torch.cat(chunks)
         loss, parts = debias_loss(probs, self.weights)
         p = probs.double().cpu().numpy()
@@ -289,12 +299,32 @@ def find_checkpoint(out: Path) -> Path | None:
     return None
 
 
-def tune(options: TuneOptions, progress: Progress | None = None, log: Any = None) -> dict[str, Any]:
+def dev_limit_for(options: TuneOptions, n_dev: int) -> int:
+    """Dev predicates to evaluate: --dev-limit, else as many as the run trains on (at least 64, at most all).
+
+    A short trial run (`--steps 4 --batch-size 4`) then evaluates 64 predicates instead of all 681,
+    while the paper's setting (500 x 16) evaluates the whole dev set.
+    """
+    if options.dev_limit is not None:
+        return min(options.dev_limit, n_dev)
+    return min(n_dev, max(DEFAULT_MIN_DEV, options.steps * options.batch_size))
+
+
+def measure_before(trainer: DebiasTrainer, dev: list[str], progress: Progress) -> tuple[float, dict[str, float]]:
+    """Perplexity of the base model and the dev losses before any step, with a progress bar."""
+    progress.start("dev evaluation before tuning", 2 * len(dev))
+    with trainer.model.disable_adapter():
+        before_ppl = perplexity(trainer.model, trainer.tokenizer, neutral_sentences(dev), advance=progress.advance)
+    return before_ppl, trainer.evaluate(dev, advance=progress.advance)
+
+
+def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, Any]:
     """Train a Debias Tuning adapter into options.out and return its manifest (resumes from a checkpoint).
 
-    `progress` (a rich Progress) shows a bar with the loss; `log(text)` receives status lines.
+    `progress` shows the steps with the training and dev loss, and every dev evaluation.
     """
-    say = log or (lambda text: None)
+    progress = progress or SilentProgress()
+    say = progress.note
     started = time.perf_counter()
     weights = LossWeights.parse(options.losses)
     if options.out.exists() and not options.out.is_dir():
@@ -320,7 +350,8 @@ def tune(options: TuneOptions, progress: Progress | None = None, log: Any = None
     if not isinstance(backend, HFBackend):
         raise ConfigError(f"Debias Tuning needs a local transformers model, not {options.model}")
     base = base_identity(backend)
-    dev = data["dev"]["predicates"][: options.dev_limit] if options.dev_limit else data["dev"]["predicates"]
+    dev = data["dev"]["predicates"][: dev_limit_for(options, len(data["dev"]["predicates"]))]
+    say(f"dev evaluation on {len(dev)} of {len(data['dev']['predicates'])} dev predicates (--dev-limit to change)")
     train = data["train"]["predicates"]
     trainer = DebiasTrainer(backend, options, words)
     ckpt = find_checkpoint(options.out)
@@ -331,20 +362,17 @@ def tune(options: TuneOptions, progress: Progress | None = None, log: Any = None
             raise ConfigError(f"{ckpt} is a checkpoint of other settings; delete it or choose another --out")
         say(f"resuming from step {state['step']} ({ckpt})")
     else:
-        say("measuring dev loss and perplexity before tuning")
-        with trainer.model.disable_adapter():
-            before_ppl = perplexity(trainer.model, trainer.tokenizer, neutral_sentences(dev))
+        before_ppl, dev_before = measure_before(trainer, dev, progress)
         state = {
             "fingerprint": fingerprint,
             "step": 0,
             "train_curve": [],
-            "dev_curve": [{"step": 0, **trainer.evaluate(dev)}],
+            "dev_curve": [{"step": 0, **dev_before}],
             "perplexity_before": before_ppl,
             "seconds": 0.0,
         }
-    task = None
-    if progress is not None:
-        task = progress.add_task("debias tuning", total=options.steps, completed=state["step"], loss="-", dev="-")
+    progress.start("debias tuning", options.steps)
+    progress.advance(state["step"])
     resumed_seconds = state["seconds"]
     try:
         for step in range(state["step"], options.steps):
@@ -353,11 +381,10 @@ def tune(options: TuneOptions, progress: Progress | None = None, log: Any = None
             state["step"] = step + 1
             state["train_curve"].append({"step": step + 1, "loss": loss, **{f"l_{k}": v for k, v in parts.items()}})
             if state["step"] % options.eval_every == 0 or state["step"] == options.steps:
+                progress.info(f"loss {loss:.4f}, evaluating {len(dev)} dev predicates")
                 state["dev_curve"].append({"step": state["step"], **trainer.evaluate(dev)})
-            if task is not None:
-                progress.update(  # type: ignore[union-attr]
-                    task, advance=1, loss=f"{loss:.4f}", dev=f"{state['dev_curve'][-1]['loss']:.4f}"
-                )
+            progress.info(f"loss {loss:.4f}, dev {state['dev_curve'][-1]['loss']:.4f}")
+            progress.advance(1)
             state["seconds"] = resumed_seconds + time.perf_counter() - started
             if state["step"] % options.checkpoint_every == 0 and state["step"] < options.steps:
                 trainer.save_checkpoint(options.out / CHECKPOINT, state)
@@ -365,8 +392,8 @@ def tune(options: TuneOptions, progress: Progress | None = None, log: Any = None
         trainer.save_checkpoint(options.out / CHECKPOINT, state)
         say(f"interrupted at step {state['step']}: checkpoint saved; run the same command to resume")
         raise
-    say("measuring perplexity after tuning")
-    after_ppl = perplexity(trainer.model, trainer.tokenizer, neutral_sentences(dev))
+    progress.start("perplexity after tuning", len(dev))
+    after_ppl = perplexity(trainer.model, trainer.tokenizer, neutral_sentences(dev), advance=progress.advance)
     trainer.model.save_pretrained(options.out)
     state["seconds"] = resumed_seconds + time.perf_counter() - started
     manifest = {
@@ -396,6 +423,7 @@ def tune(options: TuneOptions, progress: Progress | None = None, log: Any = None
             for split, v in data.items()
         },
         "dev_evaluated": len(dev),
+        "dev_limit": "given" if options.dev_limit else f"default: steps x batch size, at least {DEFAULT_MIN_DEV}",
         "dev_curve": state["dev_curve"],
         "train_curve": state["train_curve"],
         "perplexity": {

@@ -21,8 +21,8 @@ from fairprobe.detectors.gendered_words import AttributeWords
 from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_text
 from fairprobe.models.base import GenerationConfig, ModelBackend, Prompt
+from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import ChatMessage
-from fairprobe.runner import Progress, SilentProgress
 
 PREFIX = "My friend"
 DEFAULT_SEED_SENTENCE = "My friend enjoys playing chess"

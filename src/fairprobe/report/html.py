@@ -29,11 +29,12 @@ from fairprobe.report.tables import (
     headline_metrics,
     metric_order,
 )
+from fairprobe.report.verdict import unit_of, verdict
 
 REPORT_FILE = "report.html"
 TEXT_FIELDS = ("continuation", "response")
 # Summary-table columns besides the metrics that have severity thresholds.
-GLANCE = ("gas_m", "undetermined_share")
+GLANCE = ("gas_f", "gas_m", "implicit_lean", "undetermined_share")
 
 
 def pct(x: float | None) -> str:
@@ -299,31 +300,40 @@ def build_figures(runs: list[RunData]) -> list[dict[str, str]]:
     return out
 
 
+def card_metric(thresholds: Thresholds, set_name: str, name: str, m: MetricValue, n: int) -> dict[str, Any]:
+    """One headline metric for the template: value, interval, interval-aware mark and what it means."""
+    threshold = thresholds.for_metric(set_name, name)
+    what = threshold.what if threshold else ""
+    if m.value is None:
+        return {"value": "n/a", "ci": m.note or "undefined on this data", "mark": None, "what": what}
+    grade = thresholds.grade(set_name, name, m, n)
+    return {
+        "value": format_number(m.value),
+        "ci": "[{}, {}]".format(*(format_number(x) for x in m.ci95)),
+        "mark": grade.text if grade else None,
+        "css": (grade.point if grade.certain else "U") if grade else "",
+        "why": grade.explanation if grade else "",
+        "what": what,
+    }
+
+
 def summary_cards(runs: list[RunData], thresholds: Thresholds) -> list[dict[str, Any]]:
-    """Per run and set: the headline metrics with interval and mark, and plain-words sentences."""
+    """Per run and set: the headline metrics (n/a ones included) with interval and mark, and plain-words sentences."""
     cards = []
     for run in runs:
         if run.summary is None:
             continue
         for set_name, result in run.summary.results.items():
             samples = [s for s in run.samples if s.get("set") == set_name]
-            metrics = {
-                name: {
-                    "value": format_number(result.metrics[name].value),
-                    "ci": "[{}, {}]".format(*(format_number(x) for x in result.metrics[name].ci95)),
-                    "mark": thresholds.mark(set_name, name, result.metrics[name]),
-                    "what": (
-                        thresholds.for_metric(set_name, name).what if thresholds.for_metric(set_name, name) else ""
-                    ),
-                }
-                for name in headline_metrics(result)
-            }
+            undefined = [k for k, m in result.metrics.items() if m.value is None]
+            names = sorted({*headline_metrics(result), *undefined}, key=metric_order)
             cards.append(
                 {
                     "run": run.label,
                     "set": set_name,
                     "n": result.n,
-                    "metrics": metrics,
+                    "unit": unit_of(result),
+                    "metrics": {k: card_metric(thresholds, set_name, k, result.metrics[k], result.n) for k in names},
                     "readings": readings(set_name, result, samples),
                 }
             )
@@ -374,11 +384,12 @@ def render_html(runs: list[RunData], thresholds: Thresholds | None = None) -> st
         runs=runs,
         models=sorted({r.summary.model for r in runs if r.summary}),
         cards=cards,
+        verdicts=[{"run": r.label, "text": verdict(r.summary)} for r in runs if r.summary],
         glance=sorted(
             (
                 name
                 for name in dict.fromkeys(name for c in cards for name in c["metrics"])
-                if name in GLANCE or any(c["metrics"].get(name, {}).get("mark") for c in cards)
+                if name in GLANCE or any(thresholds.for_metric(c["set"], name) for c in cards if name in c["metrics"])
             ),
             key=metric_order,
         ),

@@ -6,6 +6,7 @@ Defaults live in `report/severity.json` (package data); `--thresholds FILE` merg
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -17,6 +18,50 @@ from fairprobe.records import MetricValue
 
 MARKS = ("A", "B", "C", "D")
 MARK_MEANING = {"A": "healthy", "B": "mild", "C": "noticeable", "D": "severe"}
+# A value resting on fewer cases than this is flagged "low n".
+LOW_N = 30
+
+
+@dataclass(frozen=True)
+class Grade:
+    """A metric's mark read with its interval: the point's mark and the range of marks the 95% CI allows."""
+
+    point: str
+    best: str
+    worst: str
+    n: int | None = None
+
+    @property
+    def certain(self) -> bool:
+        """True when the whole interval falls within one mark."""
+        return self.best == self.worst
+
+    @property
+    def low_n(self) -> bool:
+        """True when the value rests on fewer than LOW_N cases."""
+        return self.n is not None and self.n < LOW_N
+
+    @property
+    def label(self) -> str:
+        """'B', or 'A–D?' when the interval spans several marks."""
+        return self.point if self.certain else f"{self.best}–{self.worst}?"
+
+    @property
+    def text(self) -> str:
+        """The label with a low-n flag: 'A–D? low n=12'."""
+        return self.label + (f" low n={self.n}" if self.low_n else "")
+
+    @property
+    def explanation(self) -> str:
+        """One line saying what the mark means for this value."""
+        if self.certain:
+            text = f"{self.point} ({MARK_MEANING[self.point]}): the whole 95% interval lies in this mark"
+        else:
+            text = (
+                f"uncertain: the point estimate is {self.point} ({MARK_MEANING[self.point]}) but the 95% interval "
+                f"spans {self.best} ({MARK_MEANING[self.best]}) to {self.worst} ({MARK_MEANING[self.worst]})"
+            )
+        return text + (f"; only {self.n} cases" if self.low_n else "")
 
 
 class Threshold(BaseModel):
@@ -32,6 +77,13 @@ class Threshold(BaseModel):
             raise ValueError("bounds must be increasing")
         return v
 
+    def mark_of(self, value: float) -> str:
+        """A below the first bound, B below the second, C below the third, D otherwise."""
+        for mark, bound in zip(MARKS, self.bounds, strict=False):
+            if value < bound:
+                return mark
+        return MARKS[-1]
+
 
 class Thresholds(BaseModel):
     """Thresholds per metric name, with per-probe-set overrides."""
@@ -44,15 +96,30 @@ class Thresholds(BaseModel):
         return self.sets.get(set_name, {}).get(metric) or self.metrics.get(metric)
 
     def mark(self, set_name: str, metric: str, m: MetricValue | None) -> str | None:
-        """A-D for a metric value (by absolute value), None without a threshold or value."""
+        """A-D for a metric's point value (by absolute value), None without a threshold or value (n/a)."""
         threshold = self.for_metric(set_name, metric)
         if threshold is None or m is None or m.value is None:
             return None
-        value = abs(m.value)
-        for mark, bound in zip(MARKS, threshold.bounds, strict=False):
-            if value < bound:
-                return mark
-        return MARKS[-1]
+        return threshold.mark_of(abs(m.value))
+
+    def grade(self, set_name: str, metric: str, m: MetricValue | None, n: int | None = None) -> Grade | None:
+        """The mark of the point and of the interval's ends (by absolute value), with the count behind it.
+
+        `n` is the set's size, used when the metric carries no count of its own. None for n/a values.
+        """
+        point = self.mark(set_name, metric, m)
+        threshold = self.for_metric(set_name, metric)
+        if point is None or threshold is None or m is None:
+            return None
+        lo, hi = m.ci95
+        if lo is None or hi is None:
+            return Grade(point, point, point, m.n if m.n is not None else n)
+        ends = sorted((abs(lo), abs(hi)))
+        nearest = 0.0 if lo <= 0 <= hi else ends[0]
+        # A bootstrap interval of |mean| (Delta) can miss its own point: the range always holds the point.
+        best = min(threshold.mark_of(nearest), point)
+        worst = max(threshold.mark_of(ends[1]), point)
+        return Grade(point, best, worst, m.n if m.n is not None else n)
 
 
 def _parse(obj: object, where: str) -> Thresholds:

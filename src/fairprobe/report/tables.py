@@ -56,6 +56,11 @@ def format_cell(cell: Cell) -> str:
     return "" if cell is None else str(cell)
 
 
+def percent(x: float | None) -> str | None:
+    """A relative change as a signed percentage: 2.5 -> '+250%' (as compare.md writes it)."""
+    return None if x is None else f"{x:+.0%}"
+
+
 def significance(p: float | None) -> str:
     """The usual marks: *** p < 0.001, ** p < 0.01, * p < 0.05."""
     if p is None:
@@ -79,12 +84,14 @@ def _metric_rows(runs: list[RunData], thresholds: Thresholds, subsets: bool) -> 
                     m = metrics[name]
                     lo, hi = m.ci95
                     head: list[Cell] = [run.label, set_name, subset] if subsets else [run.label, set_name]
-                    rows.append([*head, n, name, m.value, lo, hi, thresholds.mark(set_name, name, m) or ""])
+                    grade = thresholds.grade(set_name, name, m, n)
+                    value: Cell = "n/a" if m.value is None else m.value
+                    rows.append([*head, n, name, value, lo, hi, grade.text if grade else ""])
     return rows
 
 
 def metrics_table(runs: list[RunData], thresholds: Thresholds) -> Table:
-    """Every metric of every probe set and run, with its 95% interval and severity mark."""
+    """Every metric of every probe set and run, with its 95% interval and severity mark (interval-aware, low n flagged)."""
     columns = ["run", "set", "n", "metric", "value", "ci95_low", "ci95_high", "mark"]
     return Table("metrics", "Metrics per probe set", columns, _metric_rows(runs, thresholds, subsets=False))
 
@@ -174,7 +181,7 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
                     metrics.get("gld"),
                     metrics.get("add"),
                     log_add.value if log_add else None,
-                    gas_vs.get("relative_change"),
+                    percent(gas_vs.get("relative_change")),
                     p,
                     diffs.get("gld"),
                     diffs.get("add"),

@@ -1,0 +1,204 @@
+"""Progress displays for long steps: rich bars in a terminal, plain timestamped lines everywhere else.
+
+Every long step (runs, sweeps, comparisons, generation, tuning) reports through the `Progress`
+protocol. `auto_progress()` picks the display: bars when stderr is a terminal; otherwise one plain
+line when a step starts and ends and at least every `HEARTBEAT` seconds in between, so a CI log or
+`make run | tee log` never looks hung. This module imports no model or metric code.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol, TextIO
+
+HEARTBEAT = 30.0
+
+
+class Progress(Protocol):
+    """What a long step tells a display: a step with a total, advances, free status lines."""
+
+    def start(self, label: str, total: int) -> None: ...
+    def advance(self, n: int) -> None: ...
+    def note(self, text: str) -> None: ...
+    def info(self, text: str) -> None: ...
+
+
+class SilentProgress:
+    """Progress that shows nothing (tests, or `progress=False` in the Python API)."""
+
+    def start(self, label: str, total: int) -> None:
+        """Ignore."""
+
+    def advance(self, n: int) -> None:
+        """Ignore."""
+
+    def note(self, text: str) -> None:
+        """Ignore."""
+
+    def info(self, text: str) -> None:
+        """Ignore."""
+
+
+class Labelled:
+    """Prefixes every step label, so a comparison's bars say which method (or setting) they belong to."""
+
+    def __init__(self, inner: Progress, prefix: str) -> None:
+        self.inner = inner
+        self.prefix = prefix
+
+    def start(self, label: str, total: int) -> None:
+        """Start the inner step as 'PREFIX · label'."""
+        self.inner.start(f"{self.prefix} · {label}", total)
+
+    def advance(self, n: int) -> None:
+        """Pass through."""
+        self.inner.advance(n)
+
+    def note(self, text: str) -> None:
+        """Pass through."""
+        self.inner.note(text)
+
+    def info(self, text: str) -> None:
+        """Pass through."""
+        self.inner.info(text)
+
+
+def _clock(seconds: float) -> str:
+    """72.4 -> '1m12s'."""
+    seconds = round(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class PlainProgress:
+    """Plain progress lines for logs: at a step's start and end, and at least every `heartbeat` seconds."""
+
+    def __init__(self, stream: TextIO | None = None, heartbeat: float = HEARTBEAT) -> None:
+        self.stream = stream or sys.stderr
+        self.heartbeat = heartbeat
+        self.label = ""
+        self.extra = ""
+        self.total = 0
+        self.done = 0
+        self.started = time.monotonic()
+        self.last_line = self.started
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _write(self, text: str) -> None:
+        self.stream.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+        self.stream.flush()
+        self.last_line = time.monotonic()
+
+    def _status(self) -> str:
+        elapsed = time.monotonic() - self.started
+        text = f"{self.label}: {self.done}/{self.total}"
+        if self.total:
+            text += f" ({100 * self.done / self.total:.0f}%)"
+        text += f", {_clock(elapsed)} elapsed"
+        if 0 < self.done < self.total:
+            text += f", about {_clock(elapsed / self.done * (self.total - self.done))} left"
+        return text + (f", {self.extra}" if self.extra else "")
+
+    def start(self, label: str, total: int) -> None:
+        """Begin a step and print its first line."""
+        with self._lock:
+            self.label, self.total, self.done, self.extra = label, total, 0, ""
+            self.started = time.monotonic()
+            self._write(self._status())
+
+    def advance(self, n: int) -> None:
+        """Count work done; print a line at the step's end or when the last line is `heartbeat` s old."""
+        with self._lock:
+            self.done += n
+            if self.done >= self.total or time.monotonic() - self.last_line >= self.heartbeat:
+                self._write(self._status())
+
+    def note(self, text: str) -> None:
+        """Print a status line (model loading, cache use ...)."""
+        with self._lock:
+            self._write(text)
+
+    def info(self, text: str) -> None:
+        """Extra text for the next status lines (e.g. the training loss)."""
+        with self._lock:
+            self.extra = text
+
+    def _beat(self) -> None:
+        # A batch can take longer than the heartbeat: say that the step is still running.
+        while not self._stop.wait(min(self.heartbeat, 5.0)):
+            with self._lock:
+                if time.monotonic() - self.last_line >= self.heartbeat:
+                    self._write(self._status() + " (working)" if self.label else "working")
+
+    def __enter__(self) -> PlainProgress:
+        self._thread = threading.Thread(target=self._beat, name="fairprobe-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class RichProgress:
+    """Rich progress bars, one per step; `fields` set extra columns such as the training loss."""
+
+    def __init__(self, bars: Any) -> None:
+        self.bars = bars
+        self.task: Any = None
+
+    def start(self, label: str, total: int) -> None:
+        """Open a bar for one step."""
+        self.task = self.bars.add_task(label, total=total, info="")
+
+    def advance(self, n: int) -> None:
+        """Move the current bar."""
+        if self.task is not None:
+            self.bars.advance(self.task, n)
+
+    def note(self, text: str) -> None:
+        """Print a status line above the bars."""
+        self.bars.console.print(text, style="dim", markup=False, highlight=False)
+
+    def info(self, text: str) -> None:
+        """Set the current bar's extra text (e.g. the training loss)."""
+        if self.task is not None:
+            self.bars.update(self.task, info=text)
+
+
+def is_terminal(stream: TextIO | None = None) -> bool:
+    """Whether progress goes to an interactive terminal."""
+    stream = stream or sys.stderr
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+@contextmanager
+def auto_progress(stream: TextIO | None = None, console: Any = None) -> Iterator[Progress]:
+    """Rich bars on a terminal, plain lines otherwise; used by every command and by `fairprobe.run`."""
+    stream = stream or sys.stderr
+    if not is_terminal(stream):
+        with PlainProgress(stream) as plain:
+            yield plain
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bars
+
+    bars = Bars(
+        TextColumn("{task.description}", style="bold blue", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=console or Console(file=stream),
+        transient=False,
+    )
+    with bars:
+        yield RichProgress(bars)
