@@ -10,15 +10,20 @@ if TYPE_CHECKING:
     from fairprobe.records import Summary
 
 
-def run(**kwargs: Any) -> Summary:
+def run(progress: bool = True, **kwargs: Any) -> Summary:
     """Run a suite on a model and write its run directory; returns the same summary the CLI prints.
 
     Keyword arguments are those of `fairprobe.runner.RunOptions` (model, suite, probes, data_dir,
-    out, limit, seed, generation, instruction, ...).
+    out, limit, seed, generation, instruction, ...). Progress goes to stderr (bars in a terminal,
+    plain lines in notebooks' logs and CI) unless `progress=False`.
     """
+    from fairprobe.progress import SilentProgress, auto_progress
     from fairprobe.runner import run as _run
 
-    return _run(**kwargs)
+    if not progress:
+        return _run(progress=SilentProgress(), **kwargs)
+    with auto_progress() as shown:
+        return _run(progress=shown, **kwargs)
 
 
 __all__ = ["__version__", "run"]

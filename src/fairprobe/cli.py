@@ -621,7 +621,7 @@ def compare_cmd(
 @app.command("version")
 def version_cmd() -> None:
     """Print fairprobe's version."""
-    console.print(__version__)
+    sys.stdout.write(__version__ + "\n")
 
 
 def main() -> None:
