@@ -116,20 +116,20 @@ MARKDOWN = """\
 
 | run | set | n | metric | value | ci95_low | ci95_high | mark |
 |---|---|---|---|---|---|---|---|
-| toy | a | 20 | gas | 0.250 | 0.100 | 0.350 | C |
+| toy | a | 20 | gas | 0.250 | 0.100 | 0.350 | B–D? low n=20 |
 | toy | a | 20 | gas_f | 0.200 | 0.050 | 0.500 |  |
 | toy | a | 20 | gas_m | 0.800 | 0.500 | 0.950 |  |
-| toy | a | 20 | delta | 0.600 | 0.200 | 1 | D |
-| toy | a | 20 | gld | 0.100 | 0.050 | 0.150 | B |
-| toy | b | 10 | gas | 0.200 | 0.150 | 0.290 | C |
-| toy | b | 10 | gas_f |  |  |  |  |
-| toy | b | 10 | gld | 0.300 | 0.200 | 0.400 | C |
+| toy | a | 20 | delta | 0.600 | 0.200 | 1 | B–D? low n=20 |
+| toy | a | 20 | gld | 0.100 | 0.050 | 0.150 | A–B? low n=20 |
+| toy | b | 10 | gas | 0.200 | 0.150 | 0.290 | C low n=10 |
+| toy | b | 10 | gas_f | n/a |  |  |  |
+| toy | b | 10 | gld | 0.300 | 0.200 | 0.400 | B–C? low n=10 |
 
 ### Metrics per subset
 
 | run | set | subset | n | metric | value | ci95_low | ci95_high | mark |
 |---|---|---|---|---|---|---|---|---|
-| toy | a | colors | 10 | gas | 0.300 | 0.100 | 0.600 | D |
+| toy | a | colors | 10 | gas | 0.300 | 0.100 | 0.600 | B–D? low n=10 |
 
 ### GAS(F) / GAS(M) split with Delta (paper Table 10)
 
@@ -160,12 +160,12 @@ def test_csv_export_exact(run_dir, tmp_path):
     assert [p.name for p in written] == ["metrics.csv", "subsets.csv", "gas_split.csv"]
     assert (tmp_path / "csv" / "gas_split.csv").read_text() == GAS_SPLIT_CSV
     assert (tmp_path / "csv" / "subsets.csv").read_text() == (
-        "run,set,subset,n,metric,value,ci95_low,ci95_high,mark\ntoy,a,colors,10,gas,0.3,0.1,0.6,D\n"
+        "run,set,subset,n,metric,value,ci95_low,ci95_high,mark\ntoy,a,colors,10,gas,0.3,0.1,0.6,B–D? low n=10\n"
     )
     metrics = (tmp_path / "csv" / "metrics.csv").read_text().splitlines()
     assert metrics[0] == "run,set,n,metric,value,ci95_low,ci95_high,mark"
-    assert metrics[1] == "toy,a,20,gas,0.25,0.1,0.35,C"
-    assert metrics[7] == "toy,b,10,gas_f,,,,"
+    assert metrics[1] == "toy,a,20,gas,0.25,0.1,0.35,B–D? low n=20"
+    assert metrics[7] == "toy,b,10,gas_f,n/a,,,"
     stdout, _ = export([run_dir], "csv", None)
     assert stdout.startswith("# metrics\nrun,set,n,metric")
     assert "\n# gas_split\n" + GAS_SPLIT_CSV in stdout
@@ -336,7 +336,7 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
         "| template | Original | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] | -5.300 |  |  "
         "|  |  | 12.500 |  |",
         "| template | Instruction | 20 | 0.100 [0.050, 0.200] | 0.190 [0.100, 0.300] | 0.004 [0.003, 0.005] | -5.520 "
-        "| -0.750 | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] |  | GAS**, ADD* |",
+        "| -75% | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] |  | GAS**, ADD* |",
     ]
     html = render_html(runs)
     assert "Mitigation comparison: cmp" in html and "GAS**, ADD*" in html
