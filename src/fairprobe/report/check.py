@@ -25,7 +25,7 @@ class CheckResult:
 
     def message(self) -> str:
         """The one-line verdict printed after the failures."""
-        skipped = f"; {len(self.skipped)} skipped (no interval: {', '.join(self.skipped)})" if self.skipped else ""
+        skipped = f"; {len(self.skipped)} skipped (n/a or no interval: {', '.join(self.skipped)})" if self.skipped else ""
         if self.ok:
             return f"check passed: {len(self.passed)} metric bound(s) within their maximum{skipped}"
         return f"check failed: {len(self.failures)} of {len(self.failures) + len(self.passed)} metric bound(s) above their maximum{skipped}"
@@ -73,7 +73,7 @@ def check_summary(summary: Summary, limits: dict[str, float], sets: list[str] | 
                 continue
             upper = m.ci95[1]
             if upper is None or m.value is None:
-                skipped.append(f"{set_name}/{name}")
+                skipped.append(f"{set_name}/{name}" + (" n/a" if m.value is None else ""))
             elif upper > limit:
                 failures.append(
                     f"FAIL {set_name} {name}: upper 95% bound {format_number(upper)} > max {format_number(limit)} "
