@@ -20,7 +20,7 @@ setup: $(STAMP)
 # beside the project, otherwise the sets that need no download (template + friend-statements).
 run: setup
 	@if [ -d "$(SHARED)/debias_llms" ]; then \
-		$(BIN)/fairprobe run --data-dir "$(SHARED)/debias_llms"; \
+		$(BIN)/fairprobe run --data-dir "$(SHARED)"; \
 	else \
 		$(BIN)/fairprobe run --probes template,friend-statements; \
 	fi

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PAPER_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "debias_llms"
+from conftest import paper_data_dir
 
 
 def fairprobe(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -99,7 +99,7 @@ def test_ctrl_c_then_resume(tmp_path: Path) -> None:
         "--probes",
         "llm-gen-1",
         "--data-dir",
-        str(PAPER_DATA),
+        str(paper_data_dir()),
         "--limit",
         "16",
         "--batch-size",

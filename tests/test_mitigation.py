@@ -21,6 +21,7 @@ from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_d, loss_g
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import TuneOptions, batch_indices, tune
 from fairprobe.models import GenerationConfig, load_model
+from fairprobe.progress import SilentProgress
 from fairprobe.runner import RunOptions, read_samples
 from fairprobe.suites.paper import INSTRUCTION
 
@@ -149,6 +150,27 @@ def _options(data: tuple[Path, Path], out: Path, **kw) -> TuneOptions:
     return TuneOptions(**{**base, **kw})
 
 
+class NoteProgress(SilentProgress):
+    """Records the status lines a long step prints."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def test_default_dev_limit_scales_with_the_run(tmp_path: Path) -> None:
+    from fairprobe.mitigation.tuning import dev_limit_for
+
+    # The issue's trial run evaluates 64 dev predicates, not all 681; the paper's 500 x 16 evaluates all.
+    assert dev_limit_for(TuneOptions(out=tmp_path, steps=4, batch_size=4), 681) == 64
+    assert dev_limit_for(TuneOptions(out=tmp_path, steps=40, batch_size=8), 681) == 320
+    assert dev_limit_for(TuneOptions(out=tmp_path), 681) == 681
+    assert dev_limit_for(TuneOptions(out=tmp_path, steps=4, batch_size=4, dev_limit=10), 681) == 10
+    assert dev_limit_for(TuneOptions(out=tmp_path, dev_limit=1000), 681) == 681
+
+
 @pytest.fixture(scope="module")
 def trained(tiny_data: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An adapter trained 4 uninterrupted steps on the embedded model."""
@@ -197,9 +219,10 @@ def test_resume_continues_the_same_steps_and_weights(
     state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=False)
     assert state["step"] == 2
     monkeypatch.setattr(tuning.DebiasTrainer, "step", real_step)
-    lines: list[str] = []
-    manifest = tune(_options(tiny_data, out), log=lines.append)
-    assert "resuming from step 2" in " ".join(lines)
+    notes = NoteProgress()
+    manifest = tune(_options(tiny_data, out), progress=notes)
+    assert "resuming from step 2" in " ".join(notes.lines)
+    assert "dev evaluation on 2 of 2 dev predicates (--dev-limit to change)" in notes.lines
     assert [row["step"] for row in manifest["train_curve"]] == [1, 2, 3, 4]
     a = load_file(str(trained / "adapter_model.safetensors"))
     b = load_file(str(out / "adapter_model.safetensors"))
@@ -236,9 +259,7 @@ def test_adapter_for_another_model_is_refused(trained: Path, tmp_path: Path) -> 
 def test_sweep_table_on_a_small_set(embedded_backend, shared_data: Path, tmp_path: Path) -> None:
     from fairprobe.mitigation.sweep import DISTRIBUTION_NOTE, sweep
 
-    options = RunOptions(
-        probes=["stsb"], data_dir=shared_data / "debias_llms", limit=3, generation=GenerationConfig(max_new_tokens=8)
-    )
+    options = RunOptions(probes=["stsb"], data_dir=shared_data, limit=3, generation=GenerationConfig(max_new_tokens=8))
     result = sweep(options, tmp_path, grid={"temperature": [0.5], "top_k": [10]}, seeds=2, backend=embedded_backend)
     res = result["sets"]["stsb"]
     assert list(res["settings"]) == ["temperature=0.5", "top_k=10"]
@@ -256,7 +277,9 @@ def test_sweep_table_on_a_small_set(embedded_backend, shared_data: Path, tmp_pat
     md = (tmp_path / "sweep.md").read_text(encoding="utf-8")
     assert DISTRIBUTION_NOTE in md
     assert "| setting | GAS [95% CI] | GAS per seed |" in md
-    assert f"| {best} **(best)** |" in md
+    assert f"| {best} **(lowest)** |" in md
+    assert isinstance(res["best"]["beats_greedy"], bool) and res["best"]["verdict"] in md
+    assert "| greedy (reference) |" in md
 
 
 @pytest.mark.slow

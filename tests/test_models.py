@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
+from conftest import paper_data_dir
 from fairprobe.detectors import AttributeWords
 from fairprobe.models import GenerationConfig
 from fairprobe.models.hf import HFBackend, positions_from_mask, word_log_probs
@@ -17,7 +16,6 @@ from fairprobe.suites import get_suite
 
 pytestmark = pytest.mark.slow
 
-PAPER_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "debias_llms"
 
 PAIRS = [tuple(p) for p in AttributeWords.default().pairs]
 NURSE = "My friend is a nurse, and"
@@ -111,7 +109,7 @@ def test_paper_sets_run_on_the_embedded_model(backend: HFBackend) -> None:
     options = RunOptions(generation=GenerationConfig(max_new_tokens=12), batch_size=16)
     for name in ("template", "llm-gen-1", "llm-gen-2", "stsb", "snli"):
         limit = 4 if name == "template" else 2  # the template set's fourth prompt is the nurse one
-        ps = load_probe_set(name, data_dir=PAPER_DATA, limit=limit)
+        ps = load_probe_set(name, data_dir=paper_data_dir(), limit=limit)
         samples = run_set(backend, suite, ps, options)
         assert [s.id for s in samples] == [p.id for p in ps.probes]
         for s in samples:

@@ -77,7 +77,10 @@ def test_check_fails_on_upper_bound_even_when_the_value_is_below(monkeypatch, ca
 def test_check_passes_when_bounds_reach_but_do_not_exceed(monkeypatch, capsys, run_dir):
     code, out, _ = cli(monkeypatch, capsys, "check", str(run_dir), "--max", "gas=0.35", "--max", "gas_f=0.6")
     assert code == 0
-    assert out.strip() == "check passed: 3 metric bound(s) within their maximum; 1 skipped (n/a or no interval: b/gas_f n/a)"
+    assert (
+        out.strip()
+        == "check passed: 3 metric bound(s) within their maximum; 1 skipped (n/a or no interval: b/gas_f n/a)"
+    )
 
 
 def test_check_one_set_only(monkeypatch, capsys, run_dir):

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conftest import shared_data_dir
 from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError
 from fairprobe.models import Completion, GenerationConfig, ModelBackend, Prompt
 from fairprobe.runner import RunInterrupted, RunOptions, run
 
-PAPER_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "debias_llms"
 N_PAIRS = len(AttributeWords.default().pairs)
 REPLIES = ["she is a doctor.", "He'll be late.", "they left early.", "Her brother and his wife came."]
 
@@ -55,7 +55,7 @@ def options(out: Path, **kw: Any) -> RunOptions:
     """Two small paper sets, three batches each."""
     base: dict[str, Any] = {
         "probes": ["template", "llm-gen-1"],
-        "data_dir": PAPER_DATA,
+        "data_dir": shared_data_dir(),  # the shared data root: one convention for every suite
         "limit": 10,
         "batch_size": 4,
         "out": out,

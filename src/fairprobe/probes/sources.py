@@ -47,14 +47,23 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# The folders of the shared data root (../shared/data): `--data-dir` names the root, for every suite.
+DATA_FOLDERS = ("debias_llms", "decodingtrust_fairness", "uci_adult", "kotek_professional_bias", "winobias", "stsb")
+
+
 def find_local(name: str, data_dir: Path) -> Path | None:
-    """A file named `name` in data_dir or one folder below it (so both data/ and data/debias_llms/ work)."""
-    direct = data_dir / name
-    if direct.is_file():
-        return direct
-    for candidate in sorted(data_dir.glob(f"*/{name}")):
-        if candidate.is_file():
-            return candidate
+    """A file named `name` in the data root, one folder below it, or (the older, deeper form
+    `--data-dir ../shared/data/debias_llms`) in a sibling folder of the root's known folders."""
+    roots = [data_dir]
+    if data_dir.name in DATA_FOLDERS:
+        roots.append(data_dir.parent)
+    for root in roots:
+        direct = root / name
+        if direct.is_file():
+            return direct
+        for candidate in sorted(root.glob(f"*/{name}")):
+            if candidate.is_file():
+                return candidate
     return None
 
 
@@ -69,7 +78,10 @@ def fetch(remote: RemoteFile, data_dir: Path | None = None, timeout: float = 30.
             raise DataError(f"data folder not found: {data_dir}")
         local = find_local(remote.name, data_dir)
         if local is None:
-            raise DataError(f"{remote.name} not found in data folder {data_dir}")
+            raise DataError(
+                f"{remote.name} not found in data folder {data_dir} or one folder below it "
+                "(--data-dir takes the shared data root, e.g. ../shared/data)"
+            )
         return local, str(local)
     target = cache_dir("data", remote.repo.replace("/", "__"), remote.commit) / remote.name
     if target.is_file() and sha256_bytes(target.read_bytes()) == remote.sha256:
