@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conftest import shared_data_dir
 from fairprobe.detectors.gendered_words import AttributeWords
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
@@ -35,15 +36,14 @@ from fairprobe.probes.natural import (
 )
 from fairprobe.probes.paper import debias_llms_file, load_statement_file, read_predicates
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 WORDS = AttributeWords.default()
 
 # --- naturally-sourced ----------------------------------------------------------------------------------
 
 
 def test_natural_reproduces_the_paper_test_set() -> None:
-    result = build_natural(SHARED / "stsb" / "sts-test.csv")
-    reference = read_predicates(SHARED / "debias_llms" / "stsb_neutral_test.csv")
+    result = build_natural(shared_data_dir() / "stsb" / "sts-test.csv")
+    reference = read_predicates(shared_data_dir() / "debias_llms" / "stsb_neutral_test.csv")
     recall, precision = overlap(result.predicates, reference)
     print(f"sts-test: {len(result.predicates)} kept, recall {recall:.4f}, precision {precision:.4f}")
     assert result.sentences == 2 * 1379
@@ -54,8 +54,8 @@ def test_natural_reproduces_the_paper_test_set() -> None:
 
 
 def test_natural_reproduces_the_paper_dev_file_byte_for_byte() -> None:
-    result = build_natural(SHARED / "stsb" / "sts-dev.csv")
-    reference = read_predicates(SHARED / "debias_llms" / "stsb_neutral_validation.csv")
+    result = build_natural(shared_data_dir() / "stsb" / "sts-dev.csv")
+    reference = read_predicates(shared_data_dir() / "debias_llms" / "stsb_neutral_validation.csv")
     recall, precision = overlap(result.predicates, reference)
     print(f"sts-dev: {len(result.predicates)} kept, recall {recall:.4f}, precision {precision:.4f}")
     digest = hashlib.sha256(predicates_csv(result.predicates).encode()).hexdigest()
@@ -145,11 +145,11 @@ def test_cli_build_natural_reports_overlap(tmp_path: Path) -> None:
     proc = run_cli(
         "probes",
         "build-natural",
-        str(SHARED / "stsb" / "sts-test.csv"),
+        str(shared_data_dir() / "stsb" / "sts-test.csv"),
         "--out",
         str(out),
         "--reference",
-        str(SHARED / "debias_llms" / "stsb_neutral_test.csv"),
+        str(shared_data_dir() / "debias_llms" / "stsb_neutral_test.csv"),
     )
     assert proc.returncode == 0, proc.stderr
     assert f"kept 367 predicates of 2758 sentences -> {out}" in proc.stdout
@@ -157,7 +157,7 @@ def test_cli_build_natural_reports_overlap(tmp_path: Path) -> None:
     assert len(read_predicates(out)) == 367
     proc = run_cli("probes", "build-natural", str(tmp_path / "missing.csv"), "--out", str(out))
     assert proc.returncode == 2 and proc.stderr.startswith(f"error: STS-B file not found: {tmp_path}")
-    proc = run_cli("probes", "build-natural", str(SHARED / "stsb" / "sts-test.csv"), "--out", str(tmp_path))
+    proc = run_cli("probes", "build-natural", str(shared_data_dir() / "stsb" / "sts-test.csv"), "--out", str(tmp_path))
     assert proc.returncode == 2 and "is a folder" in proc.stderr
 
 
