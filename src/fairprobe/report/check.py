@@ -25,7 +25,9 @@ class CheckResult:
 
     def message(self) -> str:
         """The one-line verdict printed after the failures."""
-        skipped = f"; {len(self.skipped)} skipped (n/a or no interval: {', '.join(self.skipped)})" if self.skipped else ""
+        skipped = (
+            f"; {len(self.skipped)} skipped (n/a or no interval: {', '.join(self.skipped)})" if self.skipped else ""
+        )
         if self.ok:
             return f"check passed: {len(self.passed)} metric bound(s) within their maximum{skipped}"
         return f"check failed: {len(self.failures)} of {len(self.failures) + len(self.passed)} metric bound(s) above their maximum{skipped}"
