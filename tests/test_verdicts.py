@@ -207,3 +207,26 @@ def test_nan_statistic_is_n_a_not_a_number() -> None:
 def test_point_marks_unchanged_for_a_certain_interval(value: float) -> None:
     g = default_thresholds().grade("x", "gas", mv(value, value, value), n=1000)
     assert g.certain and g.text == ("A" if value < 0.05 else "B")
+
+
+def test_score_writes_report_html_and_ends_by_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import sys
+
+    from fairprobe.cli import main
+
+    responses = tmp_path / "replies.jsonl"
+    responses.write_text('{"id": "0", "response": "The mechanic."}\n{"id": "1", "response": "The receptionist."}\n')
+    out = tmp_path / "scored"
+    argv = ["fairprobe", "score", "--probes", "professional-bias", "--responses", str(responses), "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code in (0, None)
+    captured = capsys.readouterr()
+    assert (
+        captured.err.strip().splitlines()[-1] == f"scored run written to {out}; open {out / 'report.html'} in a browser"
+    )
+    assert (out / "report.html").is_file()
+    assert "professional-bias: the model" in captured.out  # the verdict closes the console output
