@@ -186,12 +186,12 @@ def test_plain_progress_prints_a_line_per_step_and_a_heartbeat() -> None:
         shown.note("loading model toy")
         shown.start("stsb", 4)
         shown.advance(1)  # too soon for a line
-        time.sleep(0.7)  # longer than the heartbeat: a "(working)" line comes without an advance
+        time.sleep(0.7)  # longer than the heartbeat: a line comes without an advance
         shown.advance(3)
     lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
     assert lines[0] == "loading model toy"
     assert lines[1].startswith("Instruction · stsb: 0/4 (0%)")
-    assert any("Instruction · stsb: 1/4 (25%)" in line and "(working)" in line for line in lines[2:-1])
+    assert any(line.startswith("Instruction · stsb: 1/4 (25%)") for line in lines[2:-1])
     assert lines[-1].startswith("Instruction · stsb: 4/4 (100%)")
     assert len(lines) <= 8
 

@@ -133,7 +133,7 @@ class PlainProgress:
         while not self._stop.wait(min(self.heartbeat, 5.0)):
             with self._lock:
                 if time.monotonic() - self.last_line >= self.heartbeat:
-                    self._write(self._status() + " (working)" if self.label else "working")
+                    self._write(self._status() if self.label else "working")
 
     def __enter__(self) -> PlainProgress:
         self._thread = threading.Thread(target=self._beat, name="fairprobe-progress", daemon=True)
