@@ -54,6 +54,15 @@ def check_grid(grid: dict[str, list[float]]) -> dict[str, list[float]]:
     return grid
 
 
+def check_sweep(grid: dict[str, list[float]] | None, seeds: int, base_temperature: float) -> dict[str, list[float]]:
+    """The checked grid (the paper's by default); seeds and the base temperature must be in range."""
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be 1 or more, got {seeds}")
+    if not 0 < base_temperature <= 5:
+        raise ConfigError(f"base temperature {base_temperature} is out of range: use a value in (0, 5]")
+    return check_grid({k: list(v) for k, v in (grid or PAPER_GRID).items()})
+
+
 def parse_values(knob: str, text: str | None) -> list[float] | None:
     """'0.3,0.5' -> [0.3, 0.5]; a non-number is a ConfigError naming it."""
     if text is None:
@@ -94,11 +103,7 @@ def sweep(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the grid on the paper suite and write sweep.json and sweep.md to `out`; returns the JSON object."""
-    grid = check_grid({k: list(v) for k, v in (grid or PAPER_GRID).items()})
-    if seeds < 1:
-        raise ConfigError(f"--seeds must be 1 or more, got {seeds}")
-    if not 0 < base_temperature <= 5:
-        raise ConfigError(f"base temperature {base_temperature} is out of range: use a value in (0, 5]")
+    grid = check_sweep(grid, seeds, base_temperature)
     progress = progress or SilentProgress()
     suite = get_suite(options.suite)
     sets = load_sets(options)
@@ -135,41 +140,47 @@ def sweep(
             for name, samples in per_set.items():
                 indicators[name].setdefault(label, []).append(gendered(samples))
     for ps in sets:
-        ref = reference[ps.name]
-        ref_metrics = suite.summarize(ps, ref, greedy).metrics
-        rows = {}
-        for label, knob, value in settings:
-            per_seed = np.stack(indicators[ps.name][label])
-            gas = bootstrap_statistic(per_seed.mean(axis=0))
-            rows[label] = {
-                "parameter": knob,
-                "value": value,
-                "gas": gas.model_dump(mode="json"),
-                "gas_per_seed": [float(x) for x in per_seed.mean(axis=1)],
-            }
-        best = min(rows, key=lambda k: (rows[k]["gas"]["value"], k))
-        greedy_gas = ref_metrics["gas"]
-        vs_greedy = paired_bootstrap_difference(gendered(ref), np.stack(indicators[ps.name][best]).mean(axis=0))
-        best_row = {
-            "setting": best,
-            "gas": rows[best]["gas"],
-            "beats_greedy": rows[best]["gas"]["value"] < (greedy_gas.value or 0.0),
-            "vs_greedy": vs_greedy.model_dump(mode="json"),
-        }
-        best_row["verdict"] = baseline_verdict(best, MetricValue(**rows[best]["gas"]), greedy_gas, vs_greedy)
+        ref_metrics = suite.summarize(ps, reference[ps.name], greedy).metrics
         result["sets"][ps.name] = {
             "n": len(ps.probes),
             "source": ps.source,
             "greedy": {
                 k: ref_metrics[k].model_dump(mode="json") for k in ("gas", "gld", "add", "log_add") if k in ref_metrics
             },
-            "settings": rows,
-            "best": best_row,
+            **set_rows(settings, indicators[ps.name], gendered(reference[ps.name]), ref_metrics["gas"]),
         }
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "sweep.json", result)
     atomic_write_text(out / "sweep.md", sweep_markdown(result))
     return result
+
+
+def set_rows(
+    settings: list[tuple[str, str, float]],
+    indicators: dict[str, list[np.ndarray]],
+    greedy_indicators: np.ndarray,
+    greedy_gas: MetricValue,
+) -> dict[str, Any]:
+    """One set's rows (GAS over seeds per setting) and its best setting, compared with greedy on the same prompts."""
+    rows = {}
+    for label, knob, value in settings:
+        per_seed = np.stack(indicators[label])
+        rows[label] = {
+            "parameter": knob,
+            "value": value,
+            "gas": bootstrap_statistic(per_seed.mean(axis=0)).model_dump(mode="json"),
+            "gas_per_seed": [float(x) for x in per_seed.mean(axis=1)],
+        }
+    best = min(rows, key=lambda k: (rows[k]["gas"]["value"], k))
+    vs_greedy = paired_bootstrap_difference(greedy_indicators, np.stack(indicators[best]).mean(axis=0))
+    best_row = {
+        "setting": best,
+        "gas": rows[best]["gas"],
+        "beats_greedy": rows[best]["gas"]["value"] < (greedy_gas.value or 0.0),
+        "vs_greedy": vs_greedy.model_dump(mode="json"),
+        "verdict": baseline_verdict(best, MetricValue(**rows[best]["gas"]), greedy_gas, vs_greedy),
+    }
+    return {"settings": rows, "best": best_row}
 
 
 def baseline_verdict(best: str, gas: MetricValue, greedy: MetricValue, difference: MetricValue) -> str:
