@@ -318,62 +318,40 @@ def measure_before(trainer: DebiasTrainer, dev: list[str], progress: Progress) -
     return before_ppl, trainer.evaluate(dev, advance=progress.advance)
 
 
-def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, Any]:
-    """Train a Debias Tuning adapter into options.out and return its manifest (resumes from a checkpoint).
-
-    `progress` shows the steps with the training and dev loss, and every dev evaluation.
-    """
-    progress = progress or SilentProgress()
-    say = progress.note
-    started = time.perf_counter()
-    weights = LossWeights.parse(options.losses)
-    if options.out.exists() and not options.out.is_dir():
-        raise ConfigError(f"adapter output folder is a file: {options.out}")
-    data = load_tuning_data(options)
-    fingerprint = options.fingerprint({k: v["sha256"] for k, v in data.items()})
-    manifest_path = options.out / MANIFEST
-    if manifest_path.is_file():
-        done = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if done.get("fingerprint") != fingerprint:
-            raise ConfigError(f"{options.out} holds an adapter trained with other settings; choose another --out")
-        say(f"adapter already trained in {options.out}")
-        return done
-    words = AttributeWords.from_file(options.words_file) if options.words_file else AttributeWords.default()
-    say(f"loading model {options.model}")
-    backend = load_model(
-        options.model,
-        device=options.device,
-        dtype=options.dtype,
-        batch_size=options.batch_size,
-        **quantization_kwargs(options),
-    )
-    if not isinstance(backend, HFBackend):
-        raise ConfigError(f"Debias Tuning needs a local transformers model, not {options.model}")
-    base = base_identity(backend)
-    dev = data["dev"]["predicates"][: dev_limit_for(options, len(data["dev"]["predicates"]))]
-    say(f"dev evaluation on {len(dev)} of {len(data['dev']['predicates'])} dev predicates (--dev-limit to change)")
-    train = data["train"]["predicates"]
-    trainer = DebiasTrainer(backend, options, words)
+def start_state(
+    trainer: DebiasTrainer, options: TuneOptions, fingerprint: str, dev: list[str], progress: Progress
+) -> dict[str, Any]:
+    """The training state: from the checkpoint when there is one, else fresh with the dev numbers before tuning."""
     ckpt = find_checkpoint(options.out)
-    state: dict[str, Any]
     if ckpt is not None:
         state = trainer.load_checkpoint(ckpt)
         if state.get("fingerprint") != fingerprint:
             raise ConfigError(f"{ckpt} is a checkpoint of other settings; delete it or choose another --out")
-        say(f"resuming from step {state['step']} ({ckpt})")
-    else:
-        before_ppl, dev_before = measure_before(trainer, dev, progress)
-        state = {
-            "fingerprint": fingerprint,
-            "step": 0,
-            "train_curve": [],
-            "dev_curve": [{"step": 0, **dev_before}],
-            "perplexity_before": before_ppl,
-            "seconds": 0.0,
-        }
+        progress.note(f"resuming from step {state['step']} ({ckpt})")
+        return state
+    before_ppl, dev_before = measure_before(trainer, dev, progress)
+    return {
+        "fingerprint": fingerprint,
+        "step": 0,
+        "train_curve": [],
+        "dev_curve": [{"step": 0, **dev_before}],
+        "perplexity_before": before_ppl,
+        "seconds": 0.0,
+    }
+
+
+def train_steps(
+    trainer: DebiasTrainer,
+    options: TuneOptions,
+    data: tuple[list[str], list[str]],
+    state: dict[str, Any],
+    progress: Progress,
+) -> None:
+    """Run the remaining steps, evaluating and checkpointing as asked; Ctrl-C saves a checkpoint first."""
+    train, dev = data
+    started, resumed_seconds = time.perf_counter(), state["seconds"]
     progress.start("debias tuning", options.steps)
     progress.advance(state["step"])
-    resumed_seconds = state["seconds"]
     try:
         for step in range(state["step"], options.steps):
             rows = batch_indices(len(train), options.batch_size, step, options.seed)
@@ -390,33 +368,81 @@ def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, An
                 trainer.save_checkpoint(options.out / CHECKPOINT, state)
     except KeyboardInterrupt:
         trainer.save_checkpoint(options.out / CHECKPOINT, state)
-        say(f"interrupted at step {state['step']}: checkpoint saved; run the same command to resume")
+        progress.note(f"interrupted at step {state['step']}: checkpoint saved; run the same command to resume")
         raise
+
+
+def hyperparameters(options: TuneOptions, backend: HFBackend) -> dict[str, Any]:
+    """The manifest's hyperparameters block."""
+    return {
+        "rank": options.rank,
+        "alpha": options.alpha,
+        "dropout": options.dropout,
+        "lr": options.lr,
+        "batch_size": options.batch_size,
+        "max_length": options.max_length,
+        "steps": options.steps,
+        "warmup_steps": options.warmup_steps,
+        "schedule": "linear",
+        "optimizer": "AdamW",
+        "target_modules": list(options.target_modules),
+        "seed": options.seed,
+        "quantization": "4bit-nf4" if getattr(backend.model, "is_loaded_in_4bit", False) else "none",
+    }
+
+
+def load_tuning_model(options: TuneOptions, progress: Progress) -> HFBackend:
+    """The base model to put LoRA adapters on (4-bit where QLoRA applies)."""
+    progress.note(f"loading model {options.model}")
+    backend = load_model(
+        options.model,
+        device=options.device,
+        dtype=options.dtype,
+        batch_size=options.batch_size,
+        **quantization_kwargs(options),
+    )
+    if not isinstance(backend, HFBackend):
+        raise ConfigError(f"Debias Tuning needs a local transformers model, not {options.model}")
+    return backend
+
+
+def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, Any]:
+    """Train a Debias Tuning adapter into options.out and return its manifest (resumes from a checkpoint).
+
+    `progress` shows the steps with the training and dev loss, and every dev evaluation.
+    """
+    progress = progress or SilentProgress()
+    weights = LossWeights.parse(options.losses)
+    if options.out.exists() and not options.out.is_dir():
+        raise ConfigError(f"adapter output folder is a file: {options.out}")
+    data = load_tuning_data(options)
+    fingerprint = options.fingerprint({k: v["sha256"] for k, v in data.items()})
+    manifest_path = options.out / MANIFEST
+    if manifest_path.is_file():
+        done = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if done.get("fingerprint") != fingerprint:
+            raise ConfigError(f"{options.out} holds an adapter trained with other settings; choose another --out")
+        progress.note(f"adapter already trained in {options.out}")
+        return done
+    words = AttributeWords.from_file(options.words_file) if options.words_file else AttributeWords.default()
+    backend = load_tuning_model(options, progress)
+    dev = data["dev"]["predicates"][: dev_limit_for(options, len(data["dev"]["predicates"]))]
+    progress.note(
+        f"dev evaluation on {len(dev)} of {len(data['dev']['predicates'])} dev predicates (--dev-limit to change)"
+    )
+    trainer = DebiasTrainer(backend, options, words)
+    state = start_state(trainer, options, fingerprint, dev, progress)
+    train_steps(trainer, options, (data["train"]["predicates"], dev), state, progress)
     progress.start("perplexity after tuning", len(dev))
     after_ppl = perplexity(trainer.model, trainer.tokenizer, neutral_sentences(dev), advance=progress.advance)
     trainer.model.save_pretrained(options.out)
-    state["seconds"] = resumed_seconds + time.perf_counter() - started
     manifest = {
         "fairprobe_version": __version__,
         "kind": "debias-tuning",
         "fingerprint": fingerprint,
-        "base_model": base,
+        "base_model": base_identity(backend),
         "losses": weights.as_dict(),
-        "hyperparameters": {
-            "rank": options.rank,
-            "alpha": options.alpha,
-            "dropout": options.dropout,
-            "lr": options.lr,
-            "batch_size": options.batch_size,
-            "max_length": options.max_length,
-            "steps": options.steps,
-            "warmup_steps": options.warmup_steps,
-            "schedule": "linear",
-            "optimizer": "AdamW",
-            "target_modules": list(options.target_modules),
-            "seed": options.seed,
-            "quantization": "4bit-nf4" if getattr(backend.model, "is_loaded_in_4bit", False) else "none",
-        },
+        "hyperparameters": hyperparameters(options, backend),
         "attribute_words": {"source": str(options.words_file or "fairprobe default"), "pairs": len(words.pairs)},
         "data": {
             split: {"source": v["source"], "sha256": v["sha256"], "n": len(v["predicates"])}
