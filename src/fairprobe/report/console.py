@@ -90,20 +90,17 @@ def _wide(summary: Summary, names: list[str], thresholds: Thresholds) -> Any:
 def _long(summary: Summary, thresholds: Thresholds) -> Any:
     from rich.table import Table
 
+    notes = any(m.note for r in summary.results.values() for m in r.metrics.values())
     table = Table(title=f"fairprobe summary: {summary.model}", header_style="bold cyan")
-    for col in ("probe set", "n", "metric", "value [95% CI]", "note"):
+    for col in ("probe set", "n", "metric", "value [95% CI]", *(["note"] if notes else [])):
         table.add_column(col, justify="right" if col in ("n", "value [95% CI]") else "left", no_wrap=col != "note")
     for set_name, result in summary.results.items():
         for i, name in enumerate(sorted(result.metrics, key=metric_order)):
             m = result.metrics[name]
             first = i == 0
-            table.add_row(
-                set_name if first else "",
-                str(result.n) if first else "",
-                name,
-                cell(set_name, name, m, result.n, thresholds),
-                m.note or "",
-            )
+            row = [set_name if first else "", str(result.n) if first else "", name]
+            row.append(cell(set_name, name, m, result.n, thresholds))
+            table.add_row(*row, *([m.note or ""] if notes else []))
         table.add_section()
     return table
 
