@@ -74,33 +74,35 @@ def cell(set_name: str, name: str, m: MetricValue | None, n: int, thresholds: Th
 
 
 def _wide(summary: Summary, names: list[str], thresholds: Thresholds) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"fairprobe summary: {summary.model}", header_style="bold cyan")
+    table = Table(title=escape(f"fairprobe summary: {summary.model}"), header_style="bold cyan")
     table.add_column("probe set", style="bold", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
     for name in names:
         table.add_column(name, justify="right", no_wrap=True)
     for set_name, result in summary.results.items():
         cells = [cell(set_name, k, result.metrics.get(k), result.n, thresholds) for k in names]
-        table.add_row(set_name, str(result.n), *cells)
+        table.add_row(escape(set_name), str(result.n), *cells)
     return table
 
 
 def _long(summary: Summary, thresholds: Thresholds) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
     notes = any(m.note for r in summary.results.values() for m in r.metrics.values())
-    table = Table(title=f"fairprobe summary: {summary.model}", header_style="bold cyan")
+    table = Table(title=escape(f"fairprobe summary: {summary.model}"), header_style="bold cyan")
     for col in ("probe set", "n", "metric", "value [95% CI]", *(["note"] if notes else [])):
         table.add_column(col, justify="right" if col in ("n", "value [95% CI]") else "left", no_wrap=col != "note")
     for set_name, result in summary.results.items():
         for i, name in enumerate(sorted(result.metrics, key=metric_order)):
             m = result.metrics[name]
             first = i == 0
-            row = [set_name if first else "", str(result.n) if first else "", name]
+            row = [escape(set_name) if first else "", str(result.n) if first else "", name]
             row.append(cell(set_name, name, m, result.n, thresholds))
-            table.add_row(*row, *([m.note or ""] if notes else []))
+            table.add_row(*row, *([escape(m.note or "")] if notes else []))
         table.add_section()
     return table
 
