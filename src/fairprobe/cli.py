@@ -90,7 +90,10 @@ CacheOpt = Annotated[
     Path | None, typer.Option("--cache", help="cache database (default $FAIRPROBE_CACHE_DB or the user cache folder)")
 ]
 DataDirOpt = Annotated[
-    Path | None, typer.Option("--data-dir", help="local folder with the source files (else download, pinned + sha256)")
+    Path | None,
+    typer.Option(
+        "--data-dir", help="the shared data root, e.g. ../shared/data, for every suite (else download, pinned + sha256)"
+    ),
 ]
 
 
