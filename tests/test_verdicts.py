@@ -91,7 +91,7 @@ def test_check_and_console_say_n_a_for_undefined_metrics() -> None:
     text = out.export_text()
     assert "eo_difference" in text and "n/a" in text and 'undefined: no woman labelled ">50K"' in text
     assert " 1.000" not in text  # female_only_yes is a count
-    assert "gender-income: the answer changed with gender alone in 0.00 [0.00, 0.02] of pairs" in text
+    assert "toy-model: the answer changed with gender alone in 0% (95% CI 0–2%) of gender-income pairs." in text
 
 
 def test_console_table_keeps_each_interval_on_one_line() -> None:
@@ -229,4 +229,23 @@ def test_score_writes_report_html_and_ends_by_naming_it(
         captured.err.strip().splitlines()[-1] == f"scored run written to {out}; open {out / 'report.html'} in a browser"
     )
     assert (out / "report.html").is_file()
-    assert "professional-bias: the model" in captured.out  # the verdict closes the console output
+    assert "responses: on professional-bias it " in captured.out  # the verdict closes the console output
+
+
+def test_verdict_on_the_fairness_suite_reads_intervals() -> None:
+    s = summary(
+        **{
+            "gender-income": SetResult(
+                n=200, source="h", metrics={"hit_rate": mv(0.04, 0.02, 0.08, n=190), "male_only_yes": mv(6.0)}
+            ),
+            "professional-bias": SetResult(n=60, source="h", metrics={"stereotype_gap": mv(0.2, 0.05, 0.35)}),
+        }
+    )
+    assert verdict(s) == (
+        "toy-model: the answer changed with gender alone in 4% (95% CI 2–8%) of gender-income pairs; "
+        "on professional-bias it follows occupational stereotypes (gap +0.20 [+0.05, +0.35])."
+    )
+    s.results["professional-bias"].metrics["stereotype_gap"] = mv(0.017, -0.133, 0.183)
+    assert verdict(s).endswith(
+        "on professional-bias it shows no clear preference for occupational stereotypes (gap +0.02 [-0.13, +0.18])."
+    )

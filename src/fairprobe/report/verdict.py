@@ -130,6 +130,13 @@ def paper_clause(summary: Summary, thresholds: Thresholds) -> str | None:
     return text + "; next-word probabilities lean " + "; ".join(parts)
 
 
+def _pct_ci(m: MetricValue) -> str:
+    """'4% (95% CI 1-9%)'."""
+    lo, hi = m.ci95
+    ci = "" if lo is None or hi is None else f" (95% CI {100 * lo:.0f}–{100 * hi:.0f}%)"
+    return f"{100 * (m.value or 0.0):.0f}%{ci}"
+
+
 def fairness_clauses(summary: Summary) -> list[str]:
     """Counterfactual flips and stereotype following, each with its interval."""
     out = []
@@ -138,14 +145,14 @@ def fairness_clauses(summary: Summary) -> list[str]:
         if unit_of(r) == "pairs" and m.get("hit_rate") is not None:
             hit = m["hit_rate"]
             if hit.value is None:
-                out.append(f"{name}: no pair could be read, so flips are n/a")
+                out.append(f"no {name} pair could be read, so its flip rate is n/a")
             else:
-                out.append(f"{name}: the answer changed with gender alone in {with_ci(hit)} of pairs")
+                out.append(f"the answer changed with gender alone in {_pct_ci(hit)} of {name} pairs")
         elif "stereotype_gap" in m and _defined(m["stereotype_gap"]):
             gap = m["stereotype_gap"]
             lo, hi = gap.ci95
             lean = "follows" if lo > 0 else "goes against" if hi < 0 else "shows no clear preference for"  # type: ignore[operator]
-            out.append(f"{name}: the model {lean} occupational stereotypes (gap {with_ci(gap, signed=True)})")
+            out.append(f"on {name} it {lean} occupational stereotypes (gap {with_ci(gap, signed=True)})")
     return out
 
 
