@@ -160,6 +160,16 @@ class NoteProgress(SilentProgress):
         self.lines.append(text)
 
 
+class LabelProgress(SilentProgress):
+    """Records the label of every progress step."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+
+    def start(self, label: str, total: int) -> None:
+        self.labels.append(label)
+
+
 def test_default_dev_limit_scales_with_the_run(tmp_path: Path) -> None:
     from fairprobe.mitigation.tuning import dev_limit_for
 
@@ -289,7 +299,11 @@ def test_compare_table_and_paired_tests(embedded_backend, trained: Path, shared_
     options = RunOptions(
         probes=["stsb"], data_dir=shared_data / "debias_llms", limit=4, generation=GenerationConfig(max_new_tokens=8)
     )
-    result = compare(options, tmp_path, adapter=str(trained), hyper="temperature=0.5", backend=embedded_backend)
+    labels = LabelProgress()
+    result = compare(
+        options, tmp_path, adapter=str(trained), hyper="temperature=0.5", backend=embedded_backend, progress=labels
+    )
+    assert labels.labels == [f"{m} · stsb" for m in ("Original", "Hyperparameter", "Instruction", "Debias Tuning")]
     rows = result["sets"]["stsb"]["methods"]
     assert list(rows) == ["Original", "Hyperparameter", "Instruction", "Debias Tuning"]
     original = read_samples(tmp_path / "runs" / "original" / "samples.jsonl")
@@ -318,3 +332,5 @@ def test_compare_table_and_paired_tests(embedded_backend, trained: Path, shared_
     assert sum(line.startswith("| stsb |") for line in md.splitlines()) == 4
     saved = json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))
     assert saved["sets"]["stsb"]["methods"]["Debias Tuning"]["vs_original"] == vs
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")  # compare writes its own report
+    assert "Mitigation comparison" in html and "Debias Tuning" in html
