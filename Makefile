@@ -44,6 +44,7 @@ gemma: setup
 bench: setup
 	$(BIN)/python benchmarks/probe_speed.py
 	$(BIN)/python benchmarks/api_throughput.py
+	$(BIN)/python benchmarks/cli_startup.py
 
 clean:
 	rm -rf $(VENV) runs
