@@ -116,9 +116,20 @@ def test_verdict_names_explicit_direction_with_interval_and_implicit_disagreemen
         snli=paper_set((0.129, 0.10, 0.17), (0.854, 0.72, 0.93), (0.02, -0.01, 0.05), n=317),
     )
     assert verdict(s) == (
-        "toy-model: mild male lean when a gender is named on stsb, snli (GAS 0.09 [0.07, 0.12]; 88% male on stsb), "
-        "while next-word probabilities lean female on template (lean +0.12 [+0.08, +0.15] on template): "
-        "explicit and implicit bias point in opposite directions."
+        "toy-model: mild male lean when a gender is named on stsb, snli (GAS 0.09 [0.07, 0.12]; 88% male on stsb); "
+        "next-word probabilities lean female on template (lean +0.12 [+0.08, +0.15] on template), "
+        "opposite to the explicit lean on other prompts."
+    )
+    # The embedded model's pattern: male on the natural sets in both measures, female next words on the template.
+    s.results["stsb"].metrics["implicit_lean"] = mv(-0.09, -0.11, -0.07)
+    assert verdict(s).endswith(
+        "next-word probabilities lean male on stsb (lean -0.09 [-0.11, -0.07] on stsb) "
+        "but female on template (lean +0.12 [+0.08, +0.15] on template), opposite to the explicit lean on other prompts."
+    )
+    # Both intervals exclude parity on the same set, in opposite directions.
+    s.results["snli"].metrics["implicit_lean"] = mv(0.05, 0.02, 0.08)
+    assert verdict(s).endswith(
+        "but female on template, snli (lean +0.12 [+0.08, +0.15] on template), opposite to the explicit lean on snli."
     )
 
 
@@ -141,6 +152,7 @@ def test_report_opens_with_the_verdict_and_shows_gas_f(tmp_path: Path) -> None:
     html = render_html(load_runs([tmp_path]))
     head = html[: html.index('<section id="summary">')]
     assert 'class="verdict"' in head and "mild male lean when a gender is named on stsb" in head
+    assert "next-word probabilities lean male on stsb" in head
     glance = html[html.index('<table id="glance">') : html.index("</table>", html.index('<table id="glance">'))]
     assert "<th>gas_f</th>" in glance and "<th>gas_m</th>" in glance
 

@@ -9,8 +9,8 @@ from fairprobe.report.severity import Thresholds, default_thresholds
 
 # Metrics that count pairs: printed as whole numbers, never as shares.
 COUNT_METRICS = frozenset({"female_only_yes", "male_only_yes"})
-# The paper suite's columns in the console (the report and summary.json hold every metric).
-PAPER_COLUMNS = ("gas", "gas_f", "delta", "gld", "implicit_lean", "log_add")
+# The paper suite's columns in the console (Delta = |2 GAS(F) - 1|; the report and summary.json hold every metric).
+PAPER_COLUMNS = ("gas", "gas_f", "gld", "implicit_lean", "log_add")
 COLOURS = {"A": "green", "B": "yellow", "C": "dark_orange", "D": "red"}
 
 

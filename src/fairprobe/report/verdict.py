@@ -113,21 +113,29 @@ def paper_clause(summary: Summary, thresholds: Thresholds) -> str | None:
         )
     if not implicit:
         return text
+    return text + "; next-word probabilities lean " + implicit_clause(paper, explicit, implicit)
+
+
+def implicit_clause(paper: dict[str, SetResult], explicit: list[_Lean], implicit: list[_Lean]) -> str:
+    """'male on stsb (...) but female on template (...), the opposite of the explicit lean on other prompts'.
+
+    Directions that agree with the explicit lean come first; a direction opposite to it is said to be so,
+    on the same prompts (both intervals exclude parity on a set) or on other prompts.
+    """
     named = {e.direction for e in explicit}
-    parts = [
-        f"{i.direction} on {_sets(i.sets, len(paper))} "
-        f"(lean {with_ci(paper[i.headline].metrics['implicit_lean'], signed=True)} on {i.headline})"
-        for i in implicit
-    ]
-    disagree = bool(named) and any(i.direction not in named for i in implicit)
-    if disagree:
-        return (
-            text
-            + ", while next-word probabilities lean "
-            + "; ".join(parts)
-            + (": explicit and implicit bias point in opposite directions")
+    explicit_sets = {e.direction: set(e.sets) for e in explicit}
+    parts = []
+    for lean in sorted(implicit, key=lambda i: i.direction not in named):
+        part = (
+            f"{lean.direction} on {_sets(lean.sets, len(paper))} "
+            f"(lean {with_ci(paper[lean.headline].metrics['implicit_lean'], signed=True)} on {lean.headline})"
         )
-    return text + "; next-word probabilities lean " + "; ".join(parts)
+        if named and lean.direction not in named:
+            opposite = set(lean.sets) & set().union(*explicit_sets.values())
+            where = f"on {', '.join(sorted(opposite))}" if opposite else "on other prompts"
+            part += f", opposite to the explicit lean {where}"
+        parts.append(part)
+    return " but ".join(parts)
 
 
 def _pct_ci(m: MetricValue) -> str:
