@@ -20,6 +20,7 @@ from typing import Any
 
 from fairprobe.errors import ConfigError
 from fairprobe.io import cache_dir
+from fairprobe.redact import redact
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -99,7 +100,7 @@ class Cache:
         if not items:
             return
         now = time.time()
-        rows = [(k, kind, model, json.dumps(v, ensure_ascii=False), now) for k, v in items]
+        rows = [(k, kind, redact(model), redact(json.dumps(v, ensure_ascii=False)), now) for k, v in items]
         conn = self._connect()
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import sqlite3
+import sys
+
 
 class FairprobeError(Exception):
     """An error caused by bad input or environment; the CLI prints it as one line, no traceback."""
@@ -17,3 +21,59 @@ class ModelError(FairprobeError):
 
 class ConfigError(FairprobeError):
     """An option value is out of range or inconsistent."""
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).strip().split("\n") if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _os_message(exc: OSError) -> str:
+    """An OS error as 'what: where' (read-only file system, disk full, permission, a FIFO ...)."""
+    what = exc.strerror or _first_line(str(exc)) or type(exc).__name__
+    where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+    hint = ""
+    if exc.errno == errno.ENOSPC:
+        hint = " (free some space: what was already computed is saved, and the same command resumes)"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        hint = " (choose a writable --out or cache path)"
+    return f"{what}: {where}{hint}" if where else f"{what}{hint}"
+
+
+def describe_failure(exc: BaseException) -> str | None:
+    """The one line the CLI prints for a failure a user can cause, or None when it is not one of those.
+
+    Knows fairprobe's own errors, pydantic validation, OS and SQLite errors, HTTP errors (httpx) and
+    torch errors (out of memory, device and dtype problems); a library is consulted only if already imported.
+    """
+    if isinstance(exc, FairprobeError):
+        return _first_line(str(exc))
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(exc, pydantic.ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "option"
+        return f"{where}: {first.get('msg')}"
+    if isinstance(exc, OSError):
+        return _os_message(exc)
+    if isinstance(exc, sqlite3.Error):
+        return f"cache database error: {_first_line(str(exc))} (clear it with `fairprobe cache clear`, or delete the file)"
+    if isinstance(exc, MemoryError):
+        return "out of memory: use a smaller --batch-size or --limit, or shorter prompts"
+    httpx = sys.modules.get("httpx")
+    if httpx is not None and isinstance(exc, httpx.HTTPError | httpx.InvalidURL):
+        return f"HTTP error: {_first_line(str(exc)) or type(exc).__name__}"
+    if type(exc).__module__.split(".")[0] == "torch" or (
+        isinstance(exc, RuntimeError) and "torch" in sys.modules and _from_torch(exc)
+    ):
+        return f"torch error: {_first_line(str(exc)) or type(exc).__name__} (try --device cpu, --dtype float32 or a smaller --batch-size)"
+    return None
+
+
+def _from_torch(exc: BaseException) -> bool:
+    """True when the innermost frame of the exception's traceback is in torch."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    return last is not None and "/torch/" in last.tb_frame.f_code.co_filename.replace("\\", "/")

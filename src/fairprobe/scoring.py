@@ -17,11 +17,12 @@ from pathlib import Path
 
 from fairprobe import __version__
 from fairprobe.errors import DataError
-from fairprobe.io import atomic_write_json, atomic_write_text, read_text
+from fairprobe.io import atomic_write_json, atomic_write_text, read_text, split_lines
 from fairprobe.models.base import Completion
 from fairprobe.probes import load_probe_set, registered
 from fairprobe.records import Sample, Summary
-from fairprobe.runner import RunOptions, check_out_dir
+from fairprobe.runfolder import FolderLock, check_folder
+from fairprobe.runner import RunOptions
 from fairprobe.suites import get_suite
 
 
@@ -48,7 +49,7 @@ def score_responses(
     if probes not in entries:
         raise DataError(f"unknown probe set {probes!r}: choose from {', '.join(sorted(entries))}")
     if out is not None:
-        check_out_dir(out)
+        check_folder(out, "score", "", {})
     options = RunOptions(
         model=model,
         suite=entries[probes].suite,
@@ -63,7 +64,7 @@ def score_responses(
     text = read_text(responses, "responses file")
     skipped: list[tuple[int, str]] = []
     replies: dict[str, dict[str, str]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -108,6 +109,10 @@ def score_responses(
             "skipped": [{"line": n, "reason": why} for n, why in skipped],
             "probes_without_reply": report.missing,
         }
-        atomic_write_text(out / "samples.jsonl", "".join(s.model_dump_json() + "\n" for s in samples))
-        atomic_write_json(out / "summary.json", obj)
+        with FolderLock(out):
+            check_folder(out, "score", "", {})
+            manifest = {"kind": "score", "fingerprint": options.fingerprint(), "probes": probes, "responses": str(responses)}
+            atomic_write_json(out / "manifest.json", {**manifest, "fairprobe_version": __version__})
+            atomic_write_text(out / "samples.jsonl", "".join(s.model_dump_json() + "\n" for s in samples))
+            atomic_write_json(out / "summary.json", obj)
     return report
