@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Annotated, Any
@@ -30,7 +31,6 @@ probes_app = typer.Typer(help="List, show and build probe sets.", no_args_is_hel
 app.add_typer(probes_app, name="probes")
 cache_app = typer.Typer(help="Inspect or empty the shared cache of model and judge calls.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
-
 
 
 class RedactingStream:
@@ -680,6 +680,13 @@ def print_error(message: str) -> None:
     err_console.print(text, highlight=False, soft_wrap=True)
 
 
+def print_warning(message: Warning | str, *_args: Any, **_kwargs: Any) -> None:
+    """A warning (e.g. a cache that cannot be written) as one plain line on stderr."""
+    text = Text("warning: ", style="yellow")
+    text.append(" ".join(redact(str(message)).split()))
+    err_console.print(text, highlight=False, soft_wrap=True)
+
+
 def _usage_message(exc: typer.TyperException) -> str:
     """A typer usage error (unknown option, bad value, missing argument) as one line naming where to get help."""
     ctx = getattr(exc, "ctx", None)
@@ -695,6 +702,7 @@ def main() -> None:
     """
     from fairprobe.runner import RunInterrupted
 
+    warnings.showwarning = print_warning
     try:
         code = app(standalone_mode=False)
     except typer.TyperException as exc:
@@ -706,7 +714,9 @@ def main() -> None:
             print_error(_usage_message(exc))
             code = 2
     except (RunInterrupted, KeyboardInterrupt, typer.Abort) as exc:
-        err_console.print(str(exc) if isinstance(exc, RunInterrupted) else "interrupted", style="yellow", soft_wrap=True)
+        err_console.print(
+            str(exc) if isinstance(exc, RunInterrupted) else "interrupted", style="yellow", soft_wrap=True
+        )
         code = 130
     except BrokenPipeError:  # `fairprobe ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -716,7 +726,9 @@ def main() -> None:
             raise
         message = describe_failure(exc)
         if message is None:
-            message = f"internal error, please report it: {type(exc).__name__}: {exc} (FAIRPROBE_DEBUG=1 shows the traceback)"
+            message = (
+                f"internal error, please report it: {type(exc).__name__}: {exc} (FAIRPROBE_DEBUG=1 shows the traceback)"
+            )
         print_error(message)
         code = 2
     sys.exit(code if isinstance(code, int) else 0)

@@ -56,7 +56,9 @@ def describe_failure(exc: BaseException) -> str | None:
     if isinstance(exc, OSError):
         return _os_message(exc)
     if isinstance(exc, sqlite3.Error):
-        return f"cache database error: {_first_line(str(exc))} (clear it with `fairprobe cache clear`, or delete the file)"
+        return (
+            f"cache database error: {_first_line(str(exc))} (clear it with `fairprobe cache clear`, or delete the file)"
+        )
     if isinstance(exc, MemoryError):
         return "out of memory: use a smaller --batch-size or --limit, or shorter prompts"
     httpx = sys.modules.get("httpx")

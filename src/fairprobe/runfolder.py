@@ -183,9 +183,6 @@ def differences(new: dict[str, Any], old: dict[str, Any] | None) -> str:
     for key in sorted(set(now) | set(then)):
         if key in now and key in then and now[key] == then[key]:
             continue
-        if key not in now or key not in then:
-            if now.get(key) == then.get(key):
-                continue
         a = show_value(now[key]) if key in now else "absent"
         b = show_value(then[key]) if key in then else "absent"
         if a == b:

@@ -166,7 +166,9 @@ class RunWriter:
             if check_folder(out, "run", fingerprint, settings) is not None:
                 self.previous = {(s.set, s.id): s for s in read_samples(self.samples_path)}
             else:  # mark the folder as this run's before anything else is written in it
-                atomic_write_json(out / "manifest.json", {"kind": "run", "fingerprint": fingerprint, "settings": settings})
+                atomic_write_json(
+                    out / "manifest.json", {"kind": "run", "fingerprint": fingerprint, "settings": settings}
+                )
             # Keep only whole records: a power loss can leave a torn last line.
             atomic_write_text(self.samples_path, "".join(s.model_dump_json() + "\n" for s in self.previous.values()))
             self._handle = self.samples_path.open("a", encoding="utf-8")

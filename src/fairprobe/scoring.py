@@ -111,7 +111,12 @@ def score_responses(
         }
         with FolderLock(out):
             check_folder(out, "score", "", {})
-            manifest = {"kind": "score", "fingerprint": options.fingerprint(), "probes": probes, "responses": str(responses)}
+            manifest = {
+                "kind": "score",
+                "fingerprint": options.fingerprint(),
+                "probes": probes,
+                "responses": str(responses),
+            }
             atomic_write_json(out / "manifest.json", {**manifest, "fairprobe_version": __version__})
             atomic_write_text(out / "samples.jsonl", "".join(s.model_dump_json() + "\n" for s in samples))
             atomic_write_json(out / "summary.json", obj)

@@ -25,6 +25,7 @@ from transformers.utils import logging as transformers_logging
 from fairprobe.errors import ModelError
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
 from fairprobe.records import ChatMessage
+from fairprobe.threads import ThreadChooser, apply_threads
 
 transformers_logging.set_verbosity_error()
 transformers_logging.disable_progress_bar()
@@ -187,6 +188,8 @@ class HFBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self._tables: dict[tuple[tuple[str, str], ...], WordTable] = {}
+        # On CPU the thread count follows the CPUs free right now (fairprobe.threads), checked per batch.
+        self._threads = ThreadChooser() if self.device.type == "cpu" else None
         # Only the settings fairprobe passes apply: no repetition penalty or sampling from the model's file.
         self.model.generation_config = HFGenerationConfig(
             bos_token_id=tokenizer.bos_token_id,
@@ -231,15 +234,21 @@ class HFBackend:
 
     def encode(self, prompts: list[Prompt]) -> dict[str, torch.Tensor]:
         """Left-padded token ids and attention mask for a batch of prompts."""
+        if self._threads is not None:
+            apply_threads(self._threads)
         texts = [self.render(p) for p in prompts]
         chat = any(not isinstance(p, str) for p in prompts)
         context = self.context_length()
         for text in texts:  # a token has at least one character: refuse huge prompts before tokenizing them
             if context and len(text) > 16 * context:
-                raise ModelError(f"a prompt of {len(text):,} characters is longer than {self.name}'s context ({context:,} tokens): {text[:60]!r}...")
+                raise ModelError(
+                    f"a prompt of {len(text):,} characters is longer than {self.name}'s context ({context:,} tokens): {text[:60]!r}..."
+                )
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not chat)
         if context and enc["input_ids"].shape[1] > context:
-            raise ModelError(f"a prompt of {enc['input_ids'].shape[1]:,} tokens is longer than {self.name}'s context ({context:,} tokens)")
+            raise ModelError(
+                f"a prompt of {enc['input_ids'].shape[1]:,} tokens is longer than {self.name}'s context ({context:,} tokens)"
+            )
         return {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
 
     @torch.inference_mode()
