@@ -72,10 +72,11 @@ def describe_failure(exc: BaseException) -> str | None:
 
 
 def _from_torch(exc: BaseException) -> bool:
-    """True when the innermost frame of the exception's traceback is in torch."""
+    """True when the exception passed through torch's (or transformers') Python code."""
     tb = exc.__traceback__
-    last = None
     while tb is not None:
-        last = tb
+        path = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/torch/" in path or "/transformers/" in path:
+            return True
         tb = tb.tb_next
-    return last is not None and "/torch/" in last.tb_frame.f_code.co_filename.replace("\\", "/")
+    return False
