@@ -91,6 +91,13 @@ class Cache:
             self._local.conn = conn
         return conn
 
+    def close(self) -> None:
+        """Close this thread's connection (its WAL is folded into the database file)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
     def get_many(self, keys: list[str]) -> dict[str, Any]:
         """The stored values of those keys that are present; an entry that is not JSON is dropped (asked again)."""
         conn = self._connect()
