@@ -158,3 +158,15 @@ def test_a_finished_run_with_line_separators_in_replies_is_resumed_without_askin
     assert [s.continuation for s in read_samples(tmp_path / "run" / "samples.jsonl")] == [
         " she\u2028said he\u2029left."
     ] * 4
+
+
+def test_report_samples_carry_line_separators_escaped() -> None:
+    from fairprobe.report.html import samples_json
+    from fairprobe.report.runs import RunData
+
+    run_data = RunData(
+        path=Path("r"), label="r", summary=None, samples=[{"set": "s", "id": "0", "continuation": "a\u2028b\u2029c"}]
+    )
+    text = samples_json([run_data])
+    assert "\u2028" not in text and "\u2029" not in text
+    assert json.loads(text)[0]["t"] == ["a\u2028b\u2029c"]

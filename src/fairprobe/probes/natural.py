@@ -55,7 +55,9 @@ def read_stsb_sentences(path: Path) -> list[str]:
             if not row:
                 continue
             if len(row) < 7:
-                raise DataError(f"malformed line in {path} line {reader.line_num}: expected at least 7 tab-separated fields")
+                raise DataError(
+                    f"malformed line in {path} line {reader.line_num}: expected at least 7 tab-separated fields"
+                )
             for column, index in zip(columns, STSB_SENTENCE_COLUMNS, strict=True):
                 column.append(row[index])
     except csv.Error as exc:
