@@ -224,11 +224,36 @@ def busy(args: argparse.Namespace) -> None:
     try:
         time.sleep(2.0)
         loaded = timed("with one competing CPU-bound process")
+        old = old_configuration(args) if args.baseline else None
     finally:
         competitor.kill()
         competitor.wait()
     print(f"busy / idle wall: {loaded.wall / idle.wall:.2f}x   (target <= 2.5x)")
+    if old is not None:
+        print(
+            f"before (2 spinning OpenMP threads), with the competitor: {old:.1f} s wall = {old / idle.wall:.2f}x idle"
+        )
     print("load average counts every runnable process on the machine (other users' jobs too)")
+
+
+def old_configuration(args: argparse.Namespace) -> float:
+    """Wall seconds of the same prompts in a child process set up as before: 2 threads, spinning OpenMP."""
+    env = {**os.environ, "FAIRPROBE_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE"}
+    command = [sys.executable, __file__, "--busy-child", "--busy-n", str(args.busy_n), "--data-dir", str(args.data_dir)]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    return float(out.strip().split()[-1])
+
+
+def busy_child(args: argparse.Namespace) -> None:
+    """The child of old_configuration: warm up, then print the wall seconds of the prompts."""
+    backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
+    ps = load_probe_set("template", data_dir=args.data_dir, limit=args.busy_n)
+    options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
+    suite = get_suite("paper")
+    run_set(backend, suite, ps.model_copy(update={"probes": ps.probes[:4]}), options)
+    with Timer() as timer:
+        run_set(backend, suite, ps, options)
+    print(f"wall {timer.wall:.2f}")
 
 
 def main() -> None:
@@ -243,7 +268,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (not with --busy)")
     parser.add_argument("--busy", action="store_true", help="idle vs one competing CPU-bound process")
     parser.add_argument("--busy-n", type=int, default=40, help="template prompts for --busy")
+    parser.add_argument("--baseline", action="store_true", help="with --busy: also time the old setup (slow)")
+    parser.add_argument("--busy-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.busy_child:
+        busy_child(args)
+        return
     if not args.data_dir.is_dir():
         sys.exit(f"error: data folder not found: {args.data_dir}")
     if args.busy:
