@@ -211,6 +211,11 @@ class HFBackend:
             "device": str(self.device),
         }
 
+    def adapt_threads(self) -> None:
+        """On CPU, set torch's threads to the CPUs free right now (called before every batch)."""
+        if self._threads is not None:
+            apply_threads(self._threads)
+
     def context_length(self) -> int | None:
         """The longest input the model takes (max_position_embeddings), None when the config does not say."""
         value = getattr(self.model.config, "max_position_embeddings", None)
@@ -234,8 +239,7 @@ class HFBackend:
 
     def encode(self, prompts: list[Prompt]) -> dict[str, torch.Tensor]:
         """Left-padded token ids and attention mask for a batch of prompts."""
-        if self._threads is not None:
-            apply_threads(self._threads)
+        self.adapt_threads()
         texts = [self.render(p) for p in prompts]
         chat = any(not isinstance(p, str) for p in prompts)
         context = self.context_length()
