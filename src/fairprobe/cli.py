@@ -424,7 +424,7 @@ def report_cmd(
 
     text, written = export(run_dirs, fmt, out, thresholds)
     if text:
-        sys.stdout.write(text)
+        sys.stdout.write(redact(text))
     for path in written:
         err_console.print(f"wrote {path}", style="green", highlight=False, soft_wrap=True)
 
