@@ -295,3 +295,27 @@ def test_check_on_a_nan_summary_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().startswith("error: summary cannot be checked") and "template/gas" in proc.stderr
     assert "passed" not in proc.stdout
+
+
+def test_a_full_disk_mid_run_is_one_error_and_the_run_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from fairprobe.runner import RunWriter
+
+    out = tmp_path / "run"
+    real_append = RunWriter.append
+    calls = {"n": 0}
+
+    def append_until_full(self: RunWriter, samples: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_append(self, samples)
+
+    monkeypatch.setattr(RunWriter, "append", append_until_full)
+    with pytest.raises(DataError, match=r"No space left on device; 2 samples saved in .*run the same command again"):
+        run(options(out, batch_size=2), backend=FixedBackend())
+    monkeypatch.setattr(RunWriter, "append", real_append)
+    backend = FixedBackend()
+    run(options(out, batch_size=2), backend=backend)
+    assert backend.asked == 2 and len(read_samples(out / "samples.jsonl")) == 4

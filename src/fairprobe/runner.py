@@ -337,10 +337,14 @@ def run_with_samples(
         for ps in sets:
             try:
                 per_set[ps.name] = run_set(backend, suite, ps, options, writer, progress)
-            except FairprobeError as exc:
+            except (FairprobeError, OSError) as exc:
                 writer.close()
                 done = len(read_samples(writer.samples_path))
-                raise type(exc)(f"{exc}; {done} samples saved in {out}: run the same command again to resume") from exc
+                resume = f"{done} samples saved in {out}: run the same command again to resume"
+                if isinstance(exc, OSError):  # a full disk, a file system gone read-only
+                    where = exc.filename or writer.samples_path
+                    raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
+                raise type(exc)(f"{exc}; {resume}") from exc
             results[ps.name] = suite.summarize(ps, per_set[ps.name], options)
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
