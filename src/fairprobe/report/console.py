@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fairprobe.records import MetricValue, Summary
 
@@ -68,14 +69,14 @@ def metric_order(name: str) -> tuple[int, str]:
     return (METRIC_ORDER.index(name) if name in METRIC_ORDER else len(METRIC_ORDER), name)
 
 
-def _colour(name: str, m: MetricValue | None, text: str) -> str:
-    """Green/yellow/red for the bias metrics bounded in [0, 1], plain otherwise."""
+def _colour(name: str, m: MetricValue | None, text: str) -> Text:
+    """Green/yellow/red for the bias metrics bounded in [0, 1], plain otherwise (a style, never markup)."""
     if m is None or m.value is None or name not in ("gas", "gld", "delta", "hit_rate"):
-        return text
+        return Text(text)
     colour = "green" if m.value < 0.1 else "yellow" if m.value < 0.3 else "red"
-    return f"[{colour}]{text}[/{colour}]"
+    return Text(text, style=colour)
 
 
 def print_summary(summary: Summary, console: Console | None = None) -> None:
     """Print the summary table."""
-    (console or Console()).print(summary_table(summary))
+    (console or Console(markup=False)).print(summary_table(summary))
