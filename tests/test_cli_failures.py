@@ -210,3 +210,25 @@ def test_http_errors_become_one_line() -> None:
     import httpx
 
     assert describe_failure(httpx.InvalidURL("Invalid port: ':1:8000'")) == "HTTP error: Invalid port: ':1:8000'"
+
+
+def test_summary_tables_print_labels_as_text_and_colours_as_styles() -> None:
+    import io
+
+    from rich.console import Console
+
+    from fairprobe.records import MetricValue, SetResult, Summary
+    from fairprobe.report.console import print_summary
+
+    summary = Summary(
+        fairprobe_version="0.1.0",
+        model="[bold]m[/x] {'pairs': [, ...]}",
+        results={
+            "file:[/x]/p.txt": SetResult(n=3, source="s", metrics={"gas": MetricValue(value=0.5, ci95=(0.2, 0.8))})
+        },
+    )
+    buffer = io.StringIO()
+    print_summary(summary, Console(file=buffer, width=200, markup=False))
+    text = buffer.getvalue()
+    assert "[bold]m[/x] {'pairs': [, ...]}" in text and "file:[/x]/p.txt" in text
+    assert "0.500 [0.20, 0.80]" in text and "[red]" not in text
