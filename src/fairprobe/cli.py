@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fairprobe import __version__
-from fairprobe.errors import ConfigError, describe_failure
+from fairprobe.errors import ConfigError, RunInterrupted, describe_failure
 from fairprobe.redact import redact
 
 app = typer.Typer(
@@ -700,8 +700,6 @@ def main() -> None:
 
     $FAIRPROBE_DEBUG=1 shows the traceback instead.
     """
-    from fairprobe.runner import RunInterrupted
-
     warnings.showwarning = print_warning
     try:
         code = app(standalone_mode=False)

@@ -23,6 +23,15 @@ class ConfigError(FairprobeError):
     """An option value is out of range or inconsistent."""
 
 
+class RunInterrupted(Exception):
+    """Ctrl-C during a run: samples so far are saved and the same command resumes."""
+
+    def __init__(self, out: object, done: int) -> None:
+        super().__init__(f"interrupted: {done} samples saved in {out}; run the same command again to resume")
+        self.out = out
+        self.done = done
+
+
 def _first_line(text: str) -> str:
     lines = [line.strip() for line in str(text).strip().split("\n") if line.strip()]
     return lines[0] if lines else ""

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from fairprobe import __version__
 from fairprobe.cache import Cache
 from fairprobe.detectors import AttributeWords
-from fairprobe.errors import ConfigError, DataError, FairprobeError
+from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
 from fairprobe.io import atomic_write_json, atomic_write_text, split_lines
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig, ModelBackend, load_model
 from fairprobe.models.cached import CachedBackend
@@ -114,15 +114,6 @@ class SilentProgress:
 
     def note(self, text: str) -> None:
         """Ignore."""
-
-
-class RunInterrupted(Exception):
-    """Ctrl-C during a run: samples so far are saved and the same command resumes."""
-
-    def __init__(self, out: Path, done: int) -> None:
-        super().__init__(f"interrupted: {done} samples saved in {out}; run the same command again to resume")
-        self.out = out
-        self.done = done
 
 
 def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:
