@@ -9,6 +9,7 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
 
     python benchmarks/probe_speed.py                       # (a), (b), (c) on a sample of the five paper sets
     python benchmarks/probe_speed.py --full                # (c) on all 1,241 prompts end to end, with peak memory
+    python benchmarks/probe_speed.py --busy                # (c) on 40 template prompts, idle vs one competing process
 
 (a) is slow, so it runs on `--paper-n` prompts and is compared per prompt. Timings on a shared machine are noisy:
 (b) and (c) alternate `--repeats` times and the ratios use the median of each.
@@ -20,12 +21,14 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as fairprobe sets it; torch is imported before fairprobe here
 
 import torch
 
@@ -35,6 +38,7 @@ from fairprobe.probes import load_probe_set
 from fairprobe.records import ProbeSet
 from fairprobe.runner import RunOptions, batches_of, run, run_set
 from fairprobe.suites import get_suite
+from fairprobe.threads import usable_cpus
 
 MODEL = "smollm2-135m-instruct"
 PAPER_SETS = ["template", "llm-gen-1", "llm-gen-2", "stsb", "snli"]
@@ -189,6 +193,69 @@ def full(args: argparse.Namespace) -> None:
     print(f"peak RSS: {peak_rss_gb():.2f} GB  (target < 3 GB)")
 
 
+SPIN = "while True: pass"
+
+
+def busy(args: argparse.Namespace) -> None:
+    """(c) on the same template prompts idle, then beside one competing CPU-bound process (fairprobe's threads)."""
+    os.environ.pop("FAIRPROBE_THREADS", None)  # fairprobe chooses the threads per batch
+    backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
+    ps = load_probe_set("template", data_dir=args.data_dir, limit=args.busy_n)
+    options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
+    suite = get_suite("paper")
+    run_set(backend, suite, ps.model_copy(update={"probes": ps.probes[:4]}), options)  # warm-up
+    print(
+        f"model {MODEL}, {len(ps.probes)} template prompts, batch size {args.batch_size}, {usable_cpus()} usable CPUs"
+    )
+
+    def timed(label: str) -> Timer:
+        load = os.getloadavg()[0]
+        with Timer() as timer:
+            run_set(backend, suite, ps, options)
+        print(
+            f"{label:<42} {timer.wall:7.1f} s wall {timer.cpu:7.1f} s CPU   torch threads {torch.get_num_threads()}"
+            f"   load average before {load:.2f}",
+            flush=True,
+        )
+        return timer
+
+    idle = timed("machine as found (no competitor)")
+    competitor = subprocess.Popen([sys.executable, "-c", SPIN])
+    try:
+        time.sleep(2.0)
+        loaded = timed("with one competing CPU-bound process")
+        old = old_configuration(args) if args.baseline else None
+    finally:
+        competitor.kill()
+        competitor.wait()
+    print(f"busy / idle wall: {loaded.wall / idle.wall:.2f}x   (target <= 2.5x)")
+    if old is not None:
+        print(
+            f"before (2 spinning OpenMP threads), with the competitor: {old:.1f} s wall = {old / idle.wall:.2f}x idle"
+        )
+    print("load average counts every runnable process on the machine (other users' jobs too)")
+
+
+def old_configuration(args: argparse.Namespace) -> float:
+    """Wall seconds of the same prompts in a child process set up as before: 2 threads, spinning OpenMP."""
+    env = {**os.environ, "FAIRPROBE_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE"}
+    command = [sys.executable, __file__, "--busy-child", "--busy-n", str(args.busy_n), "--data-dir", str(args.data_dir)]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    return float(out.strip().split()[-1])
+
+
+def busy_child(args: argparse.Namespace) -> None:
+    """The child of old_configuration: warm up, then print the wall seconds of the prompts."""
+    backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
+    ps = load_probe_set("template", data_dir=args.data_dir, limit=args.busy_n)
+    options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
+    suite = get_suite("paper")
+    run_set(backend, suite, ps.model_copy(update={"probes": ps.probes[:4]}), options)
+    with Timer() as timer:
+        run_set(backend, suite, ps, options)
+    print(f"wall {timer.wall:.2f}")
+
+
 def main() -> None:
     """Parse options and run the comparison or the full run."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -198,11 +265,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternating repeats of (b) and (c)")
     parser.add_argument("--batch-size", type=int, default=RunOptions.model_fields["batch_size"].default)
     parser.add_argument("--full", action="store_true", help="time (c) on all 1,241 prompts end to end")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (not with --busy)")
+    parser.add_argument("--busy", action="store_true", help="idle vs one competing CPU-bound process")
+    parser.add_argument("--busy-n", type=int, default=40, help="template prompts for --busy")
+    parser.add_argument("--baseline", action="store_true", help="with --busy: also time the old setup (slow)")
+    parser.add_argument("--busy-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    if args.busy_child:
+        busy_child(args)
+        return
     if not args.data_dir.is_dir():
         sys.exit(f"error: data folder not found: {args.data_dir}")
+    if args.busy:
+        busy(args)
+        return
+    torch.set_num_threads(args.threads)
     full(args) if args.full else compare(args)
 
 

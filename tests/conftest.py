@@ -13,6 +13,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Runs in tests share one private cache database, never the user's.
 os.environ["FAIRPROBE_CACHE_DB"] = str(Path(tempfile.mkdtemp(prefix="fairprobe-test-cache-")) / "calls.sqlite")
 
+# Two torch threads, fixed (fairprobe would otherwise follow the CPUs free at each batch).
+os.environ.setdefault("FAIRPROBE_THREADS", "2")
+
 import torch
 
 torch.set_num_threads(2)

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# Seconds between the bytes of a trickling answer (status -3).
+TRICKLE_PAUSE = 0.2
+
 # Canned next-token distribution of the scripted server: " she" 0.3, " he" 0.1 (hand-checkable metrics).
 CANNED_TOP = {" she": math.log(0.3), " the": math.log(0.2), " he": math.log(0.1), " it": math.log(0.05)}
 
@@ -130,6 +133,18 @@ class _Handler(BaseHTTPRequestHandler):
         if status == -1:  # drop the connection without answering
             self.close_connection = True
             self.connection.shutdown(2)
+            return
+        if status == -3:  # a trickle: the whole answer, one byte every TRICKLE_PAUSE seconds
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            try:
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(TRICKLE_PAUSE)
+            except OSError:  # the client gave up (its deadline)
+                self.close_connection = True
             return
         if status == -2:  # truncated body: announce more bytes than are sent, then close
             self._send(200, payload, length=len(payload) + 50)

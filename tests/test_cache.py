@@ -71,7 +71,7 @@ def test_unusable_cache_paths_are_one_line_errors(tmp_path: Path) -> None:
         Cache(tmp_path)
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"not a database" * 100)
-    with pytest.raises(ConfigError, match=f"cannot open cache database {junk}"):
+    with pytest.raises(ConfigError, match=f"cache database {junk} is damaged or unreadable"):
         Cache(junk)
 
 

@@ -83,11 +83,11 @@ def test_custom_word_file(tmp_path: Path) -> None:
     ("content", "message"),
     [
         ('{"pairs": [["she", "he"]', "malformed attribute word file"),
-        ('{"pairs": []}', "list no pairs"),
+        ('{"pairs": []}', "non-empty list 'pairs'"),
         ('{"pairs": [["she", "he"], ["she", "him"]]}', "bijection"),
         ('{"pairs": [["she", "he"], ["her", "he"]]}', "bijection"),
         ('{"pairs": [["she", "he"]], "detection": {"female": ["he"]}}', "both female and male: he"),
-        ('{"words": ["she"]}', "must be"),
+        ('{"words": ["she"]}', "unknown key"),
         ('{"pairs": [["she", "he", "it"]]}', "must be"),
         ('["she", "he"]', "must be"),
     ],

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fairprobe.threads import quiet_openmp
+
 __version__ = "0.1.0"
+
+quiet_openmp()  # before torch loads OpenMP: waiting threads sleep instead of spinning
 
 if TYPE_CHECKING:
     from fairprobe.records import Summary

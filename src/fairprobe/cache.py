@@ -14,12 +14,14 @@ import os
 import sqlite3
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fairprobe.errors import ConfigError
 from fairprobe.io import cache_dir
+from fairprobe.redact import redact
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -62,9 +64,19 @@ class Cache:
         self.path = Path(path) if path is not None else default_cache_path()
         if self.path.exists() and self.path.is_dir():
             raise ConfigError(f"cache path is a folder, not a file: {self.path}")
+        if self.path.exists() and not self.path.is_file():
+            raise ConfigError(f"cache path is not a regular file (a pipe, socket or device): {self.path}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self.write_error: str | None = None
         self._connect()
+
+    def _damaged(self, exc: sqlite3.Error) -> ConfigError:
+        """The one-line error for a database sqlite cannot read, with how to get past it."""
+        return ConfigError(
+            f"cache database {self.path} is damaged or unreadable ({exc}): delete it (and any {self.path.name}-wal, "
+            f"{self.path.name}-shm beside it), or run with --no-cache or --cache OTHER_FILE"
+        )
 
     def _connect(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -75,20 +87,44 @@ class Cache:
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(_SCHEMA)
             except sqlite3.DatabaseError as exc:
-                raise ConfigError(f"cannot open cache database {self.path}: {exc}") from None
+                raise self._damaged(exc) from None
             self._local.conn = conn
         return conn
 
+    def close(self) -> None:
+        """Close this thread's connection (its WAL is folded into the database file)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
     def get_many(self, keys: list[str]) -> dict[str, Any]:
-        """The stored values of those keys that are present."""
+        """The stored values of those keys that are present; an entry that is not JSON is dropped (asked again)."""
         conn = self._connect()
         found: dict[str, Any] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for key, value in conn.execute(f"SELECT key, value FROM entries WHERE key IN ({marks})", chunk):
-                found[key] = json.loads(value)
+        damaged: list[str] = []
+        try:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for key, value in conn.execute(f"SELECT key, value FROM entries WHERE key IN ({marks})", chunk):
+                    try:
+                        found[key] = json.loads(value)
+                    except (TypeError, ValueError, RecursionError):
+                        damaged.append(key)
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+        self.discard(damaged)
         return found
+
+    def discard(self, keys: list[str]) -> None:
+        """Delete entries that cannot be used (damaged or of the wrong shape), so they are asked again."""
+        if not keys:
+            return
+        try:
+            self._connect().executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in keys])
+        except sqlite3.Error as exc:
+            self._write_failed(exc)
 
     def get(self, key: str) -> Any | None:
         """The stored value of one key, or None."""
@@ -99,15 +135,28 @@ class Cache:
         if not items:
             return
         now = time.time()
-        rows = [(k, kind, model, json.dumps(v, ensure_ascii=False), now) for k, v in items]
+        rows = [(k, kind, redact(model), redact(json.dumps(v, ensure_ascii=False)), now) for k, v in items]
         conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            self._write_failed(exc)
+
+    def _write_failed(self, exc: sqlite3.Error) -> None:
+        """A write that fails (read-only file, full disk) only warns once: the run keeps its answers in samples.jsonl."""
+        if self.write_error is None:
+            self.write_error = str(exc)
+            warnings.warn(
+                f"cache {self.path} cannot be written ({exc}): answers are kept in the run folder but not cached",
+                stacklevel=3,
+            )
 
     def put(self, key: str, value: Any, kind: str, model: str) -> None:
         """Store one value (e.g. a judge verdict)."""
@@ -116,17 +165,25 @@ class Cache:
     def stats(self) -> CacheStats:
         """Entry counts by kind and model, and the database size."""
         conn = self._connect()
-        by_kind = dict(conn.execute("SELECT kind, COUNT(*) FROM entries GROUP BY kind ORDER BY kind").fetchall())
-        by_model = dict(conn.execute("SELECT model, COUNT(*) FROM entries GROUP BY model ORDER BY model").fetchall())
+        try:
+            by_kind = dict(conn.execute("SELECT kind, COUNT(*) FROM entries GROUP BY kind ORDER BY kind").fetchall())
+            by_model = dict(
+                conn.execute("SELECT model, COUNT(*) FROM entries GROUP BY model ORDER BY model").fetchall()
+            )
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
         return CacheStats(self.path, sum(by_kind.values()), size, by_kind, by_model)
 
     def clear(self, model: str | None = None) -> int:
         """Delete every entry (or one model's); returns how many were deleted."""
         conn = self._connect()
-        if model is None:
-            deleted = conn.execute("DELETE FROM entries").rowcount
-        else:
-            deleted = conn.execute("DELETE FROM entries WHERE model = ?", (model,)).rowcount
-        conn.execute("VACUUM")
+        try:
+            if model is None:
+                deleted = conn.execute("DELETE FROM entries").rowcount
+            else:
+                deleted = conn.execute("DELETE FROM entries WHERE model = ?", (model,)).rowcount
+            conn.execute("VACUUM")
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
         return int(deleted)

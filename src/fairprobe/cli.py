@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
-from pydantic_core import ValidationError
 
 from fairprobe import __version__
-from fairprobe.errors import ConfigError, FairprobeError
+from fairprobe.errors import ConfigError, RunInterrupted, describe_failure
+from fairprobe.redact import redact
 
 app = typer.Typer(
     name="fairprobe",
@@ -41,9 +44,43 @@ class LazyConsole:
         return getattr(self._console, name)
 
 
-# Piped output (logs, CI) gets a wide table instead of rich's 80-column default.
-console = LazyConsole(width=None if sys.stdout.isatty() else 160)
-err_console = LazyConsole(stderr=True)
+class RedactingStream:
+    """A text stream that writes to the current sys.stdout/sys.stderr with every secret redacted."""
+
+    def __init__(self, stream: Callable[[], IO[str]]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write the redacted text."""
+        return self._stream().write(redact(text))
+
+    def flush(self) -> None:
+        """Flush the underlying stream."""
+        self._stream().flush()
+
+    def isatty(self) -> bool:
+        """Whether the underlying stream is a terminal."""
+        return self._stream().isatty()
+
+    def fileno(self) -> int:
+        """The underlying stream's file descriptor."""
+        return self._stream().fileno()
+
+    @property
+    def encoding(self) -> str:
+        """The underlying stream's encoding."""
+        return getattr(self._stream(), "encoding", "utf-8") or "utf-8"
+
+
+# User text (paths, prompts, model labels, messages) is printed as text: markup is off everywhere and
+# styles are given as style=..., never as [tags]. Piped output (logs, CI) gets a wide table.
+console = LazyConsole(
+    file=RedactingStream(lambda: sys.stdout),
+    width=None if sys.stdout.isatty() else 160,
+    markup=False,
+    emoji=False,
+)
+err_console = LazyConsole(file=RedactingStream(lambda: sys.stderr), markup=False, emoji=False)
 
 
 def rich_table(**kwargs: Any) -> Any:
@@ -301,7 +338,7 @@ def probes_generate(
         soft_wrap=True,
     )
     if kept < n:
-        err_console.print(f"[yellow]only {kept} of {n}: raise --max-rounds or --temperature[/yellow]")
+        err_console.print(f"only {kept} of {n}: raise --max-rounds or --temperature", style="yellow")
 
 
 @cache_app.command("stats")
@@ -357,7 +394,7 @@ def score_cmd(
         probes, responses, data_dir=data_dir, out=out, probe_options=parse_options(option), model=model
     )
     for lineno, why in report.skipped:
-        err_console.print(f"[yellow]skipped {responses} line {lineno}: {why}[/yellow]", highlight=False, soft_wrap=True)
+        err_console.print(f"skipped {responses} line {lineno}: {why}", style="yellow", highlight=False, soft_wrap=True)
     if as_json:
         console.print_json(json.dumps(report.summary.to_json_obj()))
     else:
@@ -386,9 +423,9 @@ def report_cmd(
 
     text, written = export(run_dirs, fmt, out, thresholds)
     if text:
-        sys.stdout.write(text)
+        sys.stdout.write(redact(text))
     for path in written:
-        err_console.print(f"[green]wrote {path}[/green]", highlight=False, soft_wrap=True)
+        err_console.print(f"wrote {path}", style="green", highlight=False, soft_wrap=True)
 
 
 @app.command("check")
@@ -483,7 +520,7 @@ def tune_cmd(
         f"{manifest['train_seconds']:.0f} s; dev evaluated on {manifest['dev_evaluated']} predicates",
         highlight=False,
     )
-    err_console.print(f"[green]adapter written to {out}[/green]")
+    err_console.print(f"adapter written to {out}", style="green", highlight=False, soft_wrap=True)
 
 
 def _run_options(**fields: Any) -> Any:
@@ -627,26 +664,67 @@ def version_cmd() -> None:
     sys.stdout.write(__version__ + "\n")
 
 
-def main() -> None:
-    """Entry point: run the CLI, turning user errors and Ctrl-C into one line and a non-zero exit."""
-    from fairprobe.errors import RunInterrupted
+def print_error(message: str) -> None:
+    """One line on stderr: 'error: ' and the message as plain text (never markup), secrets redacted."""
+    from rich.text import Text
 
+    text = Text("error: ", style="bold red")
+    text.append(" ".join(redact(message).split()))
+    err_console.print(text, highlight=False, soft_wrap=True)
+
+
+def print_warning(message: Warning | str, *_args: Any, **_kwargs: Any) -> None:
+    """A warning (e.g. a cache that cannot be written) as one plain line on stderr."""
+    from rich.text import Text
+
+    text = Text("warning: ", style="yellow")
+    text.append(" ".join(redact(str(message)).split()))
+    err_console.print(text, highlight=False, soft_wrap=True)
+
+
+def _usage_message(exc: typer.TyperException) -> str:
+    """A typer usage error (unknown option, bad value, missing argument) as one line naming where to get help."""
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    return f"{message}{where}"
+
+
+def main() -> None:
+    """Entry point, the one handler of failures: each ends in one line on stderr and exit 2 (130 on Ctrl-C).
+
+    $FAIRPROBE_DEBUG=1 shows the traceback instead.
+    """
+    warnings.showwarning = print_warning
     try:
-        app()
-    except FairprobeError as exc:
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ())) or "option"
-        err_console.print(f"[bold red]error:[/bold red] {where}: {first.get('msg')}", highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except RunInterrupted as exc:
-        err_console.print(f"[yellow]{exc}[/yellow]", highlight=False, soft_wrap=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/yellow]")
-        sys.exit(130)
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:  # `fairprobe probes`: show its help
+            sys.stdout.write(ctx.get_help() + "\n")
+            code = 0
+        else:
+            print_error(_usage_message(exc))
+            code = 2
+    except (RunInterrupted, KeyboardInterrupt, typer.Abort) as exc:
+        err_console.print(
+            str(exc) if isinstance(exc, RunInterrupted) else "interrupted", style="yellow", soft_wrap=True
+        )
+        code = 130
+    except BrokenPipeError:  # `fairprobe ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    except Exception as exc:
+        if os.environ.get("FAIRPROBE_DEBUG"):
+            raise
+        message = describe_failure(exc)
+        if message is None:
+            message = (
+                f"internal error, please report it: {type(exc).__name__}: {exc} (FAIRPROBE_DEBUG=1 shows the traceback)"
+            )
+        print_error(message)
+        code = 2
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from fairprobe.errors import DataError
+from fairprobe.redact import redact
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -44,8 +46,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write text (UTF-8) atomically."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """Write text (UTF-8) atomically, with every secret redacted (see fairprobe.redact)."""
+    atomic_write_bytes(path, redact(text).encode("utf-8"))
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -53,30 +55,52 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def read_text(path: Path, what: str = "file") -> str:
-    """Read a UTF-8 text file, turning a missing, unreadable or empty file into a DataError."""
-    if not path.exists():
-        raise DataError(f"{what} not found: {path}")
-    if path.is_dir():
-        raise DataError(f"{what} is a folder, not a file: {path}")
+def require_regular_file(path: Path, what: str = "file") -> None:
+    """Refuse up front anything but a regular file (a FIFO or device would block or never end)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read {what} {path}: {exc}") from exc
-    if not text.strip():
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise DataError(f"{what} not found: {path}") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{what} is a folder, not a file: {path}")
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{what} is not a regular file (a pipe, socket or device): {path}")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines of a file split on "\\n" only (a trailing "\\r" dropped), never on U+2028, U+2029 or U+0085."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_text(path: Path, what: str = "file", allow_empty: bool = False) -> str:
+    """Read a UTF-8 text file (a BOM is accepted): a missing, special, unreadable or empty file is a DataError."""
+    require_regular_file(path, what)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"cannot read {what} {path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if not allow_empty and not text.strip():
         raise DataError(f"{what} is empty: {path}")
     return text
 
 
 def iter_jsonl(path: Path, what: str = "JSONL file") -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for each non-blank line; a malformed line raises DataError naming it."""
-    for lineno, line in enumerate(read_text(path, what).splitlines(), start=1):
+    for lineno, line in enumerate(split_lines(read_text(path, what)), start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"malformed JSON in {path} line {lineno}: {exc.msg}") from exc
+        except (json.JSONDecodeError, RecursionError) as exc:
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise DataError(f"malformed JSON in {path} line {lineno}: {msg}") from None
         if not isinstance(obj, dict):
             raise DataError(f"malformed record in {path} line {lineno}: expected a JSON object")
         yield lineno, obj

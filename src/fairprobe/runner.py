@@ -22,12 +22,14 @@ from fairprobe import __version__
 from fairprobe.cache import Cache
 from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
-from fairprobe.io import atomic_write_json, atomic_write_text
+from fairprobe.io import atomic_write_json, atomic_write_text, split_lines
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig, ModelBackend, load_model
 from fairprobe.models.cached import CachedBackend
 from fairprobe.probes import load_probe_set, registered, suite_sets
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
+from fairprobe.redact import redact
+from fairprobe.runfolder import FolderLock, check_folder
 from fairprobe.suites import Suite, get_suite
 
 
@@ -83,11 +85,15 @@ class RunOptions(BaseModel):
             slug += "+" + Path(self.adapter).name
         return Path("runs") / slug / self.suite
 
-    def fingerprint(self) -> str:
-        """Hash of every option that changes samples; a run folder with another fingerprint is not resumed."""
+    def settings(self) -> dict[str, Any]:
+        """Every option that changes samples (recorded in the manifest; a refusal names those that differ)."""
         obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
-        obj["words"] = sorted(self.attribute_words().pairs)
-        return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+        obj["words"] = [list(p) for p in sorted(self.attribute_words().pairs)]
+        return obj
+
+    def fingerprint(self) -> str:
+        """Hash of the settings; a run folder with another fingerprint is not resumed."""
+        return hashlib.sha256(json.dumps(self.settings(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:
@@ -104,11 +110,11 @@ def check_out_dir(out: Path) -> None:
 
 
 def read_samples(path: Path) -> list[Sample]:
-    """Samples of an earlier (possibly killed) run; a torn last line is dropped."""
+    """Samples of an earlier (possibly killed) run; a torn or damaged line is dropped (its batch is redone)."""
     if not path.is_file():
         return []
     out: list[Sample] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in split_lines(path.read_bytes().decode("utf-8", errors="replace")):
         try:
             out.append(Sample.model_validate_json(line))
         except ValueError:
@@ -119,27 +125,27 @@ def read_samples(path: Path) -> list[Sample]:
 class RunWriter:
     """Owns a run directory: resumable samples.jsonl, manifest.json and summary.json."""
 
-    def __init__(self, out: Path, fingerprint: str) -> None:
-        check_out_dir(out)
+    def __init__(self, out: Path, fingerprint: str, settings: dict[str, Any] | None = None) -> None:
         self.out = out
         self.samples_path = out / "samples.jsonl"
         self.fingerprint = fingerprint
         self.previous: dict[tuple[str, str], Sample] = {}
-        manifest = out / "manifest.json"
-        if manifest.is_file():
-            try:
-                old = json.loads(manifest.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                old = {}
-            if old.get("fingerprint") != fingerprint:
-                raise ConfigError(
-                    f"output folder {out} holds a run with other settings; choose another --out or delete it"
+        settings = settings or {}
+        check_folder(out, "run", fingerprint, settings)  # before locking: leave nothing in a foreign folder
+        self.lock = FolderLock(out).acquire()
+        try:
+            if check_folder(out, "run", fingerprint, settings) is not None:
+                self.previous = {(s.set, s.id): s for s in read_samples(self.samples_path)}
+            else:  # mark the folder as this run's before anything else is written in it
+                atomic_write_json(
+                    out / "manifest.json", {"kind": "run", "fingerprint": fingerprint, "settings": settings}
                 )
-            self.previous = {(s.set, s.id): s for s in read_samples(self.samples_path)}
-        out.mkdir(parents=True, exist_ok=True)
-        # Keep only whole records: a power loss can leave a torn last line.
-        atomic_write_text(self.samples_path, "".join(s.model_dump_json() + "\n" for s in self.previous.values()))
-        self._handle = self.samples_path.open("a", encoding="utf-8")
+            # Keep only whole records: a power loss can leave a torn last line.
+            atomic_write_text(self.samples_path, "".join(s.model_dump_json() + "\n" for s in self.previous.values()))
+            self._handle = self.samples_path.open("a", encoding="utf-8")
+        except BaseException:
+            self.lock.release()
+            raise
 
     def done(self, set_name: str, batch: list[Probe]) -> list[Sample] | None:
         """The saved samples of a batch if every one of them is there (a batch is redone whole otherwise)."""
@@ -151,7 +157,7 @@ class RunWriter:
         for s in samples:
             if (s.set, s.id) in self.previous:
                 continue
-            self._handle.write(s.model_dump_json() + "\n")
+            self._handle.write(redact(s.model_dump_json()) + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
@@ -162,9 +168,10 @@ class RunWriter:
         atomic_write_json(self.out / "summary.json", summary.to_json_obj())
 
     def close(self) -> None:
-        """Close the samples file (on error or interrupt)."""
+        """Close the samples file and give the folder up (on success, error or interrupt)."""
         if not self._handle.closed:
             self._handle.close()
+        self.lock.release()
 
 
 def load_sets(options: RunOptions) -> list[ProbeSet]:
@@ -229,7 +236,9 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
     """The manifest of design.md: version, model, decoding, seed, sources and sha256s, times."""
     return {
         "fairprobe_version": __version__,
+        "kind": "run",
         "fingerprint": options.fingerprint(),
+        "settings": options.settings(),
         "suite": options.suite,
         "model": backend.identity(),
         "decoding": get_suite(options.suite).generation(options).model_dump(),
@@ -286,7 +295,7 @@ def run_with_samples(
     out = options.output_dir()
     check_out_dir(out)
     sets = load_sets(options)
-    writer = RunWriter(out, options.fingerprint())
+    writer = RunWriter(out, options.fingerprint(), options.settings())
     try:
         if backend is None:
             progress.note(f"loading model {options.model}")
@@ -299,10 +308,14 @@ def run_with_samples(
         for ps in sets:
             try:
                 per_set[ps.name] = run_set(backend, suite, ps, options, writer, progress)
-            except FairprobeError as exc:
+            except (FairprobeError, OSError) as exc:
                 writer.close()
                 done = len(read_samples(writer.samples_path))
-                raise type(exc)(f"{exc}; {done} samples saved in {out}: run the same command again to resume") from exc
+                resume = f"{done} samples saved in {out}: run the same command again to resume"
+                if isinstance(exc, OSError):  # a full disk, a file system gone read-only
+                    where = exc.filename or writer.samples_path
+                    raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
+                raise type(exc)(f"{exc}; {resume}") from exc
             results[ps.name] = suite.summarize(ps, per_set[ps.name], options)
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from fairprobe import __version__
 from fairprobe.errors import DataError
-from fairprobe.io import atomic_write_json, atomic_write_text, read_text
+from fairprobe.io import atomic_write_json, atomic_write_text, read_text, split_lines
 from fairprobe.models.base import Completion
 from fairprobe.probes import load_probe_set, registered
 from fairprobe.records import Sample, Summary
-from fairprobe.runner import RunOptions, check_out_dir, write_report
+from fairprobe.runfolder import FolderLock, check_folder
+from fairprobe.runner import RunOptions, write_report
 from fairprobe.suites import get_suite
 
 
@@ -33,6 +34,68 @@ class ScoreReport:
     samples: list[Sample]
     skipped: list[tuple[int, str]] = field(default_factory=list)
     missing: int = 0
+
+
+def write_score_folder(out: Path, report: ScoreReport, responses: Path, probes: str, fingerprint: str) -> None:
+    """manifest.json (kind "score"), samples.jsonl and summary.json (with a `scoring` block), under the folder's lock."""
+    summary, samples, skipped = report.summary, report.samples, report.skipped
+    obj = summary.to_json_obj()
+    obj["scoring"] = {
+        "responses": str(responses),
+        "scored": len(samples),
+        "malformed_lines": len(skipped),
+        "skipped": [{"line": n, "reason": why} for n, why in skipped],
+        "probes_without_reply": report.missing,
+    }
+    with FolderLock(out):
+        check_folder(out, "score", "", {})
+        manifest = {
+            "kind": "score",
+            "fingerprint": fingerprint,
+            "probes": probes,
+            "responses": str(responses),
+        }
+        atomic_write_json(out / "manifest.json", {**manifest, "fairprobe_version": __version__})
+        atomic_write_text(out / "samples.jsonl", "".join(s.model_dump_json() + "\n" for s in samples))
+        atomic_write_json(out / "summary.json", obj)
+
+
+def parse_responses(
+    text: str, keys: dict[str, list[str]], probes: str
+) -> tuple[dict[str, dict[str, str]], list[tuple[int, str]]]:
+    """Replies by probe id (one string per model call of the probe) and the skipped lines (number, why)."""
+    skipped: list[tuple[int, str]] = []
+    replies: dict[str, dict[str, str]] = {}
+    for lineno, line in enumerate(split_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            skipped.append((lineno, f"not JSON ({exc.msg})"))
+            continue
+        except RecursionError:
+            skipped.append((lineno, "not JSON (nested too deeply)"))
+            continue
+        if not isinstance(obj, dict) or "id" not in obj:
+            skipped.append((lineno, "not an object with an 'id' field"))
+            continue
+        pid = str(obj["id"])
+        if pid not in keys:
+            skipped.append((lineno, f"unknown probe id {pid!r} for {probes}"))
+            continue
+        if pid in replies:
+            skipped.append((lineno, f"probe id {pid!r} repeated"))
+            continue
+        wanted = keys[pid]
+        if len(wanted) == 1 and wanted[0] not in obj and "response" in obj:
+            obj[wanted[0]] = obj["response"]
+        absent = [k for k in wanted if not isinstance(obj.get(k), str)]
+        if absent:
+            skipped.append((lineno, f"needs string field(s) {', '.join(absent)}"))
+            continue
+        replies[pid] = {k: obj[k] for k in wanted}
+    return replies, skipped
 
 
 def score_responses(
@@ -48,7 +111,7 @@ def score_responses(
     if probes not in entries:
         raise DataError(f"unknown probe set {probes!r}: choose from {', '.join(sorted(entries))}")
     if out is not None:
-        check_out_dir(out)
+        check_folder(out, "score", "", {})
     options = RunOptions(
         model=model,
         suite=entries[probes].suite,
@@ -58,37 +121,8 @@ def score_responses(
     )
     suite = get_suite(options.suite)
     ps = load_probe_set(probes, data_dir=data_dir, **options.probe_options)
-    by_id = {p.id: p for p in ps.probes}
     keys = {p.id: [r.key for r in suite.requests(ps, p, options)] for p in ps.probes}
-    text = read_text(responses, "responses file")
-    skipped: list[tuple[int, str]] = []
-    replies: dict[str, dict[str, str]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            skipped.append((lineno, f"not JSON ({exc.msg})"))
-            continue
-        if not isinstance(obj, dict) or "id" not in obj:
-            skipped.append((lineno, "not an object with an 'id' field"))
-            continue
-        pid = str(obj["id"])
-        if pid not in by_id:
-            skipped.append((lineno, f"unknown probe id {pid!r} for {probes}"))
-            continue
-        if pid in replies:
-            skipped.append((lineno, f"probe id {pid!r} repeated"))
-            continue
-        wanted = keys[pid]
-        if len(wanted) == 1 and wanted[0] not in obj and "response" in obj:
-            obj[wanted[0]] = obj["response"]
-        absent = [k for k in wanted if not isinstance(obj.get(k), str)]
-        if absent:
-            skipped.append((lineno, f"needs string field(s) {', '.join(absent)}"))
-            continue
-        replies[pid] = {k: obj[k] for k in wanted}
+    replies, skipped = parse_responses(read_text(responses, "responses file"), keys, probes)
     if not replies:
         raise DataError(f"no usable responses in {responses} ({len(skipped)} malformed lines)")
     samples = [
@@ -100,15 +134,6 @@ def score_responses(
     summary = Summary(fairprobe_version=__version__, model=model, results={ps.name: result})
     report = ScoreReport(summary, samples, skipped, missing=len(ps.probes) - len(samples))
     if out is not None:
-        obj = summary.to_json_obj()
-        obj["scoring"] = {
-            "responses": str(responses),
-            "scored": len(samples),
-            "malformed_lines": len(skipped),
-            "skipped": [{"line": n, "reason": why} for n, why in skipped],
-            "probes_without_reply": report.missing,
-        }
-        atomic_write_text(out / "samples.jsonl", "".join(s.model_dump_json() + "\n" for s in samples))
-        atomic_write_json(out / "summary.json", obj)
+        write_score_folder(out, report, responses, probes, options.fingerprint())
         write_report(out)
     return report

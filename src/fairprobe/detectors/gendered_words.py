@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from fairprobe.errors import DataError
+from fairprobe.io import read_text
 
 
 @dataclass(frozen=True)
@@ -29,38 +30,69 @@ class AttributeWords:
     @classmethod
     def from_file(cls, path: Path) -> AttributeWords:
         """User lists in the same JSON format: {"pairs": [[f, m], ...], "detection": {"female": [...], "male": [...]}}."""
+        text = read_text(path, "attribute word file")
         try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DataError(f"attribute word file not found: {path}") from None
+            obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DataError(f"malformed attribute word file {path}: {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:
+            raise DataError(f"malformed attribute word file {path}: nested too deeply") from None
         return cls.from_json(obj, str(path))
 
     @classmethod
     def from_json(cls, obj: object, where: str) -> AttributeWords:
-        """Validate the JSON shape: pairs must be a bijection and female/male sets disjoint."""
-        try:
-            pairs = tuple((str(f).lower(), str(m).lower()) for f, m in obj["pairs"])  # type: ignore[index]
-            det = obj.get("detection", {})  # type: ignore[union-attr]
-            female = frozenset(w.lower() for w in det.get("female", [])) | {f for f, _ in pairs}
-            male = frozenset(w.lower() for w in det.get("male", [])) | {m for _, m in pairs}
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise DataError(f"attribute words in {where} must be {{'pairs': [[female, male], ...]}}") from None
-        if not pairs:
-            raise DataError(f"attribute words in {where} list no pairs")
+        """Validate strictly: non-empty word strings, pairs a bijection, no word in both groups, no unknown keys."""
+        if not isinstance(obj, dict):
+            raise DataError(f"attribute words in {where} must be a JSON object {{'pairs': [[female, male], ...]}}")
+        unknown = sorted(set(obj) - {"pairs", "detection"})
+        if unknown:
+            raise DataError(
+                f"attribute words in {where}: unknown key(s) {', '.join(map(repr, unknown))} (use pairs, detection)"
+            )
+        raw_pairs = obj.get("pairs")
+        if not isinstance(raw_pairs, list) or not raw_pairs:
+            raise DataError(f"attribute words in {where} need a non-empty list 'pairs': [[female, male], ...]")
+        pairs = []
+        for i, pair in enumerate(raw_pairs):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise DataError(f"attribute words in {where}: pairs[{i}] must be a list of two words [female, male]")
+            pairs.append((_word(pair[0], f"pairs[{i}][0]", where), _word(pair[1], f"pairs[{i}][1]", where)))
+        detection = obj.get("detection", {})
+        if not isinstance(detection, dict) or set(detection) - {"female", "male"}:
+            raise DataError(f"attribute words in {where}: 'detection' must be {{'female': [...], 'male': [...]}}")
+        groups = {}
+        for group in ("female", "male"):
+            words = detection.get(group, [])
+            if not isinstance(words, list):
+                raise DataError(f"attribute words in {where}: detection.{group} must be a list of words")
+            groups[group] = frozenset(_word(w, f"detection.{group}[{i}]", where) for i, w in enumerate(words))
         if len({f for f, _ in pairs}) != len(pairs) or len({m for _, m in pairs}) != len(pairs):
             raise DataError(f"attribute word pairs in {where} repeat a word: they must be a bijection")
+        female = groups["female"] | {f for f, _ in pairs}
+        male = groups["male"] | {m for _, m in pairs}
         both = female & male
         if both:
             raise DataError(f"attribute words in {where} are both female and male: {', '.join(sorted(both))}")
-        return cls(pairs=pairs, female=female, male=male)
+        return cls(pairs=tuple(pairs), female=female, male=male)
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
         """One case-insensitive regex over all detection words, on word boundaries, longest first."""
         words = sorted(self.female | self.male, key=lambda w: (-len(w), w))
         return re.compile(r"\b(" + "|".join(re.escape(w) for w in words) + r")\b", re.IGNORECASE)
+
+
+# A word: letters, digits, apostrophes or hyphens, single spaces between parts ("ma'am", "step-mother").
+_WORD = re.compile(r"[\w'\u2019-]+( [\w'\u2019-]+)*")
+
+
+def _word(value: object, at: str, where: str) -> str:
+    """One attribute word, lower-cased; anything but a non-empty word string is a DataError naming its place."""
+    if not isinstance(value, str):
+        raise DataError(f"attribute words in {where}: {at} must be a string, got {json.dumps(value)[:40]}")
+    if not _WORD.fullmatch(value):
+        raise DataError(f"attribute words in {where}: {at} is not a word: {value!r}")
+    return value.lower()
 
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})

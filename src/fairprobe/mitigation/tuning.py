@@ -177,6 +177,7 @@ class DebiasTrainer:
         self.options = options
         self.weights = LossWeights.parse(options.losses)
         self.tokenizer = backend.tokenizer
+        self.adapt_threads = backend.adapt_threads  # before each step: threads follow the free CPUs
         self.tokenizer.truncation_side = "left"  # keep the prompt's end: the next word follows it
         self.table: WordTable = backend.word_table([tuple(p) for p in words.pairs])
         model = backend.model
@@ -223,6 +224,7 @@ class DebiasTrainer:
 
     def step(self, predicates: list[str]) -> tuple[float, dict[str, float]]:
         """One optimizer step on a batch; returns the batch loss and each term."""
+        self.adapt_threads()
         self.model.train()
         loss, parts = debias_loss(self.probs(predicates), self.weights)
         self.optimizer.zero_grad(set_to_none=True)

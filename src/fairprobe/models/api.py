@@ -7,7 +7,10 @@ honouring Retry-After. Next-word probabilities come from the first generated pos
 a word outside the returned top-k is unknown (masked), never zero.
 
 The API key is read from $FAIRPROBE_API_KEY (else $OPENAI_API_KEY); it is sent only in the
-Authorization header and redacted from every error message.
+Authorization header and redacted (fairprobe.redact) from every answer, token and error message.
+Every answer is validated (fairprobe.models.validate) before use: a body over the size limit, one not
+complete by the request deadline, a logprob that is not a finite number <= 0 or a text that is not a
+string is a malformed answer (recorded, counted as undetermined), never a number in a metric.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ import httpx
 import numpy as np
 
 from fairprobe.errors import ModelError
-from fairprobe.models import register_scheme
+from fairprobe.models import register_scheme, validate
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.models.validate import AnswerLimits, MalformedResponse
 from fairprobe.records import ChatMessage
+from fairprobe.redact import API_KEY_ENV, redact, register_secret, shorten
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-API_KEY_ENV = ("FAIRPROBE_API_KEY", "OPENAI_API_KEY")
 DEFAULT_CONCURRENCY = 8
 TOP_LOGPROBS = 20
 # Servers that refuse 20 top logprobs (OpenAI's legacy completions allow 5) are asked again with fewer.
@@ -45,10 +49,6 @@ OnResult = Callable[[int, Completion], None]
 
 class EndpointError(ModelError):
     """The server failed past the retry budget, or refused the credentials or the model name."""
-
-
-class MalformedResponse(Exception):
-    """A 200 answer that is not the JSON an OpenAI-compatible server sends."""
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,7 @@ def _first_top_completions(choice: dict[str, Any]) -> dict[str, float] | None:
     tops = logprobs.get("top_logprobs")
     if not isinstance(tops, list) or not tops or not isinstance(tops[0], dict):
         return None
-    top = {str(k): float(v) for k, v in tops[0].items() if isinstance(v, int | float)}
-    return top or None
+    return validate.top_logprobs(tops[0]) or None
 
 
 def _first_top_chat(choice: dict[str, Any]) -> dict[str, float] | None:
@@ -133,12 +132,14 @@ def _first_top_chat(choice: dict[str, Any]) -> dict[str, float] | None:
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(content, list) or not content or not isinstance(content[0], dict):
         return None
-    entries = [*(content[0].get("top_logprobs") or []), content[0]]
-    top = {
-        str(e["token"]): float(e["logprob"])
-        for e in entries
-        if isinstance(e, dict) and "token" in e and isinstance(e.get("logprob"), int | float)
-    }
+    listed = content[0].get("top_logprobs") or []
+    if not isinstance(listed, list):
+        raise MalformedResponse("top_logprobs is not a list")
+    top: dict[str, float] = {}
+    for entry in [*listed, content[0]]:
+        if not isinstance(entry, dict) or "token" not in entry:
+            raise MalformedResponse("a top_logprobs entry has no token")
+        top[validate.token(entry["token"])] = validate.logprob(entry.get("logprob"))
     return top or None
 
 
@@ -162,13 +163,11 @@ def parse_reply(data: Any, chat: bool) -> tuple[str, dict[str, float] | None]:
         text = choice.get("text")
         top = _first_top_completions(choice)
     if not isinstance(text, str):
-        raise MalformedResponse("choice has no text")
-    return text, top
-
-
-def _short(text: str, limit: int = 200) -> str:
-    one_line = " ".join(text.split())
-    return one_line if len(one_line) <= limit else one_line[:limit] + "..."
+        raise MalformedResponse("choice has no text" if text is None else "choice's text is not a string")
+    if top is not None:
+        validate.total_probability(top)
+        top = {redact(k): v for k, v in top.items()}
+    return redact(text), top
 
 
 class OpenAIBackend:
@@ -186,6 +185,7 @@ class OpenAIBackend:
         timeout: float = 120.0,
         retry: RetryPolicy | None = None,
         top_logprobs: int = TOP_LOGPROBS,
+        limits: AnswerLimits | None = None,
     ) -> None:
         if concurrency < 1:
             raise ModelError(f"--concurrency must be at least 1, got {concurrency}")
@@ -198,6 +198,8 @@ class OpenAIBackend:
         self.top_logprobs = top_logprobs
         self._logprobs = top_logprobs
         self._api_key = api_key
+        register_secret(api_key)
+        self.limits = limits or AnswerLimits.from_env()
         self.requests_sent = 0
         self._client: httpx.AsyncClient | None = None
         self._loop = asyncio.new_event_loop()
@@ -214,9 +216,24 @@ class OpenAIBackend:
             "top_logprobs": self.top_logprobs,
         }
 
-    def redact(self, text: str) -> str:
-        """The text with the API key replaced by ***."""
-        return text.replace(self._api_key, "***") if self._api_key else text
+    async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
+        """POST and read the answer within the size limit and the deadline (a MalformedResponse otherwise)."""
+        limits = self.limits
+
+        async def exchange() -> tuple[int, httpx.Headers, bytes]:
+            async with self._http().stream("POST", url, json=body) as response:
+                chunks, size = [], 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > limits.max_bytes:
+                        raise MalformedResponse(f"answer larger than {limits.max_bytes:,} bytes (the size limit)")
+                    chunks.append(chunk)
+                return response.status_code, response.headers, b"".join(chunks)
+
+        try:
+            return await asyncio.wait_for(exchange(), limits.deadline)
+        except asyncio.TimeoutError:
+            raise MalformedResponse(f"no complete answer within {limits.deadline:g} s (the request deadline)") from None
 
     def close(self) -> None:
         """Close connections and stop the event-loop thread."""
@@ -331,25 +348,22 @@ class OpenAIBackend:
             retry_after: float | None = None
             try:
                 self.requests_sent += 1
-                response = await self._http().post(base + path, json=body)
+                status, headers, content = await self._post(base + path, body)
+                if status == 200:
+                    text, top = parse_reply(validate.json_body(content), chat)
+                    return self._completion(text, top, word_pairs, asked)
+            except MalformedResponse as exc:
+                malformed += 1
+                if malformed >= policy.malformed_attempts or attempt >= policy.attempts:
+                    return Completion(text="", error=f"malformed response: {exc}")
+                failure = f"malformed response from {base}: {exc}"
+                continue
             except httpx.TimeoutException:
                 failure = f"no answer from {base} within {self.timeout:g} s"
             except httpx.TransportError as exc:
                 failure = f"connection to {base} failed ({type(exc).__name__})"
             else:
-                status = response.status_code
-                if status == 200:
-                    try:
-                        text, top = parse_reply(response.json(), chat)
-                    except (MalformedResponse, ValueError) as exc:
-                        malformed += 1
-                        reason = str(exc) if isinstance(exc, MalformedResponse) else "answer is not valid JSON"
-                        if malformed >= policy.malformed_attempts or attempt >= policy.attempts:
-                            return Completion(text="", error=f"malformed response: {reason}")
-                        failure = f"malformed response from {base}: {reason}"
-                        continue
-                    return self._completion(text, top, word_pairs, asked)
-                detail = self.redact(_short(response.text))
+                detail = shorten(content.decode("utf-8", errors="replace"))
                 if status in REJECT_STATUS and "logprob" in detail.lower() and self._lower_logprobs(asked):
                     attempt -= 1
                     continue
@@ -359,10 +373,10 @@ class OpenAIBackend:
                     hint = " (check $FAIRPROBE_API_KEY)" if status in (401, 403) else ""
                     raise EndpointError(f"{base}{path} answered HTTP {status}{hint}: {detail}")
                 failure = f"{base} answered HTTP {status}"
-                retry_after = retry_after_seconds(response.headers)
+                retry_after = retry_after_seconds(headers)
             if attempt < policy.attempts:
                 await asyncio.sleep(policy.delay(attempt, retry_after))
-        raise EndpointError(f"{self.redact(failure)}; gave up after {policy.attempts} attempts")
+        raise EndpointError(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
 
     def _completion(
         self, text: str, top: dict[str, float] | None, word_pairs: list[tuple[str, str]] | None, asked: int
@@ -371,6 +385,20 @@ class OpenAIBackend:
             return Completion(text=text, extra={"top_logprobs": 0} if word_pairs is not None else {})
         probs, mask = word_probs_from_top(top, word_pairs)
         return Completion(text=text, word_probs=probs, word_probs_mask=mask, extra={"top_logprobs": asked})
+
+
+def parse_base_url(url: str) -> httpx.URL:
+    """A --base-url as an httpx URL; an unparseable one (port 99999, an unbalanced IPv6 bracket) is a ModelError."""
+    try:
+        parsed = httpx.URL(url)
+        port = parsed.port
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise ModelError(f"--base-url {redact(url)!r} is not a valid URL: {exc}") from None
+    if port is not None and not 0 < port < 65536:
+        raise ModelError(f"--base-url {redact(url)!r} has port {port}: ports run from 1 to 65535")
+    if not parsed.host:
+        raise ModelError(f"--base-url {redact(url)!r} names no host")
+    return parsed
 
 
 def api_key_from_env() -> str | None:
@@ -391,6 +419,7 @@ def load_openai(
     timeout: float = 120.0,
     retry: RetryPolicy | None = None,
     top_logprobs: int = TOP_LOGPROBS,
+    limits: AnswerLimits | None = None,
     **_local_options: Any,
 ) -> OpenAIBackend:
     """`openai:MODEL` at --base-url (comma-separated URLs are used round-robin); local-model options are ignored."""
@@ -400,13 +429,13 @@ def load_openai(
         raise ModelError("--adapter needs a local model (embedded or hf:), not an openai: endpoint")
     urls = [u.strip() for u in (base_url or DEFAULT_BASE_URL).split(",") if u.strip()]
     for url in urls:
-        parsed = httpx.URL(url)
+        parsed = parse_base_url(url)
         if parsed.scheme not in ("http", "https"):
             raise ModelError(f"--base-url must be an http(s) URL, got {url!r}")
         if parsed.userinfo:  # it would be written to the manifest: credentials belong in the environment
             raise ModelError(f"--base-url for {parsed.host} carries credentials: put the key in ${API_KEY_ENV[0]}")
     key = api_key_from_env()
-    if key is None and any(httpx.URL(u).host == "api.openai.com" for u in urls):
+    if key is None and any(parse_base_url(u).host == "api.openai.com" for u in urls):
         raise ModelError(f"the OpenAI API needs a key: set ${API_KEY_ENV[0]} (or ${API_KEY_ENV[1]})")
     return OpenAIBackend(
         rest,
@@ -416,4 +445,5 @@ def load_openai(
         timeout=timeout,
         retry=retry,
         top_logprobs=top_logprobs,
+        limits=limits,
     )

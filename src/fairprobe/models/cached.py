@@ -48,6 +48,26 @@ def completion_from_json(obj: dict[str, Any]) -> Completion:
     )
 
 
+def usable_entry(obj: Any, word_pairs: list[tuple[str, str]] | None) -> Completion | None:
+    """A cached completion, or None when the entry is absent or of the wrong shape (then it is asked again)."""
+    if obj is None:
+        return None
+    try:
+        completion = completion_from_json(obj)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if not isinstance(completion.text, str):
+        return None
+    shape = None if word_pairs is None else (len(word_pairs), 2)
+    for array in (completion.word_probs, completion.word_probs_mask):
+        if array is not None and (shape is None or array.shape != shape):
+            return None
+    probs = completion.word_probs
+    if probs is not None and not (np.isfinite(probs).all() and (probs >= 0).all() and (probs <= 1).all()):
+        return None
+    return completion
+
+
 class CachedBackend:
     """Wraps any backend: cached prompts cost no model call; fresh answers are stored as they arrive.
 
@@ -89,7 +109,8 @@ class CachedBackend:
         """Answer from the cache where possible; ask the wrapped model for the misses only."""
         keys = self.keys(prompts, config, word_pairs)
         stored = self.cache.get_many(keys)
-        out: list[Completion | None] = [completion_from_json(stored[k]) if k in stored else None for k in keys]
+        out: list[Completion | None] = [usable_entry(stored.get(k), word_pairs) for k in keys]
+        self.cache.discard([k for k, c in zip(keys, out, strict=True) if c is None and k in stored])
         missing = [i for i, c in enumerate(out) if c is None]
         self.hits += len(prompts) - len(missing)
         self.misses += len(missing)

@@ -25,6 +25,7 @@ from transformers.utils import logging as transformers_logging
 from fairprobe.errors import ModelError
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
 from fairprobe.records import ChatMessage
+from fairprobe.threads import ThreadChooser, apply_threads
 
 transformers_logging.set_verbosity_error()
 transformers_logging.disable_progress_bar()
@@ -187,6 +188,8 @@ class HFBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self._tables: dict[tuple[tuple[str, str], ...], WordTable] = {}
+        # On CPU the thread count follows the CPUs free right now (fairprobe.threads), checked per batch.
+        self._threads = ThreadChooser() if self.device.type == "cpu" else None
         # Only the settings fairprobe passes apply: no repetition penalty or sampling from the model's file.
         self.model.generation_config = HFGenerationConfig(
             bos_token_id=tokenizer.bos_token_id,
@@ -208,6 +211,16 @@ class HFBackend:
             "device": str(self.device),
         }
 
+    def adapt_threads(self) -> None:
+        """On CPU, set torch's threads to the CPUs free right now (called before every batch)."""
+        if self._threads is not None:
+            apply_threads(self._threads)
+
+    def context_length(self) -> int | None:
+        """The longest input the model takes (max_position_embeddings), None when the config does not say."""
+        value = getattr(self.model.config, "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
     def word_table(self, word_pairs: list[tuple[str, str]]) -> WordTable:
         """The tokenized word pairs, built once per list."""
         key = tuple(tuple(p) for p in word_pairs)
@@ -226,9 +239,20 @@ class HFBackend:
 
     def encode(self, prompts: list[Prompt]) -> dict[str, torch.Tensor]:
         """Left-padded token ids and attention mask for a batch of prompts."""
+        self.adapt_threads()
         texts = [self.render(p) for p in prompts]
         chat = any(not isinstance(p, str) for p in prompts)
+        context = self.context_length()
+        for text in texts:  # a token has at least one character: refuse huge prompts before tokenizing them
+            if context and len(text) > 16 * context:
+                raise ModelError(
+                    f"a prompt of {len(text):,} characters is longer than {self.name}'s context ({context:,} tokens): {text[:60]!r}..."
+                )
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not chat)
+        if context and enc["input_ids"].shape[1] > context:
+            raise ModelError(
+                f"a prompt of {enc['input_ids'].shape[1]:,} tokens is longer than {self.name}'s context ({context:,} tokens)"
+            )
         return {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
 
     @torch.inference_mode()
@@ -303,6 +327,10 @@ def resolve_device(device: str) -> str:
     """'auto' means CUDA when present, else CPU."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ModelError(f"unknown --device {device!r}: use auto, cpu, cuda, cuda:N or mps") from None
     return device
 
 

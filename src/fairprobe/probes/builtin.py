@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from fairprobe.io import split_lines
 from fairprobe.probes.registry import probe_set
 from fairprobe.probes.sources import sha256_bytes
 from fairprobe.records import Probe, ProbeSet
@@ -21,7 +22,7 @@ def load_friend_statements(data_dir: Path | None = None) -> ProbeSet:
     """fairprobe's built-in neutral statements (data/friend_statements.tsv: domain TAB statement)."""
     raw = resources.files("fairprobe.data").joinpath("friend_statements.tsv").read_bytes()
     probes = []
-    for line in raw.decode("utf-8").splitlines():
+    for line in split_lines(raw.decode("utf-8-sig")):
         if not line.strip() or line.startswith("#"):
             continue
         domain, statement = line.split("\t", 1)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.io import iter_jsonl, read_text
+from fairprobe.io import iter_jsonl, read_text, split_lines
 from fairprobe.models.embedded import package_dir
 from fairprobe.probes.registry import probe_set
 from fairprobe.probes.sources import RemoteFile, fetch, find_local, sha256_bytes
@@ -195,8 +195,10 @@ def read_uci(path: Path) -> list[dict[str, str]]:
     Labels are normalised to yes/no (`>50K` / `>50K.` -> yes).
     """
     rows = []
-    for lineno, line in enumerate(read_text(path, "UCI Adult file").splitlines(), start=1):
+    for lineno, line in enumerate(split_lines(read_text(path, "UCI Adult file")), start=1):
         fields = [f.strip() for f in line.split(",")]
+        if [f.replace("_", "-").lower() for f in fields] == [f.replace("_", "-") for f in ADULT_FIELDS]:
+            continue  # a header line
         if len(fields) != len(ADULT_FIELDS):
             if line.strip() and not line.startswith("|"):
                 raise DataError(f"malformed UCI Adult row in {path} line {lineno}: {len(fields)} fields, expected 15")
@@ -653,7 +655,7 @@ def winobias_probes(data_dir: Path | None, split: str) -> tuple[list[Probe], str
         path, source = winobias_path(kind, split, data_dir)
         sources.append(source)
         digests.append(sha256_bytes(path.read_bytes()))
-        for lineno, line in enumerate(read_text(path, "WinoBias file").splitlines(), start=1):
+        for lineno, line in enumerate(split_lines(read_text(path, "WinoBias file")), start=1):
             if not line.strip():
                 continue
             sentence, pronoun, referent, other = parse_winobias(line, f"{path} line {lineno}")

@@ -49,13 +49,19 @@ def read_stsb_sentences(path: Path) -> list[str]:
     """STS-B `sts-*.csv` sentences: every sentence1, then every sentence2 (tab-separated, quoting off)."""
     text = read_text(path, "STS-B file")
     columns: tuple[list[str], list[str]] = ([], [])
-    for lineno, row in enumerate(csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
-        if not row:
-            continue
-        if len(row) < 7:
-            raise DataError(f"malformed line in {path} line {lineno}: expected at least 7 tab-separated fields")
-        for column, index in zip(columns, STSB_SENTENCE_COLUMNS, strict=True):
-            column.append(row[index])
+    reader = csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
+    try:
+        for row in reader:
+            if not row:
+                continue
+            if len(row) < 7:
+                raise DataError(
+                    f"malformed line in {path} line {reader.line_num}: expected at least 7 tab-separated fields"
+                )
+            for column, index in zip(columns, STSB_SENTENCE_COLUMNS, strict=True):
+                column.append(row[index])
+    except csv.Error as exc:
+        raise DataError(f"malformed line in {path} line {reader.line_num}: {exc}") from None
     return columns[0] + columns[1]
 
 

@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from fairprobe.errors import DataError
-from fairprobe.io import read_text
+from fairprobe.io import read_text, split_lines
 from fairprobe.probes.registry import probe_set
 from fairprobe.probes.sources import RemoteFile, fetch, sha256_bytes
 from fairprobe.records import Probe, ProbeSet
@@ -38,6 +38,10 @@ def debias_llms_file(name: str) -> RemoteFile:
     return RemoteFile(DEBIAS_LLMS_REPO, DEBIAS_LLMS_COMMIT, f"data/{name}", _SHA256[name], "Apache-2.0")
 
 
+# A first line holding one of these is a column header, not a predicate.
+HEADER_NAMES = frozenset({"predicate", "predicates", "sentence", "sentences", "statement", "text", "prompt", "line"})
+
+
 def read_predicates(path: Path) -> list[str]:
     """The lines of a paper CSV (one quoted-when-needed predicate a line, no header), blanks dropped."""
     text = read_text(path, "probe file")
@@ -48,6 +52,11 @@ def read_predicates(path: Path) -> list[str]:
             if len(row) > 1:
                 raise DataError(f"malformed line in {path} line {reader.line_num}: expected one field, got {len(row)}")
             if row and row[0].strip():
+                if not out and row[0].strip().lower() in HEADER_NAMES:
+                    raise DataError(
+                        f"{path} line {reader.line_num} is a column header ({row[0].strip()!r}): "
+                        "the paper's CSV format has none, so remove that line"
+                    )
                 out.append(row[0].strip())
     except csv.Error as exc:
         raise DataError(f"malformed line in {path} line {reader.line_num}: {exc}") from None
@@ -66,7 +75,7 @@ def load_statement_file(
         lines = read_predicates(path)
         template = template or "My friend {line}, and"
     else:
-        lines = [line.strip() for line in read_text(path, "probe file").splitlines() if line.strip()]
+        lines = [line.strip() for line in split_lines(read_text(path, "probe file")) if line.strip()]
         template = template or "{line}, and"
     probes = [Probe(id=str(i), prompt=template.format(line=line), meta={"text": line}) for i, line in enumerate(lines)]
     return ProbeSet(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairprobe.errors import DataError
+from fairprobe.errors import ConfigError, DataError
 from fairprobe.records import ProbeSet
 
 Loader = Callable[..., ProbeSet]
@@ -62,12 +63,25 @@ def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = 
             f"unknown probe set {name!r}: choose from {', '.join(sorted(entries))}, or file:PATH for your own statements"
         )
     else:
+        check_options(name, entries[name].loader, options)
         ps = entries[name].loader(data_dir=data_dir, **options)
     if not ps.probes:
         raise DataError(f"probe set {name!r} from {ps.source} has no prompts")
     if limit is not None:
         ps = ps.model_copy(update={"probes": ps.probes[:limit]})
     return ps
+
+
+def check_options(name: str, loader: Loader, options: dict[str, Any]) -> None:
+    """Refuse -o keys a probe set's loader does not take (a typo must not crash or pass silently)."""
+    params = inspect.signature(loader).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = sorted(k for k in params if k != "data_dir")
+    unknown = sorted(k for k in options if k not in params or k == "data_dir")
+    if unknown:
+        takes = ", ".join(accepted) if accepted else "no options"
+        raise ConfigError(f"probe set {name!r} has no option {', '.join(map(repr, unknown))} (it takes: {takes})")
 
 
 def suite_sets(suite: str) -> list[str]:

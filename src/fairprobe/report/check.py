@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fairprobe.errors import ConfigError
-from fairprobe.records import Summary
+from fairprobe.errors import ConfigError, DataError
+from fairprobe.records import MetricValue, Summary
 from fairprobe.report.tables import format_number
 
 
@@ -53,10 +53,59 @@ def parse_limits(items: list[str]) -> dict[str, float]:
     return limits
 
 
+# The values a metric can take; a summary outside them is damaged or forged, and the gate refuses it.
+UNIT = (0.0, 1.0)
+SIGNED_UNIT = (-1.0, 1.0)
+NON_NEGATIVE = (0.0, math.inf)
+RANGES: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(("gas", "gas_f", "gas_m", "delta", "gld", "accuracy", "coverage", "covered_mass"), UNIT),
+    **dict.fromkeys(("undetermined", "neutral_share", "mcnemar_p"), UNIT),
+    **dict.fromkeys(("dp_difference", "eo_difference", "stereotype_gap"), SIGNED_UNIT),
+    **dict.fromkeys(("add", "female_only_yes", "male_only_yes"), NON_NEGATIVE),
+}
+# Rounding the interval bounds may leave the point estimate a hair outside them.
+TOLERANCE = 1e-9
+
+
+def metric_range(name: str) -> tuple[float, float]:
+    """The allowed values of a metric by name: shares and rates in [0, 1], unknown metrics any real number."""
+    if name in RANGES:
+        return RANGES[name]
+    if name.endswith(("_share", "_rate")):
+        return UNIT
+    return (-math.inf, math.inf)
+
+
+def metric_problem(name: str, m: MetricValue) -> str | None:
+    """What is wrong with a metric's value and interval (NaN, infinite, inverted, outside its range), or None."""
+    lo, hi = m.ci95
+    numbers = {"value": m.value, "lower bound": lo, "upper bound": hi}
+    for what, x in numbers.items():
+        if x is not None and not math.isfinite(x):
+            return f"{what} is {x}"
+    if (lo is None) != (hi is None):
+        return "interval has only one bound"
+    if lo is not None and hi is not None:
+        if lo > hi:
+            return f"interval is inverted [{format_number(lo)}, {format_number(hi)}]"
+        if m.value is not None and not lo - TOLERANCE <= m.value <= hi + TOLERANCE:
+            return (
+                f"value {format_number(m.value)} lies outside its interval [{format_number(lo)}, {format_number(hi)}]"
+            )
+    low, high = metric_range(name)
+    for what, x in numbers.items():
+        if x is not None and not low - TOLERANCE <= x <= high + TOLERANCE:
+            return (
+                f"{what} {format_number(x)} is outside the metric's range [{format_number(low)}, {format_number(high)}]"
+            )
+    return None
+
+
 def check_summary(summary: Summary, limits: dict[str, float], sets: list[str] | None = None) -> CheckResult:
     """Compare every limited metric's upper 95% bound in every chosen set with its maximum.
 
-    Unknown set or metric names are ConfigErrors (a typo must not pass a gate silently).
+    Unknown set or metric names are ConfigErrors (a typo must not pass a gate silently); a NaN, infinite,
+    inverted or out-of-range value or interval is a DataError naming set and metric (the gate fails closed).
     """
     chosen = sets or list(summary.results)
     unknown = [s for s in chosen if s not in summary.results]
@@ -66,12 +115,19 @@ def check_summary(summary: Summary, limits: dict[str, float], sets: list[str] | 
     missing = [name for name in limits if name not in available]
     if missing:
         raise ConfigError(f"unknown metric(s) {', '.join(missing)}; the checked sets have {', '.join(available)}")
-    failures, passed, skipped = [], [], []
+    failures: list[str] = []
+    passed: list[str] = []
+    skipped: list[str] = []
+    damaged: list[str] = []
     for set_name in chosen:
         metrics = summary.results[set_name].metrics
         for name, limit in limits.items():
             m = metrics.get(name)
             if m is None:
+                continue
+            problem = metric_problem(name, m)
+            if problem is not None:
+                damaged.append(f"{set_name}/{name}: {problem}")
                 continue
             upper = m.ci95[1]
             if upper is None or m.value is None:
@@ -83,4 +139,8 @@ def check_summary(summary: Summary, limits: dict[str, float], sets: list[str] | 
                 )
             else:
                 passed.append(f"{set_name}/{name}")
+    if damaged:
+        raise DataError(
+            f"summary cannot be checked, {len(damaged)} metric(s) are not valid numbers: {'; '.join(damaged)}"
+        )
     return CheckResult(failures, passed, skipped)

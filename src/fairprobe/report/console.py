@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
+
 from fairprobe.records import MetricValue, Summary
 from fairprobe.report.severity import Thresholds, default_thresholds
 
@@ -61,48 +63,45 @@ def metric_order(name: str) -> tuple[int, str]:
     return (METRIC_ORDER.index(name) if name in METRIC_ORDER else len(METRIC_ORDER), name)
 
 
-def cell(set_name: str, name: str, m: MetricValue | None, n: int, thresholds: Thresholds) -> str:
+def cell(set_name: str, name: str, m: MetricValue | None, n: int, thresholds: Thresholds) -> Text:
     """A metric's console text, coloured by its mark when the whole interval lies in one mark."""
     text = format_metric(m, name=name)
     grade = thresholds.grade(set_name, name, m, n)
     if grade is None:
-        return text
+        return Text(text)
     flag = "" if grade.certain else "?"
     flag += "*" if grade.low_n else ""
-    colour = COLOURS[grade.point] if grade.certain else "default"
-    return f"[{colour}]{text}{flag}[/{colour}]"
+    return Text(text + flag, style=COLOURS[grade.point] if grade.certain else "")
 
 
 def _wide(summary: Summary, names: list[str], thresholds: Thresholds) -> Any:
-    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=escape(f"fairprobe summary: {summary.model}"), header_style="bold cyan")
+    table = Table(title=Text(f"fairprobe summary: {summary.model}"), header_style="bold cyan")
     table.add_column("probe set", style="bold", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
     for name in names:
         table.add_column(name, justify="right", no_wrap=True)
     for set_name, result in summary.results.items():
         cells = [cell(set_name, k, result.metrics.get(k), result.n, thresholds) for k in names]
-        table.add_row(escape(set_name), str(result.n), *cells)
+        table.add_row(Text(set_name), str(result.n), *cells)
     return table
 
 
 def _long(summary: Summary, thresholds: Thresholds) -> Any:
-    from rich.markup import escape
     from rich.table import Table
 
     notes = any(m.note for r in summary.results.values() for m in r.metrics.values())
-    table = Table(title=escape(f"fairprobe summary: {summary.model}"), header_style="bold cyan")
+    table = Table(title=Text(f"fairprobe summary: {summary.model}"), header_style="bold cyan")
     for col in ("probe set", "n", "metric", "value [95% CI]", *(["note"] if notes else [])):
         table.add_column(col, justify="right" if col in ("n", "value [95% CI]") else "left", no_wrap=col != "note")
     for set_name, result in summary.results.items():
         for i, name in enumerate(sorted(result.metrics, key=metric_order)):
             m = result.metrics[name]
             first = i == 0
-            row = [escape(set_name) if first else "", str(result.n) if first else "", name]
+            row = [Text(set_name) if first else "", str(result.n) if first else "", Text(name)]
             row.append(cell(set_name, name, m, result.n, thresholds))
-            table.add_row(*row, *([escape(m.note or "")] if notes else []))
+            table.add_row(*row, *([Text(m.note or "")] if notes else []))
         table.add_section()
     return table
 
@@ -129,7 +128,7 @@ def print_summary(summary: Summary, console: Any = None) -> None:
 
     from fairprobe.report.verdict import verdict
 
-    console = console or Console()
+    console = console or Console(markup=False)
     console.print(summary_table(summary, console.width))
     console.print(
         "[95% CI]; colour = severity mark; ? = the interval spans several marks; * = fewer than 30 cases; "

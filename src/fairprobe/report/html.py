@@ -183,7 +183,8 @@ def samples_json(runs: list[RunData]) -> str:
     """Every sample as one JSON array, safe inside a <script> element."""
     rows = [sample_row(i, s) for i, run in enumerate(runs) for s in run.samples]
     text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")  # line breaks to older JS parsers
 
 
 def _series(

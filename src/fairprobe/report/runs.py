@@ -29,11 +29,17 @@ class RunData:
     compare: dict[str, Any] | None = None
 
 
-def _read_json(path: Path, what: str) -> Any:
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object file; anything else (a list, a number, bad JSON) is a DataError naming it."""
     try:
-        return json.loads(read_text(path, what))
+        obj = json.loads(read_text(path, what))
     except json.JSONDecodeError as exc:
         raise DataError(f"malformed {what} {path}: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise DataError(f"malformed {what} {path}: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"malformed {what} {path}: expected a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def load_summary(path: Path) -> Summary:
