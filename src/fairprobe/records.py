@@ -46,20 +46,22 @@ class Sample(BaseModel):
 
 
 class MetricValue(BaseModel):
-    """A metric with its 95% confidence interval; `approximate` marks values not computed exactly.
+    """A metric with its 95% confidence interval.
 
-    `value` is always written (null when unavailable); `approximate` and `note` only when set.
+    `bounds` is the interval a metric is known to lie in when some of its inputs are only bounded (an API's
+    top-k logprobs): then `value` is null and `ci95` widens the bounds by the sampling uncertainty.
+    `value` is always written (null when unavailable); `bounds` and `note` only when set.
     """
 
     value: float | None
     ci95: tuple[float | None, float | None] = (None, None)
-    approximate: bool | None = None
+    bounds: tuple[float | None, float | None] | None = None
     note: str | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset_flags(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in ("approximate", "note"):
+        for key in ("bounds", "note"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -73,12 +75,20 @@ class SubsetResult(BaseModel):
 
 
 class SetResult(BaseModel):
-    """Metrics on one probe set, overall and per subset."""
+    """Metrics on one probe set, overall and per subset; `implicit` says how GLD/ADD's inputs were read."""
 
     n: int
     source: str
     metrics: dict[str, MetricValue]
     subsets: dict[str, SubsetResult] = Field(default_factory=dict)
+    implicit: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_implicit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("implicit") is None:
+            data.pop("implicit", None)
+        return data
 
 
 class Summary(BaseModel):

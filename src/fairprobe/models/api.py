@@ -3,8 +3,10 @@
 Plain-string prompts go to `/completions` (the prompt is continued as the paper does, no chat template);
 chat prompts go to `/chat/completions`. Requests run concurrently (`--concurrency`) on httpx's async client
 and are retried with exponential backoff and jitter on 429, 5xx, timeouts and dropped connections,
-honouring Retry-After. Next-word probabilities come from the first generated position's top logprobs:
-a word outside the returned top-k is unknown (masked), never zero.
+honouring Retry-After. Next-word probabilities (`--implicit`): `exact` scores every attribute word after
+every prompt through the server's prompt-token logprobs (models/prompt_scoring.py; the default where the
+endpoint can, detected once per endpoint); `topk` reads the first generated position's top logprobs, where
+a word outside them is unknown (masked, bounded by the smallest listed probability), never zero; `off`.
 
 The API key is read from $FAIRPROBE_API_KEY (else $OPENAI_API_KEY); it is sent only in the
 Authorization header and redacted from every error message.
@@ -29,6 +31,21 @@ import numpy as np
 from fairprobe.errors import ModelError
 from fairprobe.models import register_scheme
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.models.prompt_scoring import (
+    PROBE_PROMPT,
+    PROMPTS_PER_REQUEST,
+    Abilities,
+    PromptScores,
+    ScoringAnswerError,
+    echo_body,
+    echoed_choices,
+    read_token_ids,
+    score_text,
+    score_token_ids,
+    server_root,
+    tail_logprob,
+    tokenize_body,
+)
 from fairprobe.records import ChatMessage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -37,6 +54,7 @@ DEFAULT_CONCURRENCY = 8
 TOP_LOGPROBS = 20
 # Servers that refuse 20 top logprobs (OpenAI's legacy completions allow 5) are asked again with fewer.
 LOGPROB_FALLBACKS = (20, 5, 0)
+IMPLICIT_MODES = ("auto", "exact", "topk", "off")
 RETRY_STATUS = frozenset({408, 409, 429})
 REJECT_STATUS = frozenset({400, 413, 422})
 
@@ -115,6 +133,26 @@ def word_probs_from_top(top: dict[str, float], word_pairs: list[tuple[str, str]]
     return probs, mask
 
 
+def word_upper_bounds(top: dict[str, float], word_pairs: list[tuple[str, str]]) -> np.ndarray:
+    """The highest probability (N, 2) each attribute word can have, from one position's top logprobs.
+
+    A word outside the list has at most the smallest listed probability (and at most the mass the list
+    leaves over); a word of several tokens has at most its first token's probability, so a listed token
+    that begins the word raises its bound to that token's probability.
+    """
+    listed = {}
+    for token, logprob in top.items():
+        if logprob is not None and math.isfinite(logprob):
+            key = normalise_token(token)
+            listed[key] = listed.get(key, 0.0) + math.exp(logprob)
+    if not listed:
+        return np.ones((len(word_pairs), 2))
+    below = min(min(listed.values()), max(0.0, 1.0 - sum(listed.values())))
+    words = [" " + w for pair in word_pairs for w in pair]
+    bounds = [max([below, *(p for t, p in listed.items() if t and w.startswith(t))]) for w in words]
+    return np.array(bounds, dtype=np.float64).reshape(-1, 2)
+
+
 def _first_top_completions(choice: dict[str, Any]) -> dict[str, float] | None:
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, dict):
@@ -186,9 +224,14 @@ class OpenAIBackend:
         timeout: float = 120.0,
         retry: RetryPolicy | None = None,
         top_logprobs: int = TOP_LOGPROBS,
+        implicit: str = "auto",
     ) -> None:
         if concurrency < 1:
             raise ModelError(f"--concurrency must be at least 1, got {concurrency}")
+        if implicit not in IMPLICIT_MODES:
+            raise ModelError(f"--implicit must be one of {', '.join(IMPLICIT_MODES)}, got {implicit!r}")
+        if top_logprobs < 1:
+            raise ModelError(f"--top-logprobs must be at least 1, got {top_logprobs}")
         self.model = model
         self.name = f"openai:{model}"
         self.base_urls = [u.rstrip("/") for u in base_urls]
@@ -198,21 +241,121 @@ class OpenAIBackend:
         self.top_logprobs = top_logprobs
         self._logprobs = top_logprobs
         self._api_key = api_key
+        self.implicit = implicit
+        self._mode: str | None = None if implicit in ("auto", "exact") else implicit
+        self._abilities: list[Abilities] = []
+        self._word_ids: dict[str, list[int]] = {}
+        self.notices: list[str] = []
         self.requests_sent = 0
+        self.scoring_requests = 0
         self._client: httpx.AsyncClient | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fairprobe-api", daemon=True)
         self._thread.start()
 
     def identity(self) -> dict[str, Any]:
-        """Model name, endpoint(s) and the top-k asked for; never the API key."""
+        """Model name, endpoint(s), how next-word probabilities are read and the top-k asked for; never the key."""
         return {
             "id": self.name,
             "backend": "openai",
             "model": self.model,
             "base_url": ",".join(self.base_urls),
+            "implicit": self.implicit_mode(),
             "top_logprobs": self.top_logprobs,
         }
+
+    def implicit_mode(self) -> str:
+        """exact, topk or off; `auto` and `exact` ask each endpoint once whether it can score prompt tokens."""
+        if self._mode is None:
+            future = asyncio.run_coroutine_threadsafe(self._detect(), self._loop)
+            self._mode = future.result()
+        return self._mode
+
+    def implicit_info(self) -> dict[str, Any]:
+        """What the manifest records: mode asked and used, top-k asked and used, each endpoint's abilities."""
+        info: dict[str, Any] = {"requested": self.implicit, "mode": self.implicit_mode()}
+        if info["mode"] == "topk":
+            info.update(top_logprobs_asked=self.top_logprobs, top_logprobs_used=self._logprobs)
+        if self._abilities:
+            info["endpoints"] = {a.url: a.as_json() for a in self._abilities}
+        return info
+
+    async def _detect(self) -> str:
+        self._abilities = [await self._abilities_of(url) for url in self.base_urls]
+        unable = [a for a in self._abilities if not a.echo]
+        if not unable:
+            return "exact"
+        first = unable[0]
+        if self.implicit == "exact":
+            raise EndpointError(
+                f"--implicit exact: {first.url}/completions cannot score prompt tokens ({first.why}); "
+                "use --implicit topk or off"
+            )
+        self.notices.append(
+            f"{first.url} cannot score prompt tokens ({first.why}): GLD/ADD bounded from top-{self.top_logprobs} "
+            "logprobs (--implicit topk)"
+        )
+        return "topk"
+
+    async def _abilities_of(self, url: str) -> Abilities:
+        """Ask one endpoint to echo a prompt's logprobs and to tokenize it."""
+        status, data, detail = await self._post_retrying(
+            url, "/completions", echo_body(self.model, PROBE_PROMPT, False)
+        )
+        if status != 200:
+            return Abilities(url, echo=False, tokenize=False, why=f"HTTP {status}: {detail}")
+        try:
+            (tokens, values), *_ = echoed_choices(data, 1)
+            tail_logprob(values, 1)
+            if not "".join(tokens).endswith(PROBE_PROMPT):
+                raise ScoringAnswerError("its echo is not the prompt sent")
+        except ScoringAnswerError as exc:
+            return Abilities(url, echo=False, tokenize=False, why=str(exc))
+        status, data, _ = await self._post_retrying(
+            server_root(url), "/tokenize", tokenize_body(self.model, PROBE_PROMPT, True)
+        )
+        try:
+            tokenize = status == 200 and len(read_token_ids(data)) == len(tokens)
+        except ScoringAnswerError:
+            tokenize = False
+        return Abilities(url, echo=True, tokenize=tokenize)
+
+    async def _post_retrying(self, url: str, path: str, body: dict[str, Any]) -> tuple[int, Any, str]:
+        """POST with the retry policy: (200, JSON, "") or (4xx status, None, detail); EndpointError past the budget.
+
+        An answer that is not JSON counts as malformed: None is returned with status 200 after the retries.
+        """
+        policy = self.retry
+        failure = ""
+        for attempt in range(1, policy.attempts + 1):
+            retry_after: float | None = None
+            try:
+                self.requests_sent += 1
+                response = await self._http().post(url + path, json=body)
+            except httpx.TimeoutException:
+                failure = f"no answer from {url} within {self.timeout:g} s"
+            except httpx.TransportError as exc:
+                failure = f"connection to {url} failed ({type(exc).__name__})"
+            else:
+                status = response.status_code
+                if status == 200:
+                    try:
+                        return 200, response.json(), ""
+                    except ValueError:
+                        if attempt >= policy.malformed_attempts:
+                            return 200, None, "answer is not valid JSON"
+                        failure = f"malformed response from {url}"
+                        continue
+                detail = self.redact(_short(response.text))
+                if status in (401, 403):
+                    raise EndpointError(f"{url}{path} answered HTTP {status} (check $FAIRPROBE_API_KEY): {detail}")
+                if status not in RETRY_STATUS and status < 500:
+                    return status, None, detail
+                failure = f"{url} answered HTTP {status}"
+                retry_after = retry_after_seconds(response.headers)
+            if attempt < policy.attempts:
+                await asyncio.sleep(policy.delay(attempt, retry_after))
+        raise EndpointError(f"{self.redact(failure)}; gave up after {policy.attempts} attempts")
 
     def redact(self, text: str) -> str:
         """The text with the API key replaced by ***."""
@@ -259,25 +402,120 @@ class OpenAIBackend:
     ) -> list[Completion]:
         gate = asyncio.Semaphore(self.concurrency)
         abort = asyncio.Event()
+        mode = "off" if word_pairs is None else self._mode or await self._resolve_mode()
+        scored = self._score_tasks(prompts, word_pairs, gate) if word_pairs is not None and mode == "exact" else {}
+        asked_pairs = word_pairs if mode == "topk" else None
 
         async def one(index: int) -> Completion | None:
             async with gate:
                 if abort.is_set():
                     return None
                 try:
-                    completion = await self._ask(index, prompts[index], config, word_pairs, abort)
+                    completion = await self._ask(index, prompts[index], config, asked_pairs, abort)
                 except EndpointError:
                     abort.set()
                     raise
+            if completion is not None and index in scored:
+                try:
+                    scores = await scored[index]
+                except EndpointError:
+                    abort.set()
+                    raise
+                if completion.error is None:
+                    fields = scores.completion_fields()
+                    completion = Completion(text=completion.text, **fields)
+            elif completion is not None and word_pairs is not None and completion.error is None:
+                completion.extra["implicit"] = mode
             if completion is not None and on_result is not None:
                 on_result(index, completion)
             return completion
 
         results = await asyncio.gather(*(one(i) for i in range(len(prompts))), return_exceptions=True)
+        for task in {*scored.values()}:
+            task.cancel()
         for r in results:
             if isinstance(r, BaseException):
                 raise r
         return results  # type: ignore[return-value]
+
+    async def _resolve_mode(self) -> str:
+        self._mode = await self._detect()
+        return self._mode
+
+    def _score_tasks(
+        self, prompts: list[Prompt], word_pairs: list[tuple[str, str]], gate: asyncio.Semaphore
+    ) -> dict[int, asyncio.Future[PromptScores]]:
+        """One scoring task per PROMPTS_PER_REQUEST plain prompts; each prompt's index maps to its chunk's scores."""
+        plain = [i for i, p in enumerate(prompts) if isinstance(p, str)]
+        out: dict[int, asyncio.Future[PromptScores]] = {}
+        for start in range(0, len(plain), PROMPTS_PER_REQUEST):
+            chunk = plain[start : start + PROMPTS_PER_REQUEST]
+            task = asyncio.ensure_future(
+                self._score_chunk([str(prompts[i]) for i in chunk], word_pairs, chunk[0], gate)
+            )
+            for position, index in enumerate(chunk):
+                out[index] = asyncio.ensure_future(_pick(task, position))
+        return out
+
+    async def _score_chunk(
+        self, prompts: list[str], word_pairs: list[tuple[str, str]], index: int, gate: asyncio.Semaphore
+    ) -> list[PromptScores]:
+        """Every attribute word after each prompt, in one echo request (token ids where the server tokenizes)."""
+        url = self.base_urls[index % len(self.base_urls)]
+        words = [w for pair in word_pairs for w in pair]
+        token_ids = all(a.tokenize for a in self._abilities)
+        async with gate:
+            if token_ids:
+                prompt_ids = [await self._token_ids(url, p, True) for p in prompts]
+                word_ids = [await self._token_ids(url, " " + w, False) for w in words]
+                sequences: list[Any] = [ids + w for ids in prompt_ids for w in word_ids]
+            else:
+                sequences = [x for p in prompts for x in (p, *(p + " " + w for w in words))]
+            per_prompt = len(sequences) // len(prompts)
+            for attempt in range(1, self.retry.malformed_attempts + 1):
+                self.scoring_requests += 1
+                status, data, detail = await self._post_retrying(
+                    url, "/completions", echo_body(self.model, sequences, token_ids)
+                )
+                if status != 200:
+                    return [PromptScores(error=f"scoring rejected by server (HTTP {status}): {detail}")] * len(prompts)
+                try:
+                    echoed = echoed_choices(data, len(sequences))
+                    break
+                except ScoringAnswerError as exc:
+                    if attempt == self.retry.malformed_attempts:
+                        return [PromptScores(error=f"malformed scoring answer: {exc}")] * len(prompts)
+        out = []
+        for k, prompt in enumerate(prompts):
+            mine = echoed[k * per_prompt : (k + 1) * per_prompt]
+            try:
+                if token_ids:
+                    logprobs = score_token_ids(prompt_ids[k], word_ids, mine)
+                else:
+                    logprobs = score_text(prompt, words, mine)
+            except ScoringAnswerError as exc:
+                out.append(PromptScores(error=f"malformed scoring answer: {exc}"))
+                continue
+            out.append(PromptScores(logprobs=logprobs.reshape(-1, 2)))
+        return out
+
+    async def _token_ids(self, url: str, text: str, special: bool) -> list[int]:
+        """The server's token ids of `text` (words are asked once per backend)."""
+        key = f"{int(special)}:{text}"
+        if not special and key in self._word_ids:
+            return self._word_ids[key]
+        status, data, detail = await self._post_retrying(
+            server_root(url), "/tokenize", tokenize_body(self.model, text, special)
+        )
+        try:
+            if status != 200:
+                raise ScoringAnswerError(f"HTTP {status}: {detail}")
+            ids = read_token_ids(data)
+        except ScoringAnswerError as exc:
+            raise EndpointError(f"{server_root(url)}/tokenize failed for {text[:60]!r}: {exc}") from None
+        if not special:
+            self._word_ids[key] = ids
+        return ids
 
     def _payload(self, prompt: Prompt, config: GenerationConfig, want_probs: bool) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
@@ -370,7 +608,13 @@ class OpenAIBackend:
         if word_pairs is None or top is None:
             return Completion(text=text, extra={"top_logprobs": 0} if word_pairs is not None else {})
         probs, mask = word_probs_from_top(top, word_pairs)
-        return Completion(text=text, word_probs=probs, word_probs_mask=mask, extra={"top_logprobs": asked})
+        upper = np.where(mask, probs, word_upper_bounds(top, word_pairs))
+        extra = {"top_logprobs": asked, "p_upper": upper.tolist()}
+        return Completion(text=text, word_probs=probs, word_probs_mask=mask, extra=extra)
+
+
+async def _pick(task: asyncio.Future[list[PromptScores]], position: int) -> PromptScores:
+    return (await asyncio.shield(task))[position]
 
 
 def api_key_from_env() -> str | None:
@@ -391,6 +635,7 @@ def load_openai(
     timeout: float = 120.0,
     retry: RetryPolicy | None = None,
     top_logprobs: int = TOP_LOGPROBS,
+    implicit: str = "auto",
     **_local_options: Any,
 ) -> OpenAIBackend:
     """`openai:MODEL` at --base-url (comma-separated URLs are used round-robin); local-model options are ignored."""
@@ -416,4 +661,5 @@ def load_openai(
         timeout=timeout,
         retry=retry,
         top_logprobs=top_logprobs,
+        implicit=implicit,
     )

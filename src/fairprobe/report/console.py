@@ -9,15 +9,15 @@ from fairprobe.records import MetricValue, Summary
 
 
 def format_metric(m: MetricValue | None, digits: int = 3) -> str:
-    """A value with its 95% interval, e.g. `0.412 [0.35, 0.47]`; `n/a` when unavailable."""
+    """A value with its 95% interval, e.g. `0.412 [0.35, 0.47]`; `n/a` when unavailable; bounds as `0.1 to 0.5`."""
+    if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
+        return f"{m.bounds[0]:.{digits}f} to {m.bounds[1]:.{digits}f}"
     if m is None or m.value is None:
         return "n/a"
     lo, hi = m.ci95
     text = f"{m.value:.{digits}f}"
     if lo is not None and hi is not None:
         text += f" [{lo:.{digits - 1}f}, {hi:.{digits - 1}f}]"
-    if m.approximate:
-        text += " ~"
     return text
 
 
