@@ -101,3 +101,29 @@ def start_vllm(folder: str, prefix_caching: bool = True, threads: int = 1) -> VL
         time.sleep(1.0)
     server.stop()
     raise RuntimeError(f"vLLM did not answer /v1/models within {START_TIMEOUT:.0f} s:\n{server.tail()}")
+
+
+def require_vllm() -> None:
+    """Skip without `.venv-vllm` (run `make vllm`), except in CI (CI=true), where a missing server is a failure."""
+    import pytest
+
+    if VLLM_PYTHON.is_file():
+        return
+    message = f"vLLM not installed at {VLLM_PYTHON.parent.parent} (make vllm)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def vllm_fixture(request, embedded_backend) -> VLLMServer:
+    """Start a server on the embedded model's safetensors folder; stopped when the fixture's scope ends."""
+    require_vllm()
+    server = start_vllm(str(embedded_backend.model.name_or_path))
+    request.addfinalizer(server.stop)
+    return server
+
+
+def counter(server: VLLMServer, name: str) -> float:
+    """A Prometheus counter of the server summed over its labels, e.g. `vllm:request_success_total`."""
+    text = httpx.get(server.url.removesuffix("/v1") + "/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
