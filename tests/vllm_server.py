@@ -66,11 +66,14 @@ def vllm_command(folder: str, port: int, prefix_caching: bool = True) -> list[st
     return command
 
 
-def start_vllm(folder: str, prefix_caching: bool = True, threads: int = 1) -> VLLMServer:
+def start_vllm(
+    folder: str, prefix_caching: bool = True, threads: int = 1, extra_env: dict[str, str] | None = None
+) -> VLLMServer:
     """Start vLLM on `folder` (the embedded model's safetensors folder) and wait until it answers /v1/models."""
     port = free_port()
     env = {
         **os.environ,
+        **(extra_env or {}),
         "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB: a small KV cache, plenty for a few prompts
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "OMP_NUM_THREADS": str(threads),
