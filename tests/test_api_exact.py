@@ -167,3 +167,35 @@ def test_implicit_off_and_bad_options(tmp_path: Path) -> None:
         RunOptions(implicit="topk")
     with pytest.raises(ValueError):
         RunOptions(implicit="sometimes")
+
+
+def test_top_logprobs_option_on_the_cli(tmp_path: Path) -> None:
+    env = {**os.environ, "FAIRPROBE_CACHE_DB": str(tmp_path / "cache.sqlite")}
+    out = tmp_path / "r"
+    args = ["run", "--model", "openai:test", "--probes", "template", "--limit", "2", "--out", str(out)]
+    with scripted() as (url, seen):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairprobe.cli",
+                *args,
+                "--base-url",
+                url,
+                "--implicit",
+                "topk",
+                "--top-logprobs",
+                "3",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    assert [b["logprobs"] for b in seen.bodies] == [3, 3]  # no detection request: topk was asked for
+    summary = json.loads((out / "summary.json").read_text())["results"]["template"]
+    assert summary["implicit"] == {"mode": "topk", "top_logprobs": 3}
+    # The canned top-3 (she 0.3, the 0.2, he 0.1): an unseen word has at most 0.1.
+    sample = read_samples(out / "samples.jsonl")[0]
+    assert sample.p_upper[1][0] == pytest.approx(0.1) and sample.p_known[1] == [False, False]
