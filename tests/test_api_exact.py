@@ -84,9 +84,12 @@ def test_exact_scoring_sends_token_ids_in_one_request_per_four_prompts(tmp_path:
     assert first[1] == first[0][: -len(" she")] + [ord(c) for c in " he"]
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["model"]["implicit"] == "exact"
-    assert manifest["implicit"]["endpoints"] == {url: {"echo": True, "tokenize": True}}
+    assert manifest["implicit"]["endpoints"] == {url: {"echo": True, "tokenize": True, "next_token_ids": False}}
     # The generation requests ask for no logprobs: exact scoring replaces the top-k.
-    assert all("logprobs" not in b for b in seen.bodies if not b.get("echo") and "add_special_tokens" not in b)
+    generation = [
+        b for b in seen.bodies if not b.get("echo") and {"add_special_tokens", "logprob_token_ids"}.isdisjoint(b)
+    ]
+    assert len(generation) == 6 and all("logprobs" not in b for b in generation)
 
 
 def test_text_scoring_counts_words_that_merge_across_the_boundary(tmp_path: Path) -> None:
@@ -126,10 +129,11 @@ def test_scoring_answers_come_from_the_cache_the_second_time(tmp_path: Path) -> 
         before = seen.count
         second = exact_run(url, tmp_path, "second", use_cache=True)
         asked = seen.bodies[before:]
-    # Detection asks again (2 requests); only the malformed prompt is generated and scored again.
+    # Detection asks again (echo, tokenize, token-id probes); only the malformed prompt is generated and scored again.
     scoring = [b for b in asked if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
     assert [len(b["prompt"]) for b in scoring] == [4]
-    assert len([b for b in asked if not b.get("echo") and "add_special_tokens" not in b]) == 1
+    generation = [b for b in asked if not b.get("echo") and {"add_special_tokens", "logprob_token_ids"}.isdisjoint(b)]
+    assert len(generation) == 1
     assert first["metrics"] == second["metrics"]
 
 

@@ -73,7 +73,8 @@ def test_a_paper_suite_on_vllm_is_the_local_model_exactly(exact_runs: dict[str, 
             assert "bounds" not in got and got["value"] == pytest.approx(want["value"], abs=1e-4)
     manifest = json.loads((exact_runs["api"] / "manifest.json").read_text())
     assert manifest["implicit"]["mode"] == "exact"
-    assert manifest["implicit"]["endpoints"] == {manifest["model"]["base_url"]: {"echo": True, "tokenize": True}}
+    abilities = {"echo": True, "tokenize": True, "next_token_ids": True}
+    assert manifest["implicit"]["endpoints"] == {manifest["model"]["base_url"]: abilities}
 
 
 def test_b_fairness_suite_through_vllm_chat_completions(vllm_server, embedded_backend, tmp_path: Path) -> None:

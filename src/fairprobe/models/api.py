@@ -37,8 +37,11 @@ from fairprobe.models.prompt_scoring import (
     Abilities,
     PromptScores,
     ScoringAnswerError,
+    ScoringPlan,
     echo_body,
     echoed_choices,
+    first_token_logprobs,
+    plan_scoring,
     read_token_ids,
     score_text,
     score_token_ids,
@@ -315,10 +318,23 @@ class OpenAIBackend:
             server_root(url), "/tokenize", tokenize_body(self.model, PROBE_PROMPT, True)
         )
         try:
-            tokenize = status == 200 and len(read_token_ids(data)) == len(tokens)
+            ids = read_token_ids(data) if status == 200 else []
         except ScoringAnswerError:
-            tokenize = False
-        return Abilities(url, echo=True, tokenize=tokenize)
+            ids = []
+        if len(ids) != len(tokens):
+            return Abilities(url, echo=True, tokenize=False)
+        return Abilities(url, echo=True, tokenize=True, next_token_ids=await self._reads_token_ids(url, ids[0]))
+
+    async def _reads_token_ids(self, url: str, token_id: int) -> bool:
+        """Whether the endpoint returns the logprob of a chosen token id at a generated position (vLLM)."""
+        body = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0.0}
+        body.update(logprobs=0, logprob_token_ids=[token_id], return_tokens_as_token_ids=True)
+        status, data, _ = await self._post_retrying(url, "/completions", body)
+        try:
+            top = parse_reply(data, chat=False)[1] if status == 200 else None
+            return top is not None and tail_logprob([None, top.get(f"token_id:{token_id}")], 1) <= 0
+        except (MalformedResponse, ScoringAnswerError):
+            return False
 
     async def _post_retrying(self, url: str, path: str, body: dict[str, Any]) -> tuple[int, Any, str]:
         """POST with the retry policy: (200, JSON, "") or (4xx status, None, detail); EndpointError past the budget.
@@ -403,29 +419,33 @@ class OpenAIBackend:
         gate = asyncio.Semaphore(self.concurrency)
         abort = asyncio.Event()
         mode = "off" if word_pairs is None else self._mode or await self._resolve_mode()
-        scored = self._score_tasks(prompts, word_pairs, gate) if word_pairs is not None and mode == "exact" else {}
-        asked_pairs = word_pairs if mode == "topk" else None
+        plan = await self._plan(word_pairs) if word_pairs is not None and mode == "exact" else None
+        # Plain prompts are scored exactly; chat prompts read the top-k of their first generated token.
+        exact = {i for i, p in enumerate(prompts) if isinstance(p, str)} if plan else set()
+        scored = self._score_tasks(prompts, sorted(exact), plan, gate) if plan and plan.echo_words else {}
+        top_k = mode == "topk" or mode == "exact"
+        asked_pairs = [word_pairs if top_k and i not in exact else None for i in range(len(prompts))]
 
         async def one(index: int) -> Completion | None:
+            first_ids = plan.first_ids if plan and index in exact else None
             async with gate:
                 if abort.is_set():
                     return None
                 try:
-                    completion = await self._ask(index, prompts[index], config, asked_pairs, abort)
+                    completion = await self._ask(index, prompts[index], config, asked_pairs[index], abort, first_ids)
                 except EndpointError:
                     abort.set()
                     raise
-            if completion is not None and index in scored:
+            if completion is not None and plan is not None and index in exact:
                 try:
-                    scores = await scored[index]
+                    scores = await scored[index] if index in scored else None
                 except EndpointError:
                     abort.set()
                     raise
                 if completion.error is None:
-                    fields = scores.completion_fields()
-                    completion = Completion(text=completion.text, **fields)
+                    completion = exact_completion(completion, scores, plan)
             elif completion is not None and word_pairs is not None and completion.error is None:
-                completion.extra["implicit"] = mode
+                completion.extra["implicit"] = "topk" if asked_pairs[index] else "off"
             if completion is not None and on_result is not None:
                 on_result(index, completion)
             return completion
@@ -438,45 +458,46 @@ class OpenAIBackend:
                 raise r
         return results  # type: ignore[return-value]
 
+    async def _plan(self, word_pairs: list[tuple[str, str]]) -> ScoringPlan:
+        """Token ids of the words (asked once) where every endpoint tokenizes, and which route scores each word."""
+        words = [w for pair in word_pairs for w in pair]
+        word_ids = None
+        if all(a.tokenize for a in self._abilities):
+            word_ids = [await self._token_ids(self.base_urls[0], " " + w, False) for w in words]
+        return plan_scoring(words, word_ids, all(a.next_token_ids for a in self._abilities))
+
     async def _resolve_mode(self) -> str:
         self._mode = await self._detect()
         return self._mode
 
     def _score_tasks(
-        self, prompts: list[Prompt], word_pairs: list[tuple[str, str]], gate: asyncio.Semaphore
+        self, prompts: list[Prompt], indices: list[int], plan: ScoringPlan, gate: asyncio.Semaphore
     ) -> dict[int, asyncio.Future[PromptScores]]:
-        """One scoring task per PROMPTS_PER_REQUEST plain prompts; each prompt's index maps to its chunk's scores."""
-        plain = [i for i, p in enumerate(prompts) if isinstance(p, str)]
+        """One echo request per PROMPTS_PER_REQUEST prompts; each prompt's index maps to its chunk's scores."""
         out: dict[int, asyncio.Future[PromptScores]] = {}
-        for start in range(0, len(plain), PROMPTS_PER_REQUEST):
-            chunk = plain[start : start + PROMPTS_PER_REQUEST]
-            task = asyncio.ensure_future(
-                self._score_chunk([str(prompts[i]) for i in chunk], word_pairs, chunk[0], gate)
-            )
+        for start in range(0, len(indices), PROMPTS_PER_REQUEST):
+            chunk = indices[start : start + PROMPTS_PER_REQUEST]
+            task = asyncio.ensure_future(self._score_chunk([str(prompts[i]) for i in chunk], plan, chunk[0], gate))
             for position, index in enumerate(chunk):
                 out[index] = asyncio.ensure_future(_pick(task, position))
         return out
 
     async def _score_chunk(
-        self, prompts: list[str], word_pairs: list[tuple[str, str]], index: int, gate: asyncio.Semaphore
+        self, prompts: list[str], plan: ScoringPlan, index: int, gate: asyncio.Semaphore
     ) -> list[PromptScores]:
-        """Every attribute word after each prompt, in one echo request (token ids where the server tokenizes)."""
+        """The plan's echo words after each prompt, in one request (token ids where the server tokenizes)."""
         url = self.base_urls[index % len(self.base_urls)]
-        words = [w for pair in word_pairs for w in pair]
-        token_ids = all(a.tokenize for a in self._abilities)
+        echo = plan.echo_words
         async with gate:
-            if token_ids:
+            if plan.word_ids is not None:
                 prompt_ids = [await self._token_ids(url, p, True) for p in prompts]
-                word_ids = [await self._token_ids(url, " " + w, False) for w in words]
-                sequences: list[Any] = [ids + w for ids in prompt_ids for w in word_ids]
+                sequences: list[Any] = [ids + plan.word_ids[j] for ids in prompt_ids for j in echo]
             else:
-                sequences = [x for p in prompts for x in (p, *(p + " " + w for w in words))]
-            per_prompt = len(sequences) // len(prompts)
+                sequences = [x for p in prompts for x in (p, *(p + " " + plan.words[j] for j in echo))]
             for attempt in range(1, self.retry.malformed_attempts + 1):
                 self.scoring_requests += 1
-                status, data, detail = await self._post_retrying(
-                    url, "/completions", echo_body(self.model, sequences, token_ids)
-                )
+                body = echo_body(self.model, sequences, plan.word_ids is not None)
+                status, data, detail = await self._post_retrying(url, "/completions", body)
                 if status != 200:
                     return [PromptScores(error=f"scoring rejected by server (HTTP {status}): {detail}")] * len(prompts)
                 try:
@@ -485,18 +506,19 @@ class OpenAIBackend:
                 except ScoringAnswerError as exc:
                     if attempt == self.retry.malformed_attempts:
                         return [PromptScores(error=f"malformed scoring answer: {exc}")] * len(prompts)
+        per_prompt = len(sequences) // len(prompts)
         out = []
         for k, prompt in enumerate(prompts):
             mine = echoed[k * per_prompt : (k + 1) * per_prompt]
             try:
-                if token_ids:
-                    logprobs = score_token_ids(prompt_ids[k], word_ids, mine)
+                if plan.word_ids is not None:
+                    logprobs = score_token_ids(prompt_ids[k], [plan.word_ids[j] for j in echo], mine)
                 else:
-                    logprobs = score_text(prompt, words, mine)
+                    logprobs = score_text(prompt, [plan.words[j] for j in echo], mine)
             except ScoringAnswerError as exc:
                 out.append(PromptScores(error=f"malformed scoring answer: {exc}"))
                 continue
-            out.append(PromptScores(logprobs=logprobs.reshape(-1, 2)))
+            out.append(PromptScores(logprobs=logprobs))
         return out
 
     async def _token_ids(self, url: str, text: str, special: bool) -> list[int]:
@@ -517,7 +539,9 @@ class OpenAIBackend:
             self._word_ids[key] = ids
         return ids
 
-    def _payload(self, prompt: Prompt, config: GenerationConfig, want_probs: bool) -> tuple[str, dict[str, Any]]:
+    def _payload(
+        self, prompt: Prompt, config: GenerationConfig, want_probs: bool, first_ids: list[int] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": config.max_new_tokens,
@@ -529,7 +553,9 @@ class OpenAIBackend:
             body["top_k"] = config.top_k
         if isinstance(prompt, str):
             body["prompt"] = prompt
-            if want_probs and self._logprobs:
+            if first_ids:  # exact next-token logprobs of these ids (vLLM), read from the first generated position
+                body.update(logprobs=0, logprob_token_ids=first_ids, return_tokens_as_token_ids=True)
+            elif want_probs and self._logprobs:
                 body["logprobs"] = self._logprobs
             return "/completions", body
         body["messages"] = [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in prompt]
@@ -552,6 +578,7 @@ class OpenAIBackend:
         config: GenerationConfig,
         word_pairs: list[tuple[str, str]] | None,
         abort: asyncio.Event,
+        first_ids: list[int] | None = None,
     ) -> Completion | None:
         """One prompt with retries; a malformed or refused answer becomes a Completion with `error` set."""
         policy = self.retry
@@ -564,7 +591,7 @@ class OpenAIBackend:
                 return None
             attempt += 1
             base = self.base_urls[(index + attempt - 1) % len(self.base_urls)]
-            path, body = self._payload(prompt, config, word_pairs is not None)
+            path, body = self._payload(prompt, config, word_pairs is not None, first_ids)
             asked = int(body.get("top_logprobs", body.get("logprobs", 0)) or 0)
             retry_after: float | None = None
             try:
@@ -586,7 +613,7 @@ class OpenAIBackend:
                             return Completion(text="", error=f"malformed response: {reason}")
                         failure = f"malformed response from {base}: {reason}"
                         continue
-                    return self._completion(text, top, word_pairs, asked)
+                    return self._completion(text, top, word_pairs, asked, first_ids)
                 detail = self.redact(_short(response.text))
                 if status in REJECT_STATUS and "logprob" in detail.lower() and self._lower_logprobs(asked):
                     attempt -= 1
@@ -603,14 +630,38 @@ class OpenAIBackend:
         raise EndpointError(f"{self.redact(failure)}; gave up after {policy.attempts} attempts")
 
     def _completion(
-        self, text: str, top: dict[str, float] | None, word_pairs: list[tuple[str, str]] | None, asked: int
+        self,
+        text: str,
+        top: dict[str, float] | None,
+        word_pairs: list[tuple[str, str]] | None,
+        asked: int,
+        first_ids: list[int] | None = None,
     ) -> Completion:
+        if first_ids:
+            return Completion(text=text, extra={"first_top": top or {}})
         if word_pairs is None or top is None:
             return Completion(text=text, extra={"top_logprobs": 0} if word_pairs is not None else {})
         probs, mask = word_probs_from_top(top, word_pairs)
         upper = np.where(mask, probs, word_upper_bounds(top, word_pairs))
         extra = {"top_logprobs": asked, "p_upper": upper.tolist()}
         return Completion(text=text, word_probs=probs, word_probs_mask=mask, extra=extra)
+
+
+def exact_completion(completion: Completion, scores: PromptScores | None, plan: ScoringPlan) -> Completion:
+    """A generated completion with its exact word probabilities: single-token words from the generation
+    answer's own logprobs (when the plan reads them there), the rest from the echo scores."""
+    error = scores.error if scores is not None else None
+    logprobs = np.full(len(plan.words), np.nan)
+    if error is None:
+        try:
+            if plan.first_ids:
+                logprobs = first_token_logprobs(completion.extra.get("first_top", {}), plan)
+            if scores is not None and scores.logprobs is not None:
+                logprobs[plan.echo_words] = scores.logprobs
+        except ScoringAnswerError as exc:
+            error = f"malformed scoring answer: {exc}"
+    result = PromptScores(logprobs=None if error else logprobs.reshape(-1, 2), error=error)
+    return Completion(text=completion.text, **result.completion_fields())
 
 
 async def _pick(task: asyncio.Future[list[PromptScores]], position: int) -> PromptScores:

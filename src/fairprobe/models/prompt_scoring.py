@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 PROBE_PROMPT = "My friend is a nurse, and"
+# vLLM's limit on `logprob_token_ids` (exact logprobs of chosen token ids at each generated position).
+MAX_TOKEN_IDS = 128
 # Prompts whose word sequences go in one scoring request (x 2N sequences; the server's prefix cache shares them).
 PROMPTS_PER_REQUEST = 4
 # float32 log-softmax can round a certain token's logprob a hair above 0.
@@ -38,11 +40,12 @@ class Abilities:
     url: str
     echo: bool
     tokenize: bool
+    next_token_ids: bool = False
     why: str = ""
 
     def as_json(self) -> dict[str, Any]:
         """The manifest's record of this endpoint."""
-        out: dict[str, Any] = {"echo": self.echo, "tokenize": self.tokenize}
+        out: dict[str, Any] = {"echo": self.echo, "tokenize": self.tokenize, "next_token_ids": self.next_token_ids}
         if self.why:
             out["why_not"] = self.why
         return out
@@ -128,9 +131,50 @@ def echoed_ids(tokens: list[str]) -> list[int] | None:
     return ids
 
 
+@dataclass(frozen=True)
+class ScoringPlan:
+    """How a run's attribute words are scored: each word's token ids (None when sent as text), the ids whose
+    exact logprobs the generation request itself returns (single-token words, vLLM's `logprob_token_ids`),
+    and the words scored by echoing prompt + word (all of them without that route, else the multi-token ones)."""
+
+    words: list[str]
+    word_ids: list[list[int]] | None
+    first_ids: list[int]
+    echo_words: list[int]
+
+
+def plan_scoring(words: list[str], word_ids: list[list[int]] | None, next_token_ids: bool) -> ScoringPlan:
+    """Read single-token words from the generation answer where the server allows it; echo the others."""
+    everything = list(range(len(words)))
+    if word_ids is None or not next_token_ids:
+        return ScoringPlan(words, word_ids, [], everything)
+    first = sorted({ids[0] for ids in word_ids if len(ids) == 1})
+    if not first or len(first) > MAX_TOKEN_IDS:
+        return ScoringPlan(words, word_ids, [], everything)
+    return ScoringPlan(words, word_ids, first, [j for j in everything if len(word_ids[j]) > 1])
+
+
+def first_token_logprobs(top: dict[str, float], plan: ScoringPlan) -> np.ndarray:
+    """log P(word | prompt) of the single-token words from the first generated position's logprobs of the
+    ids asked for (`token_id:N` keys); NaN for the words left to echo."""
+    out = np.full(len(plan.words), np.nan)
+    if plan.word_ids is None:
+        return out
+    echo = set(plan.echo_words)
+    for j, ids in enumerate(plan.word_ids):
+        if j in echo:
+            continue
+        value = top.get(f"token_id:{ids[0]}")
+        if value is None:
+            raise ScoringAnswerError(f"no logprob for token id {ids[0]} in the answer")
+        out[j] = tail_logprob([None, value], 1)
+    return out
+
+
 @dataclass
 class PromptScores:
-    """One prompt's word log-probabilities (N, 2); NaN where unscored; `error` when its answer was malformed."""
+    """One prompt's word log-probabilities (N, 2) (flat over the echoed words while being assembled); NaN where
+    unscored; `error` when its answer was malformed."""
 
     logprobs: np.ndarray | None = None
     error: str | None = None
