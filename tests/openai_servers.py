@@ -266,7 +266,30 @@ def _echo_choice(index: int, ids: list[int], as_ids: bool, fault: str, merge: bo
     return {"index": index, "text": "", "logprobs": {"tokens": tokens, "token_logprobs": values}}
 
 
-def echo_server(fault_for: Callable[[str], str] | None = None, tokenize: bool = True, merge: bool = False):
+# With `next_token_ids`, " she" and " he" are single tokens (these ids) and generation answers carry the
+# logprobs of the ids asked for in `logprob_token_ids` at the first position, as vLLM does.
+SINGLE_TOKENS = {" she": 70001, " he": 70002}
+
+
+def _first_position(body: dict[str, Any], fault: str) -> dict[str, Any]:
+    """A generation answer with the logprobs of `logprob_token_ids` at its first position."""
+    wanted = list(body["logprob_token_ids"])
+    if fault == "missingid":
+        wanted = wanted[1:]
+    top = {f"token_id:{i}": char_logprob(i) for i in wanted}
+    if fault == "positive":
+        top = {k: 0.5 for k in top}
+    choice = {"index": 0, "text": canned_text(prompt_text(body))}
+    choice["logprobs"] = {"tokens": ["token_id:1"], "token_logprobs": [-0.1], "top_logprobs": [top]}
+    return {"object": "text_completion", "choices": [choice]}
+
+
+def echo_server(
+    fault_for: Callable[[str], str] | None = None,
+    tokenize: bool = True,
+    merge: bool = False,
+    next_token_ids: bool = False,
+):
     """A server that echoes prompt logprobs (and tokenizes at /tokenize unless `tokenize` is False).
 
     With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
@@ -279,7 +302,14 @@ def echo_server(fault_for: Callable[[str], str] | None = None, tokenize: bool = 
         if "add_special_tokens" in body:  # /tokenize
             if not tokenize:
                 return 404, b'{"detail": "Not Found"}', {}
+            if next_token_ids and body["prompt"] in SINGLE_TOKENS:
+                return 200, json.dumps({"tokens": [SINGLE_TOKENS[body["prompt"]]]}).encode(), {}
             return 200, json.dumps({"tokens": [ord(c) for c in body["prompt"]]}).encode(), {}
+        if "logprob_token_ids" in body:
+            if not next_token_ids:
+                return 400, b'{"error": {"message": "unknown field logprob_token_ids"}}', {}
+            fault = fault_for(prompt_text(body)) if fault_for else "ok"
+            return 200, json.dumps(_first_position(body, fault)).encode(), {}
         if not body.get("echo"):
             text = canned_text(prompt_text(body))
             return 200, json.dumps(completion_json(body, text, CANNED_TOP)).encode(), {}

@@ -24,7 +24,7 @@ from fairprobe.models.api import RetryPolicy
 from fairprobe.models.cached import CachedBackend
 from fairprobe.probes import load_probe_set
 from fairprobe.runner import RunOptions, read_samples, run
-from openai_servers import echo_server, scripted, word_logprob
+from openai_servers import SINGLE_TOKENS, char_logprob, echo_server, scripted, word_logprob
 
 FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 PAIRS = [("she", "he"), ("woman", "man")]
@@ -90,6 +90,31 @@ def test_exact_scoring_sends_token_ids_in_one_request_per_four_prompts(tmp_path:
         b for b in seen.bodies if not b.get("echo") and {"add_special_tokens", "logprob_token_ids"}.isdisjoint(b)
     ]
     assert len(generation) == 6 and all("logprobs" not in b for b in generation)
+
+
+def test_single_token_words_are_read_from_the_generation_answer_and_the_rest_echoed(tmp_path: Path) -> None:
+    with echo_server(next_token_ids=True) as (url, seen):
+        result = exact_run(url, tmp_path)
+    she, he = (math.exp(char_logprob(SINGLE_TOKENS[w])) for w in (" she", " he"))
+    probs = np.array([[she, he], [math.exp(word_logprob("woman")), math.exp(word_logprob("man"))]])
+    for s in read_samples(tmp_path / "run" / "samples.jsonl"):
+        np.testing.assert_allclose(np.stack([s.p_female, s.p_male], -1), probs, rtol=1e-12)
+    assert result["metrics"]["gld"]["value"] == pytest.approx(float(gld_per_prompt(probs[:, 0], probs[:, 1])))
+    generation = [b for b in seen.bodies if "logprob_token_ids" in b and b["max_tokens"] == 50]  # not the probe
+    assert len(generation) == 6 and {tuple(b["logprob_token_ids"]) for b in generation} == {(70001, 70002)}
+    scoring = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
+    assert [len(b["prompt"]) for b in scoring] == [8, 4]  # only woman and man are echoed
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
+    assert manifest["endpoints"][url] == {"echo": True, "tokenize": True, "next_token_ids": True}
+
+
+@pytest.mark.parametrize("fault", ["missingid", "positive"])
+def test_a_bad_first_position_is_a_malformed_answer_for_its_prompt(tmp_path: Path, fault: str) -> None:
+    with echo_server(lambda text: fault if text.startswith(BAD) else "ok", next_token_ids=True) as (url, _):
+        result = exact_run(url, tmp_path)
+    samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
+    assert samples[BAD].scoring_error.startswith("malformed scoring answer") and not hasattr(samples[BAD], "p_female")
+    assert result["metrics"]["scoring_malformed"]["value"] == pytest.approx(1 / 6)
 
 
 def test_text_scoring_counts_words_that_merge_across_the_boundary(tmp_path: Path) -> None:
