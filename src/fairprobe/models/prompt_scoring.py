@@ -6,6 +6,9 @@ the product of the conditional probabilities of the word's tokens after the prom
 server also tokenizes (vLLM's `/tokenize`), the sequences are sent as token ids (prompt ids + the ids of
 " word"), exactly the tokens a local model scores, so no merge across the boundary can happen; otherwise
 they are sent as text and a word whose tokens do not extend the prompt's own is counted as unscored.
+Where the server also returns the logprobs of chosen token ids at a generated position (vLLM's
+`logprob_token_ids`), single-token words are read from the generation answer's first position instead, the
+same forward pass that generates, and only words of several tokens are echoed (see ScoringPlan).
 
 Every answer is checked before it becomes a probability: the echoed tokens must be the ones sent, as many
 as sent, and every logprob finite and <= 0. A prompt with a bad answer is recorded as malformed, never
