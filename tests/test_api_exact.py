@@ -228,3 +228,13 @@ def test_top_logprobs_option_on_the_cli(tmp_path: Path) -> None:
     # The canned top-3 (she 0.3, the 0.2, he 0.1): an unseen word has at most 0.1.
     sample = read_samples(out / "samples.jsonl")[0]
     assert sample.p_upper[1][0] == pytest.approx(0.1) and sample.p_known[1] == [False, False]
+
+
+def test_a_server_that_fails_on_the_probe_is_topk_not_a_failed_run(tmp_path: Path) -> None:
+    # transformers serve answers 500 to max_tokens 0: the endpoint is there, it just cannot score prompts.
+    with scripted(lambda n, b: "500" if b.get("echo") else "ok") as (url, seen):
+        result = exact_run(url, tmp_path)
+    assert result["implicit"] == {"mode": "topk", "top_logprobs": 20}
+    assert sum(1 for b in seen.bodies if b.get("echo")) == 1  # asked once, not retried
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
+    assert manifest["endpoints"][url]["why_not"].startswith("HTTP 500")

@@ -302,9 +302,8 @@ class OpenAIBackend:
 
     async def _abilities_of(self, url: str) -> Abilities:
         """Ask one endpoint to echo a prompt's logprobs and to tokenize it."""
-        status, data, detail = await self._post_retrying(
-            url, "/completions", echo_body(self.model, PROBE_PROMPT, False)
-        )
+        probe = echo_body(self.model, PROBE_PROMPT, False)
+        status, data, detail = await self._post_retrying(url, "/completions", probe, probe=True)
         if status != 200:
             return Abilities(url, echo=False, tokenize=False, why=f"HTTP {status}: {detail}")
         try:
@@ -315,7 +314,7 @@ class OpenAIBackend:
         except ScoringAnswerError as exc:
             return Abilities(url, echo=False, tokenize=False, why=str(exc))
         status, data, _ = await self._post_retrying(
-            server_root(url), "/tokenize", tokenize_body(self.model, PROBE_PROMPT, True)
+            server_root(url), "/tokenize", tokenize_body(self.model, PROBE_PROMPT, True), probe=True
         )
         try:
             ids = read_token_ids(data) if status == 200 else []
@@ -329,17 +328,21 @@ class OpenAIBackend:
         """Whether the endpoint returns the logprob of a chosen token id at a generated position (vLLM)."""
         body = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0.0}
         body.update(logprobs=0, logprob_token_ids=[token_id], return_tokens_as_token_ids=True)
-        status, data, _ = await self._post_retrying(url, "/completions", body)
+        status, data, _ = await self._post_retrying(url, "/completions", body, probe=True)
         try:
             top = parse_reply(data, chat=False)[1] if status == 200 else None
             return top is not None and tail_logprob([None, top.get(f"token_id:{token_id}")], 1) <= 0
         except (MalformedResponse, ScoringAnswerError):
             return False
 
-    async def _post_retrying(self, url: str, path: str, body: dict[str, Any]) -> tuple[int, Any, str]:
+    async def _post_retrying(
+        self, url: str, path: str, body: dict[str, Any], probe: bool = False
+    ) -> tuple[int, Any, str]:
         """POST with the retry policy: (200, JSON, "") or (4xx status, None, detail); EndpointError past the budget.
 
         An answer that is not JSON counts as malformed: None is returned with status 200 after the retries.
+        A `probe` (asking what the endpoint can do) takes a 5xx as an answer too: the server is there but
+        cannot do what was asked (`transformers serve` fails on `max_tokens: 0`).
         """
         policy = self.retry
         failure = ""
@@ -365,7 +368,7 @@ class OpenAIBackend:
                 detail = self.redact(_short(response.text))
                 if status in (401, 403):
                     raise EndpointError(f"{url}{path} answered HTTP {status} (check $FAIRPROBE_API_KEY): {detail}")
-                if status not in RETRY_STATUS and status < 500:
+                if (status not in RETRY_STATUS and status < 500) or (probe and status >= 500):
                     return status, None, detail
                 failure = f"{url} answered HTTP {status}"
                 retry_after = retry_after_seconds(response.headers)
