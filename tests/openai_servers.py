@@ -250,3 +250,91 @@ def model_server(backend: Any):
         return 200, json.dumps(completion_json(body, text, top)).encode(), {}
 
     return serve(answer)
+
+
+# An echo-capable server (as vLLM): a character-level "tokenizer" (token id = code point) whose every
+# token has logprob -(id % 7 + 1) / 10 given what precedes it, so P(word | prompt) is hand-computable.
+def char_logprob(token_id: int) -> float:
+    """The echo server's log-probability of a token, whatever precedes it."""
+    return -((token_id % 7) + 1) / 10
+
+
+def word_logprob(word: str) -> float:
+    """log P(" " + word | any prompt) on the echo server (the sum over its characters)."""
+    return sum(char_logprob(ord(c)) for c in " " + word)
+
+
+def _echo_choice(index: int, ids: list[int], as_ids: bool, fault: str, merge: bool) -> dict[str, Any]:
+    values: list[float | None] = [None, *(char_logprob(t) for t in ids[1:])]
+    tokens = [f"token_id:{t}" if as_ids else chr(t) for t in ids]
+    if merge and not as_ids:  # text tokenized with "d " as one token: "..., and" + " she" merges at the boundary
+        for k in range(len(tokens) - 2, -1, -1):
+            if tokens[k] == "d" and tokens[k + 1] == " ":
+                tokens[k : k + 2] = ["d "]
+                del values[k + 1]
+    if fault == "othertokens":
+        tokens = [f"token_id:{t + 1}" if as_ids else chr(t + 1) for t in ids]
+    elif fault in ("nan", "inf", "positive"):
+        values[-1] = {"nan": math.nan, "inf": math.inf, "positive": 0.5}[fault]
+    elif fault == "short":
+        tokens, values = tokens[:-1], values[:-1]
+    return {"index": index, "text": "", "logprobs": {"tokens": tokens, "token_logprobs": values}}
+
+
+# With `next_token_ids`, " she" and " he" are single tokens (these ids) and generation answers carry the
+# logprobs of the ids asked for in `logprob_token_ids` at the first position, as vLLM does.
+SINGLE_TOKENS = {" she": 70001, " he": 70002}
+
+
+def _first_position(body: dict[str, Any], fault: str) -> dict[str, Any]:
+    """A generation answer with the logprobs of `logprob_token_ids` at its first position."""
+    wanted = list(body["logprob_token_ids"])
+    if fault == "missingid":
+        wanted = wanted[1:]
+    top = {f"token_id:{i}": char_logprob(i) for i in wanted}
+    if fault == "positive":
+        top = {k: 0.5 for k in top}
+    choice = {"index": 0, "text": canned_text(prompt_text(body))}
+    choice["logprobs"] = {"tokens": ["token_id:1"], "token_logprobs": [-0.1], "top_logprobs": [top]}
+    return {"object": "text_completion", "choices": [choice]}
+
+
+def echo_server(
+    fault_for: Callable[[str], str] | None = None,
+    tokenize: bool = True,
+    merge: bool = False,
+    next_token_ids: bool = False,
+):
+    """A server that echoes prompt logprobs (and tokenizes at /tokenize unless `tokenize` is False).
+
+    With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
+    extend the prompt's own tokens (a merge across the boundary).
+    `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive"
+    or "short". Requests that do not echo get the scripted server's canned continuation. Yields (url, seen).
+    """
+
+    def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+        if "add_special_tokens" in body:  # /tokenize
+            if not tokenize:
+                return 404, b'{"detail": "Not Found"}', {}
+            if next_token_ids and body["prompt"] in SINGLE_TOKENS:
+                return 200, json.dumps({"tokens": [SINGLE_TOKENS[body["prompt"]]]}).encode(), {}
+            return 200, json.dumps({"tokens": [ord(c) for c in body["prompt"]]}).encode(), {}
+        if "logprob_token_ids" in body:
+            if not next_token_ids:
+                return 400, b'{"error": {"message": "unknown field logprob_token_ids"}}', {}
+            fault = fault_for(prompt_text(body)) if fault_for else "ok"
+            return 200, json.dumps(_first_position(body, fault)).encode(), {}
+        if not body.get("echo"):
+            text = canned_text(prompt_text(body))
+            return 200, json.dumps(completion_json(body, text, CANNED_TOP)).encode(), {}
+        prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        choices = []
+        for i, p in enumerate(prompts):
+            ids = [ord(c) for c in p] if isinstance(p, str) else list(p)
+            text = "".join(chr(t) for t in ids)
+            choices.append(_echo_choice(i, ids, as_ids, fault_for(text) if fault_for else "ok", merge))
+        return 200, json.dumps({"object": "text_completion", "choices": choices}).encode(), {}
+
+    return serve(answer)

@@ -38,13 +38,15 @@ ADD = 0.5 * (0.3 * math.log(2 * 0.3 / 0.4) + 0.1 * math.log(2 * 0.1 / 0.4))
 
 
 def backend(url: str, **kw):
-    """The openai: backend with quick retries (tests do not wait half-second backoffs)."""
+    """The openai: backend with quick retries (tests do not wait half-second backoffs), top-k logprobs."""
+    kw.setdefault("implicit", "topk")
     return load_model("openai:test", base_url=url, retry=kw.pop("retry", FAST), timeout=kw.pop("timeout", 5.0), **kw)
 
 
 def options(url: str, out: Path, **kw) -> RunOptions:
-    """Six template prompts, batches of 4, no cache (each test counts its own requests)."""
+    """Six template prompts, batches of 4, no cache (each test counts its own requests), top-k logprobs."""
     base = {"model": "openai:test", "base_url": url, "probes": ["template"], "limit": 6, "out": out, "batch_size": 4}
+    base["implicit"] = "topk"
     return RunOptions(**{**base, "use_cache": False, **kw})
 
 
@@ -95,7 +97,12 @@ def test_retry_after_header_forms() -> None:
     assert retry_after_seconds(httpx.Headers({})) is None
 
 
-def test_paper_suite_uses_completions_with_top_logprobs_and_marks_gld_approximate(tmp_path: Path) -> None:
+def within(metric: dict, value: float) -> bool:
+    """A bounded metric (value null) whose bounds hold `value`."""
+    return metric["value"] is None and metric["bounds"][0] - 1e-12 <= value <= metric["bounds"][1] + 1e-12
+
+
+def test_paper_suite_uses_completions_with_top_logprobs_and_bounds_gld(tmp_path: Path) -> None:
     with scripted() as (url, seen):
         summary = run(options(url, tmp_path / "run"), backend=backend(url))
     ps = load_probe_set("template", limit=6)
@@ -106,8 +113,9 @@ def test_paper_suite_uses_completions_with_top_logprobs_and_marks_gld_approximat
     m = metrics(summary)
     female = sum(canned_text(p.prompt).startswith(" she") for p in ps.probes)
     assert m["gas"]["value"] == 1.0 and m["gas_f"]["value"] == pytest.approx(female / 6)
-    assert m["gld"]["value"] == pytest.approx(GLD) and m["gld"]["approximate"] is True
-    assert m["add"]["value"] == pytest.approx(ADD) and m["add"]["approximate"] is True
+    # The words outside the top-k are not taken as 0: GLD and ADD are intervals that hold the value they'd give.
+    assert within(m["gld"], GLD) and m["gld"]["bounds"][1] > GLD and m["gld"]["note"].startswith("bounds:")
+    assert within(m["add"], ADD) and m["add"]["bounds"][1] > ADD
     assert m["coverage"]["value"] == 0.0
     assert m["covered_mass"]["value"] == pytest.approx(0.4)
     sample = read_samples(tmp_path / "run" / "samples.jsonl")[0]
@@ -121,7 +129,7 @@ def test_full_coverage_gives_exact_metrics(tmp_path: Path) -> None:
     with scripted() as (url, _):
         m = metrics(run(options(url, tmp_path / "run", words_file=words), backend=backend(url)))
     assert m["gld"] == {"value": pytest.approx(GLD), "ci95": [pytest.approx(GLD), pytest.approx(GLD)]}
-    assert m["add"]["value"] == pytest.approx(ADD) and "approximate" not in m["add"]
+    assert m["add"]["value"] == pytest.approx(ADD) and "bounds" not in m["add"]
     assert m["log_add"]["value"] == pytest.approx(math.log(ADD))
     assert m["coverage"]["value"] == 1.0
 
@@ -139,7 +147,14 @@ def test_server_that_allows_five_logprobs_is_asked_again_with_five(tmp_path: Pat
     with scripted(lambda n, b: "max5") as (url, seen):
         m = metrics(run(options(url, tmp_path / "run", limit=2), backend=backend(url, concurrency=1)))
     assert [b["logprobs"] for b in seen.bodies] == [20, 5, 5]
-    assert m["gld"]["value"] == pytest.approx(GLD)
+    assert within(m["gld"], GLD)
+    # The k actually used (after the fallback) is what the summary and the manifest record.
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["results"]["template"]["implicit"] == {
+        "mode": "topk",
+        "top_logprobs": 5,
+    }
+    implicit = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
+    assert (implicit["top_logprobs_asked"], implicit["top_logprobs_used"]) == (20, 5)
 
 
 def test_chat_prompts_use_the_chat_endpoint_with_top_logprobs() -> None:
@@ -225,7 +240,7 @@ def test_round_robin_over_several_endpoints(tmp_path: Path) -> None:
     with scripted() as (url_a, seen_a), scripted() as (url_b, seen_b):
         summary = run(options(f"{url_a},{url_b}", tmp_path / "run"), backend=backend(f"{url_a},{url_b}"))
     assert (seen_a.count, seen_b.count) == (3, 3)
-    assert metrics(summary)["gld"]["value"] == pytest.approx(GLD)
+    assert within(metrics(summary)["gld"], GLD)
 
 
 def test_bad_specs_and_options_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:

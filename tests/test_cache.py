@@ -118,7 +118,7 @@ def test_errors_are_not_cached(tmp_path: Path) -> None:
 
 def _options(url: str, out: Path, cache: Path, **kw: Any) -> RunOptions:
     base = {"model": "openai:test", "base_url": url, "probes": ["template"], "limit": 6, "out": out, "cache": cache}
-    return RunOptions(**{**base, **kw})
+    return RunOptions(**{**base, "implicit": "topk", **kw})
 
 
 def test_rerun_more_prompts_and_rescoring_cost_no_repeated_calls(tmp_path: Path) -> None:
@@ -150,7 +150,13 @@ def test_answers_paid_for_are_kept_when_a_later_request_fails(tmp_path: Path) ->
     cache = Cache(tmp_path / "c.sqlite")
     with scripted(lambda n, b: "ok" if n < 2 else "500") as (url, _):
         model = CachedBackend(
-            load_model("openai:test", base_url=url, concurrency=1, retry=RetryPolicy(attempts=2, base_delay=0.01)),
+            load_model(
+                "openai:test",
+                base_url=url,
+                concurrency=1,
+                retry=RetryPolicy(attempts=2, base_delay=0.01),
+                implicit="topk",
+            ),
             cache,
         )
         with pytest.raises(Exception, match="gave up after 2 attempts"):

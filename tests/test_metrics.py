@@ -144,3 +144,33 @@ def test_exact_mcnemar() -> None:
     assert exact_mcnemar(5, 5) == 1.0
     # b=6, c=0: 2 / 2^6.
     assert exact_mcnemar(6, 0) == pytest.approx(2 / 64)
+
+
+def test_implicit_bounds_by_hand_and_against_every_value_in_the_box() -> None:
+    from fairprobe.metrics.paper import bounded_implicit_metrics, implicit_bounds_per_prompt
+
+    # she 0.3 / he 0.1 known; woman / man outside the top-k, each in [0, 0.05].
+    lower = np.array([[[0.3, 0.1], [0.0, 0.0]]])
+    upper = np.array([[[0.3, 0.1], [0.05, 0.05]]])
+    b = implicit_bounds_per_prompt(lower, upper)
+    assert b["gld"][0][0] == pytest.approx(0.15 / 0.45) and b["gld"][1][0] == pytest.approx(0.25 / 0.45)
+    known = add_per_prompt(np.array([0.3]), np.array([0.1]))
+    assert b["add"][0][0] == pytest.approx(known) and b["add"][1][0] == pytest.approx(known + 0.5 * 0.05 * math.log(2))
+    # Overlapping masses: the lowest GLD is 0 (female and male can be equal).
+    overlap = implicit_bounds_per_prompt(np.array([[[0.1, 0.0]]]), np.array([[[0.1, 0.3]]]))
+    assert overlap["gld"][0][0] == 0.0 and overlap["gld"][1][0] == 1.0
+    # Every value in a random box lies within the bounds, and the box's corners reach them.
+    rng = np.random.default_rng(0)
+    lo = rng.uniform(0, 0.05, (50, 4, 2))
+    hi = lo + rng.uniform(0, 0.05, lo.shape) * (rng.random(lo.shape) < 0.5)
+    b = implicit_bounds_per_prompt(lo, hi)
+    draws = lo + (hi - lo) * rng.random((400, *lo.shape))
+    gld = gld_per_prompt(draws[..., 0], draws[..., 1])
+    add = add_per_prompt(draws[..., 0], draws[..., 1])
+    assert (gld >= b["gld"][0] - 1e-12).all() and (gld <= b["gld"][1] + 1e-12).all()
+    assert (add >= b["add"][0] - 1e-12).all() and (add <= b["add"][1] + 1e-12).all()
+    corners = np.stack([np.where(rng.random(lo.shape) < 0.5, lo, hi) for _ in range(2000)])
+    assert gld_per_prompt(corners[..., 0], corners[..., 1]).max(axis=0) == pytest.approx(b["gld"][1])
+    m = bounded_implicit_metrics(lower, upper, "bounds: test")
+    assert m["gld"].value is None and m["gld"].bounds == (pytest.approx(1 / 3), pytest.approx(5 / 9))
+    assert m["log_add"].bounds[0] == pytest.approx(math.log(known))

@@ -62,7 +62,7 @@ def test_api_run_killed_mid_way_resumes_with_the_missing_samples_only(tmp_path: 
     out = tmp_path / "run"
     with scripted(latency=0.03) as (url, seen):
         args = ["--model", "openai:test", "--base-url", url, "--probes", "template", "--limit", "24"]
-        args += ["--batch-size", "4", "--concurrency", "2", "--no-cache"]
+        args += ["--batch-size", "4", "--concurrency", "2", "--no-cache", "--implicit", "topk"]
         left = run_and_kill([*args, "--out", str(out)], out, after=8, sig=sig)
         assert 8 <= len(left) < 24
         whole_batches = sum(1 for n in Counter(s.batch for s in left).values() if n == 4)

@@ -163,6 +163,14 @@ def run_cmd(
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="parallel requests to an openai: server (default 8)")
     ] = None,
+    implicit: Annotated[
+        str,
+        typer.Option(
+            help="GLD/ADD over an openai: server: exact (score prompt tokens), topk (bounds from top logprobs), "
+            "off; default: exact where the server can, else topk"
+        ),
+    ] = "auto",
+    top_logprobs: Annotated[int, typer.Option(min=1, help="top logprobs to ask for with --implicit topk")] = 20,
     cache: CacheOpt = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")
@@ -196,6 +204,8 @@ def run_cmd(
         dtype=dtype,
         base_url=base_url,
         concurrency=concurrency,
+        implicit=implicit,
+        top_logprobs=top_logprobs,
         cache=cache,
         use_cache=not no_cache,
     )

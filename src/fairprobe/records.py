@@ -46,23 +46,25 @@ class Sample(BaseModel):
 
 
 class MetricValue(BaseModel):
-    """A metric with its 95% confidence interval; `approximate` marks values not computed exactly.
+    """A metric with its 95% confidence interval.
 
-    `value` is always written (null when undefined: shown as n/a); `approximate`, `note` and `n` only
-    when set. `n` is the count a share rests on when it is not the set's n (GAS(F) and Delta rest on
-    the gendered continuations only), so marks can flag a value drawn from few cases.
+    `value` is always written (null when undefined: shown as n/a); `bounds`, `note` and `n` only when set.
+    `n` is the count a share rests on when it is not the set's n (GAS(F) and Delta rest on the gendered
+    continuations only), so marks can flag a value drawn from few cases. `bounds` is the interval a metric is
+    known to lie in when some of its inputs are only bounded (an API's top-k logprobs): then `value` is null
+    and `ci95` widens the bounds by the sampling uncertainty.
     """
 
     value: float | None
     ci95: tuple[float | None, float | None] = (None, None)
-    approximate: bool | None = None
+    bounds: tuple[float | None, float | None] | None = None
     note: str | None = None
     n: int | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset_flags(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in ("approximate", "note", "n"):
+        for key in ("bounds", "note", "n"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -76,12 +78,20 @@ class SubsetResult(BaseModel):
 
 
 class SetResult(BaseModel):
-    """Metrics on one probe set, overall and per subset."""
+    """Metrics on one probe set, overall and per subset; `implicit` says how GLD/ADD's inputs were read."""
 
     n: int
     source: str
     metrics: dict[str, MetricValue]
     subsets: dict[str, SubsetResult] = Field(default_factory=dict)
+    implicit: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_implicit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("implicit") is None:
+            data.pop("implicit", None)
+        return data
 
 
 class Summary(BaseModel):

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -31,6 +31,10 @@ from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redact
 from fairprobe.runfolder import FolderLock, check_folder
 from fairprobe.suites import Suite, get_suite
+
+
+# Options newer than the first release, with their defaults (left out of the settings when unchanged).
+LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20}
 
 
 class RunOptions(BaseModel):
@@ -55,6 +59,8 @@ class RunOptions(BaseModel):
     dtype: str = "auto"
     base_url: str | None = None
     concurrency: int | None = Field(None, ge=1)
+    implicit: Literal["auto", "exact", "topk", "off"] = "auto"
+    top_logprobs: int = Field(20, ge=1)
     cache: Path | None = None
     use_cache: bool = True
 
@@ -64,6 +70,8 @@ class RunOptions(BaseModel):
     def _check_endpoint(self) -> RunOptions:
         if self.base_url is not None and not self.model.startswith("openai:"):
             raise ConfigError(f"--base-url needs an openai:MODEL model, not {self.model!r}")
+        if self.implicit == "topk" and not self.model.startswith("openai:"):
+            raise ConfigError(f"--implicit topk needs an openai:MODEL model; {self.model!r} gives exact probabilities")
         return self
 
     def attribute_words(self) -> AttributeWords:
@@ -89,6 +97,10 @@ class RunOptions(BaseModel):
         """Every option that changes samples (recorded in the manifest; a refusal names those that differ)."""
         obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
         obj["words"] = [list(p) for p in sorted(self.attribute_words().pairs)]
+        # Options added after the first release count only when changed, so older run folders still resume.
+        for key, default in LATER_OPTION_DEFAULTS.items():
+            if obj.get(key) == default:
+                obj.pop(key)
         return obj
 
     def fingerprint(self) -> str:
@@ -205,7 +217,8 @@ def run_set(
     """Ask the model every probe of one set (skipping batches already saved) and return its samples."""
     progress = progress or SilentProgress()
     gen = suite.generation(options)
-    pairs = [tuple(p) for p in options.attribute_words().pairs] if suite.needs_word_probs else None
+    wants_probs = suite.needs_word_probs and options.implicit != "off"
+    pairs = [tuple(p) for p in options.attribute_words().pairs] if wants_probs else None
     by_id: dict[str, Sample] = {}
     progress.start(ps.name, len(ps.probes))
     for index, batch in enumerate(batches_of(ps.probes, options.batch_size)):
@@ -254,6 +267,15 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
     }
 
 
+def implicit_manifest(backend: ModelBackend, results: dict[str, SetResult]) -> dict[str, Any] | None:
+    """How GLD/ADD's probabilities were read: the endpoint's detected abilities and, per set, mode and top-k used."""
+    detected = getattr(getattr(backend, "inner", backend), "implicit_info", None)
+    per_set = {name: r.implicit for name, r in results.items() if r.implicit is not None}
+    if detected is None and not per_set:
+        return None
+    return {**(detected() if detected else {}), "sets": per_set}
+
+
 def write_report(out: Path) -> None:
     """report.html of a finished run; a failure only warns, since the run's own files are already written."""
     try:
@@ -266,7 +288,9 @@ def write_report(out: Path) -> None:
 
 def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBackend:
     """The model a run's options name (with `adapter` instead of options.adapter when given), behind the cache."""
-    endpoint = {"base_url": options.base_url, "concurrency": options.concurrency}
+    endpoint: dict[str, Any] = {"base_url": options.base_url, "concurrency": options.concurrency}
+    if options.model.startswith("openai:"):
+        endpoint.update(implicit=options.implicit, top_logprobs=options.top_logprobs)
     backend = load_model(
         options.model,
         device=options.device,
@@ -303,6 +327,8 @@ def run_with_samples(
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         manifest = build_manifest(options, backend, sets, started)
         atomic_write_json(out / "manifest.json", manifest)
+        for notice in getattr(getattr(backend, "inner", backend), "notices", []):
+            progress.note(notice)
         results: dict[str, SetResult] = {}
         per_set: dict[str, list[Sample]] = {}
         for ps in sets:
@@ -321,6 +347,7 @@ def run_with_samples(
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
         writer.finish([s for samples in per_set.values() for s in samples], summary)
+        manifest["implicit"] = implicit_manifest(backend, results)
         manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         atomic_write_json(out / "manifest.json", manifest)
         write_report(out)

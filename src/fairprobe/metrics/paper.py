@@ -74,3 +74,72 @@ def implicit_metrics(probs: np.ndarray) -> dict[str, MetricValue]:
         ci95=(None if not lo else math.log(lo), None if not hi else math.log(hi)),
     )
     return {"gld": gld, "implicit_lean": lean, "add": add, "log_add": log_add}
+
+
+def _over_box(fn, lo_f, hi_f, lo_m, hi_m) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest and highest value of `fn` (0 where f = m, growing as f and m part) over f, m in their boxes."""
+    corners = np.stack([fn(lo_f, hi_m), fn(hi_f, lo_m), fn(lo_f, lo_m), fn(hi_f, hi_m)])
+    apart_f = lo_f > hi_m  # the female interval lies wholly above the male one
+    apart_m = lo_m > hi_f
+    low = np.where(apart_f, fn(lo_f, hi_m), np.where(apart_m, fn(hi_f, lo_m), 0.0))
+    return low, corners.max(axis=0)
+
+
+def implicit_bounds_per_prompt(lower: np.ndarray, upper: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per-prompt (lowest, highest) GLD, signed lean and ADD when each word's probability is only known to lie in [lower, upper].
+
+    Shapes (prompts, pairs, 2). Both per-prompt expressions are 0 where the female and male masses are equal
+    and grow as they part (ADD's terms are jointly convex), so the extremes over the box are at its corners,
+    and the minimum is 0 wherever the intervals overlap. Each pair's ADD term has its own variables, so the
+    prompt's ADD bounds are the sums of the pairs' bounds. Exact words have lower == upper.
+    """
+    lower = np.asarray(lower, dtype=np.float64)
+    upper = np.asarray(upper, dtype=np.float64)
+
+    def gld(f: np.ndarray, m: np.ndarray) -> np.ndarray:
+        return gld_per_prompt(f[..., None], m[..., None])
+
+    def add_term(f: np.ndarray, m: np.ndarray) -> np.ndarray:
+        return add_per_prompt(f[..., None], m[..., None])
+
+    sums_lo, sums_hi = lower.sum(axis=1), upper.sum(axis=1)
+    gld_lo, gld_hi = _over_box(gld, sums_lo[:, 0], sums_hi[:, 0], sums_lo[:, 1], sums_hi[:, 1])
+    add_lo, add_hi = _over_box(add_term, lower[..., 0], upper[..., 0], lower[..., 1], upper[..., 1])
+    # The signed lean grows with the female mass and falls with the male one: its extremes are two corners.
+    lean_lo = lean_per_prompt(sums_lo[:, 0, None], sums_hi[:, 1, None])
+    lean_hi = lean_per_prompt(sums_hi[:, 0, None], sums_lo[:, 1, None])
+    return {
+        "gld": (gld_lo, gld_hi),
+        "implicit_lean": (lean_lo, lean_hi),
+        "add": (add_lo.sum(axis=1), add_hi.sum(axis=1)),
+    }
+
+
+def bounded_metric(low: np.ndarray, high: np.ndarray, note: str) -> MetricValue:
+    """A mean over prompts known only to lie between the means of `low` and `high`: value null, `bounds` set,
+    and ci95 from the lower bound's lower 95% limit to the upper bound's upper one."""
+    lo, hi = bootstrap_statistic(low), bootstrap_statistic(high)
+    return MetricValue(value=None, bounds=(lo.value, hi.value), ci95=(lo.ci95[0], hi.ci95[1]), note=note)
+
+
+def bounded_implicit_metrics(lower: np.ndarray, upper: np.ndarray, note: str) -> dict[str, MetricValue]:
+    """GLD, its signed lean, ADD and log ADD as intervals over every allowed value of the words known only by bounds."""
+    per_prompt = implicit_bounds_per_prompt(lower, upper)
+    add_low, add_high = per_prompt["add"]
+    add = bounded_metric(add_low, add_high, note)
+
+    def log(x: float | None) -> float | None:
+        return math.log(x) if x else None
+
+    log_add = MetricValue(
+        value=None,
+        bounds=(log(float(add_low.mean())), log(float(add_high.mean()))),
+        ci95=(log(add.ci95[0]), log(add.ci95[1])),
+        note=note,
+    )
+    return {
+        "gld": bounded_metric(*per_prompt["gld"], note),
+        "implicit_lean": bounded_metric(*per_prompt["implicit_lean"], note),
+        "add": add,
+        "log_add": log_add,
+    }

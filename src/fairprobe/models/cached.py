@@ -27,7 +27,7 @@ def decoding_key(config: GenerationConfig) -> dict[str, Any]:
 
 
 def completion_to_json(c: Completion) -> dict[str, Any]:
-    """What the cache stores of a completion (never an error: failed calls are asked again)."""
+    """What the cache stores of a completion (never an error: see `cacheable`)."""
     return {
         "text": c.text,
         "word_probs": None if c.word_probs is None else np.asarray(c.word_probs, dtype=np.float64).tolist(),
@@ -66,6 +66,11 @@ def usable_entry(obj: Any, word_pairs: list[tuple[str, str]] | None) -> Completi
     if probs is not None and not (np.isfinite(probs).all() and (probs >= 0).all() and (probs <= 1).all()):
         return None
     return completion
+
+
+def cacheable(c: Completion) -> bool:
+    """Only whole answers are stored: a failed call or a malformed scoring answer is asked again next time."""
+    return c.error is None and "scoring_error" not in c.extra
 
 
 class CachedBackend:
@@ -120,7 +125,7 @@ class CachedBackend:
         if getattr(self.inner, "streams_results", False):
 
             def keep(index: int, completion: Completion) -> None:
-                if completion.error is None:
+                if cacheable(completion):
                     self.cache.put(
                         keys[missing[index]], completion_to_json(completion), "generation", self._model_label
                     )
@@ -129,7 +134,7 @@ class CachedBackend:
         else:
             fresh = self.inner.generate(asked, config, word_pairs)
             self.cache.put_many(
-                [(keys[i], completion_to_json(c)) for i, c in zip(missing, fresh, strict=True) if c.error is None],
+                [(keys[i], completion_to_json(c)) for i, c in zip(missing, fresh, strict=True) if cacheable(c)],
                 "generation",
                 self._model_label,
             )

@@ -17,7 +17,10 @@ COLOURS = {"A": "green", "B": "yellow", "C": "dark_orange", "D": "red"}
 
 
 def format_metric(m: MetricValue | None, digits: int = 3, name: str = "") -> str:
-    """A value with its 95% interval, e.g. `0.412 [0.35, 0.47]`; counts as whole numbers; `n/a` when undefined."""
+    """A value with its 95% interval, e.g. `0.412 [0.35, 0.47]`; counts as whole numbers; `n/a` when undefined;
+    bounds as `0.1 to 0.5`."""
+    if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
+        return f"{m.bounds[0]:.{digits}f} to {m.bounds[1]:.{digits}f}"
     if m is None or m.value is None:
         return "n/a"
     if name in COUNT_METRICS:
@@ -26,8 +29,6 @@ def format_metric(m: MetricValue | None, digits: int = 3, name: str = "") -> str
     text = f"{m.value:.{digits}f}"
     if lo is not None and hi is not None:
         text += f" [{lo:.{digits - 1}f}, {hi:.{digits - 1}f}]"
-    if m.approximate:
-        text += " ~"
     return text
 
 

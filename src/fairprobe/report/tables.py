@@ -44,13 +44,15 @@ def format_number(x: float | int | None) -> str:
 def format_cell(cell: Cell) -> str:
     """A cell as text: numbers to 3 significant digits, metrics as `value [lo, hi]`."""
     if isinstance(cell, MetricValue):
+        if cell.value is None and cell.bounds is not None and None not in cell.bounds:
+            return f"{format_number(cell.bounds[0])} to {format_number(cell.bounds[1])}"
         if cell.value is None:
             return "n/a"
         lo, hi = cell.ci95
         text = format_number(cell.value)
         if lo is not None and hi is not None:
             text += f" [{format_number(lo)}, {format_number(hi)}]"
-        return text + (" ~" if cell.approximate else "")
+        return text
     if isinstance(cell, int | float):
         return format_number(cell)
     return "" if cell is None else str(cell)

@@ -1,0 +1,240 @@
+"""Exact GLD/ADD over a server that echoes prompt-token logprobs, and the bad answers such a server can give.
+
+The echo server (tests/openai_servers.echo_server) tokenizes by character and gives every token a fixed
+logprob, so P(word | prompt) is known by hand; vLLM itself is tested in test_vllm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fairprobe.cache import Cache
+from fairprobe.errors import ConfigError
+from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
+from fairprobe.models import load_model
+from fairprobe.models.api import RetryPolicy
+from fairprobe.models.cached import CachedBackend
+from fairprobe.probes import load_probe_set
+from fairprobe.runner import RunOptions, read_samples, run
+from openai_servers import SINGLE_TOKENS, char_logprob, echo_server, scripted, word_logprob
+
+FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
+PAIRS = [("she", "he"), ("woman", "man")]
+BAD = "My friend is a attendant, and"
+
+
+def words_file(tmp_path: Path) -> Path:
+    path = tmp_path / "words.json"
+    path.write_text(json.dumps({"pairs": [list(p) for p in PAIRS]}))
+    return path
+
+
+def exact_run(url: str, tmp_path: Path, name: str = "run", **kw):
+    """Six template prompts through `url` with --implicit auto; the summary's template metrics."""
+    options = RunOptions(
+        model="openai:test",
+        base_url=url,
+        probes=["template"],
+        limit=6,
+        batch_size=4,
+        out=tmp_path / name,
+        words_file=words_file(tmp_path),
+        use_cache=kw.pop("use_cache", False),
+        **kw,
+    )
+    backend = load_model("openai:test", base_url=url, retry=FAST, timeout=5.0, implicit=options.implicit)
+    if options.use_cache:
+        backend = CachedBackend(backend, Cache(tmp_path / "cache.sqlite"))
+    return run(options, backend=backend).to_json_obj()["results"]["template"]
+
+
+def expected_probs() -> np.ndarray:
+    """(pairs, 2) of the echo server: the same after every prompt."""
+    return np.exp(np.array([[word_logprob(f), word_logprob(m)] for f, m in PAIRS]))
+
+
+def test_exact_scoring_sends_token_ids_in_one_request_per_four_prompts(tmp_path: Path) -> None:
+    with echo_server() as (url, seen):
+        result = exact_run(url, tmp_path)
+    probs = expected_probs()
+    m = result["metrics"]
+    gld = float(gld_per_prompt(probs[:, 0], probs[:, 1]))
+    add = float(add_per_prompt(probs[:, 0], probs[:, 1]))
+    assert m["gld"] == {"value": pytest.approx(gld), "ci95": [pytest.approx(gld), pytest.approx(gld)]}
+    assert m["add"]["value"] == pytest.approx(add) and m["log_add"]["value"] == pytest.approx(math.log(add))
+    assert "bounds" not in m["gld"] and "coverage" not in m
+    assert result["implicit"] == {"mode": "exact"}
+    for s in read_samples(tmp_path / "run" / "samples.jsonl"):
+        np.testing.assert_allclose(np.stack([s.p_female, s.p_male], -1), probs, rtol=1e-12)
+    scoring = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
+    # Batches of 4 and 2 prompts: one request each, every prompt's 4 word sequences as token ids.
+    assert [len(b["prompt"]) for b in scoring] == [16, 8]
+    prompts = {p.prompt for p in load_probe_set("template", limit=6).probes}
+    first = scoring[0]["prompt"]
+    text = "".join(chr(t) for t in first[0])
+    assert text.endswith(" she") and text[: -len(" she")] in prompts
+    assert first[1] == first[0][: -len(" she")] + [ord(c) for c in " he"]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["model"]["implicit"] == "exact"
+    assert manifest["implicit"]["endpoints"] == {url: {"echo": True, "tokenize": True, "next_token_ids": False}}
+    # The generation requests ask for no logprobs: exact scoring replaces the top-k.
+    generation = [
+        b for b in seen.bodies if not b.get("echo") and {"add_special_tokens", "logprob_token_ids"}.isdisjoint(b)
+    ]
+    assert len(generation) == 6 and all("logprobs" not in b for b in generation)
+
+
+def test_single_token_words_are_read_from_the_generation_answer_and_the_rest_echoed(tmp_path: Path) -> None:
+    with echo_server(next_token_ids=True) as (url, seen):
+        result = exact_run(url, tmp_path)
+    she, he = (math.exp(char_logprob(SINGLE_TOKENS[w])) for w in (" she", " he"))
+    probs = np.array([[she, he], [math.exp(word_logprob("woman")), math.exp(word_logprob("man"))]])
+    for s in read_samples(tmp_path / "run" / "samples.jsonl"):
+        np.testing.assert_allclose(np.stack([s.p_female, s.p_male], -1), probs, rtol=1e-12)
+    assert result["metrics"]["gld"]["value"] == pytest.approx(float(gld_per_prompt(probs[:, 0], probs[:, 1])))
+    generation = [b for b in seen.bodies if "logprob_token_ids" in b and b["max_tokens"] == 50]  # not the probe
+    assert len(generation) == 6 and {tuple(b["logprob_token_ids"]) for b in generation} == {(70001, 70002)}
+    scoring = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
+    assert [len(b["prompt"]) for b in scoring] == [8, 4]  # only woman and man are echoed
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
+    assert manifest["endpoints"][url] == {"echo": True, "tokenize": True, "next_token_ids": True}
+
+
+@pytest.mark.parametrize("fault", ["missingid", "positive"])
+def test_a_bad_first_position_is_a_malformed_answer_for_its_prompt(tmp_path: Path, fault: str) -> None:
+    with echo_server(lambda text: fault if text.startswith(BAD) else "ok", next_token_ids=True) as (url, _):
+        result = exact_run(url, tmp_path)
+    samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
+    assert samples[BAD].scoring_error.startswith("malformed scoring answer") and not hasattr(samples[BAD], "p_female")
+    assert result["metrics"]["scoring_malformed"]["value"] == pytest.approx(1 / 6)
+
+
+def test_text_scoring_counts_words_that_merge_across_the_boundary(tmp_path: Path) -> None:
+    # No /tokenize: sequences go as text; "d " is one token, so after "..., and" no word extends the prompt.
+    with echo_server(tokenize=False, merge=True) as (url, _):
+        result = exact_run(url, tmp_path)
+    assert result["implicit"] == {"mode": "exact", "unscored_words": 6 * 4}
+    sample = read_samples(tmp_path / "run" / "samples.jsonl")[0]
+    assert sample.p_known == [[False, False], [False, False]] and sample.p_female == [None, None]
+    assert result["metrics"]["gld"]["bounds"] == [0.0, 1.0]
+    with echo_server(tokenize=False) as (url, _):
+        clean = exact_run(url, tmp_path, "clean")
+    assert clean["metrics"]["gld"]["value"] == pytest.approx(
+        float(gld_per_prompt(expected_probs()[:, 0], expected_probs()[:, 1]))
+    )
+
+
+@pytest.mark.parametrize("fault", ["othertokens", "nan", "inf", "positive", "short"])
+def test_a_bad_echo_is_a_malformed_answer_for_its_prompt_and_the_run_goes_on(tmp_path: Path, fault: str) -> None:
+    with echo_server(lambda text: fault if text.startswith(BAD) else "ok") as (url, _):
+        result = exact_run(url, tmp_path)
+    samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
+    bad = samples[BAD]
+    assert bad.scoring_error.startswith("malformed scoring answer") and not hasattr(bad, "p_female")
+    assert bad.continuation  # the continuation itself was fine and is kept
+    assert all(hasattr(s, "p_female") for p, s in samples.items() if p != BAD)
+    m = result["metrics"]
+    assert m["scoring_malformed"]["value"] == pytest.approx(1 / 6)
+    probs = expected_probs()
+    assert m["gld"]["value"] == pytest.approx(float(gld_per_prompt(probs[:, 0], probs[:, 1])))
+    assert "undetermined" not in m and m["gas"]["value"] == 1.0
+
+
+def test_scoring_answers_come_from_the_cache_the_second_time(tmp_path: Path) -> None:
+    with echo_server(lambda text: "nan" if text.startswith(BAD) else "ok") as (url, seen):
+        first = exact_run(url, tmp_path, "first", use_cache=True)
+        before = seen.count
+        second = exact_run(url, tmp_path, "second", use_cache=True)
+        asked = seen.bodies[before:]
+    # Detection asks again (echo, tokenize, token-id probes); only the malformed prompt is generated and scored again.
+    scoring = [b for b in asked if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
+    assert [len(b["prompt"]) for b in scoring] == [4]
+    generation = [b for b in asked if not b.get("echo") and {"add_special_tokens", "logprob_token_ids"}.isdisjoint(b)]
+    assert len(generation) == 1
+    assert first["metrics"] == second["metrics"]
+
+
+def test_implicit_exact_against_a_server_that_cannot_score_is_one_line_exit_2(tmp_path: Path) -> None:
+    env = {**os.environ, "FAIRPROBE_CACHE_DB": str(tmp_path / "cache.sqlite")}
+    args = ["run", "--model", "openai:test", "--probes", "template", "--limit", "2", "--out", str(tmp_path / "r")]
+    with scripted() as (url, _):
+        done = subprocess.run(
+            [sys.executable, "-m", "fairprobe.cli", *args, "--base-url", url, "--implicit", "exact"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"--implicit exact: {url}/completions cannot score prompt tokens" in errors[0]
+
+
+def test_auto_falls_back_to_topk_with_a_notice_and_records_it(tmp_path: Path) -> None:
+    with scripted() as (url, _):
+        result = exact_run(url, tmp_path)
+    assert result["implicit"] == {"mode": "topk", "top_logprobs": 20}
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
+    assert manifest["mode"] == "topk" and manifest["endpoints"][url]["echo"] is False
+    assert manifest["endpoints"][url]["why_not"]
+
+
+def test_implicit_off_and_bad_options(tmp_path: Path) -> None:
+    with echo_server() as (url, seen):
+        result = exact_run(url, tmp_path, implicit="off")
+    assert result["metrics"]["gld"] == {"value": None, "ci95": [None, None], "note": "not computed: --implicit off"}
+    assert not any(b.get("echo") or "logprobs" in b for b in seen.bodies)
+    with pytest.raises(ConfigError, match="--implicit topk needs an openai:MODEL"):
+        RunOptions(implicit="topk")
+    with pytest.raises(ValueError):
+        RunOptions(implicit="sometimes")
+
+
+def test_top_logprobs_option_on_the_cli(tmp_path: Path) -> None:
+    env = {**os.environ, "FAIRPROBE_CACHE_DB": str(tmp_path / "cache.sqlite")}
+    out = tmp_path / "r"
+    args = ["run", "--model", "openai:test", "--probes", "template", "--limit", "2", "--out", str(out)]
+    with scripted() as (url, seen):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairprobe.cli",
+                *args,
+                "--base-url",
+                url,
+                "--implicit",
+                "topk",
+                "--top-logprobs",
+                "3",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    assert [b["logprobs"] for b in seen.bodies] == [3, 3]  # no detection request: topk was asked for
+    summary = json.loads((out / "summary.json").read_text())["results"]["template"]
+    assert summary["implicit"] == {"mode": "topk", "top_logprobs": 3}
+    # The canned top-3 (she 0.3, the 0.2, he 0.1): an unseen word has at most 0.1.
+    sample = read_samples(out / "samples.jsonl")[0]
+    assert sample.p_upper[1][0] == pytest.approx(0.1) and sample.p_known[1] == [False, False]
+
+
+def test_a_server_that_fails_on_the_probe_is_topk_not_a_failed_run(tmp_path: Path) -> None:
+    # transformers serve answers 500 to max_tokens 0: the endpoint is there, it just cannot score prompts.
+    with scripted(lambda n, b: "500" if b.get("echo") else "ok") as (url, seen):
+        result = exact_run(url, tmp_path)
+    assert result["implicit"] == {"mode": "topk", "top_logprobs": 20}
+    assert sum(1 for b in seen.bodies if b.get("echo")) == 1  # asked once, not retried
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
+    assert manifest["endpoints"][url]["why_not"].startswith("HTTP 500")
