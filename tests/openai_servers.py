@@ -286,12 +286,18 @@ def _echo_choice(index: int, ids: list[int], as_ids: bool, fault: str, merge: bo
 SINGLE_TOKENS = {" she": 70001, " he": 70002}
 
 
+def first_position_logprob(token_id: int) -> float:
+    """The log-probability of a chosen token id at the first generated position (small, so a position's
+    listed tokens hold less than probability 1, as a real distribution's do)."""
+    return char_logprob(token_id) - 2.0
+
+
 def _first_position(body: dict[str, Any], fault: str) -> dict[str, Any]:
     """A generation answer with the logprobs of `logprob_token_ids` at its first position."""
     wanted = list(body["logprob_token_ids"])
     if fault == "missingid":
         wanted = wanted[1:]
-    top = {f"token_id:{i}": char_logprob(i) for i in wanted}
+    top = {f"token_id:{i}": first_position_logprob(i) for i in wanted}
     if fault == "positive":
         top = {k: 0.5 for k in top}
     choice = {"index": 0, "text": canned_text(prompt_text(body))}

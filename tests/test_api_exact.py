@@ -24,7 +24,7 @@ from fairprobe.models.api import RetryPolicy
 from fairprobe.models.cached import CachedBackend
 from fairprobe.probes import load_probe_set
 from fairprobe.runner import RunOptions, read_samples, run
-from openai_servers import SINGLE_TOKENS, char_logprob, echo_server, scripted, word_logprob
+from openai_servers import SINGLE_TOKENS, echo_server, first_position_logprob, scripted, word_logprob
 
 FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 PAIRS = [("she", "he"), ("woman", "man")]
@@ -95,7 +95,7 @@ def test_exact_scoring_sends_token_ids_in_one_request_per_four_prompts(tmp_path:
 def test_single_token_words_are_read_from_the_generation_answer_and_the_rest_echoed(tmp_path: Path) -> None:
     with echo_server(next_token_ids=True) as (url, seen):
         result = exact_run(url, tmp_path)
-    she, he = (math.exp(char_logprob(SINGLE_TOKENS[w])) for w in (" she", " he"))
+    she, he = (math.exp(first_position_logprob(SINGLE_TOKENS[w])) for w in (" she", " he"))
     probs = np.array([[she, he], [math.exp(word_logprob("woman")), math.exp(word_logprob("man"))]])
     for s in read_samples(tmp_path / "run" / "samples.jsonl"):
         np.testing.assert_allclose(np.stack([s.p_female, s.p_male], -1), probs, rtol=1e-12)
@@ -113,6 +113,10 @@ def test_a_bad_first_position_is_a_malformed_answer_for_its_prompt(tmp_path: Pat
     with echo_server(lambda text: fault if text.startswith(BAD) else "ok", next_token_ids=True) as (url, _):
         result = exact_run(url, tmp_path)
     samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
+    if fault == "positive":  # a logprob above 0 makes the whole generation answer malformed (undetermined)
+        assert samples[BAD].error.startswith("malformed response") and not hasattr(samples[BAD], "p_female")
+        assert result["metrics"]["undetermined"]["value"] == pytest.approx(1 / 6)
+        return
     assert samples[BAD].scoring_error.startswith("malformed scoring answer") and not hasattr(samples[BAD], "p_female")
     assert result["metrics"]["scoring_malformed"]["value"] == pytest.approx(1 / 6)
 

@@ -32,7 +32,6 @@ from fairprobe.redact import redact
 from fairprobe.runfolder import FolderLock, check_folder
 from fairprobe.suites import Suite, get_suite
 
-
 # Options newer than the first release, with their defaults (left out of the settings when unchanged).
 LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20}
 

@@ -374,7 +374,7 @@ class OpenAIBackend:
                 self.requests_sent += 1
                 status, headers, content = await self._post(url + path, body)
                 if status == 200:
-                    return 200, validate.json_body(content), ""
+                    return 200, validate.json_body(content, non_finite=True), ""
             except MalformedResponse as exc:
                 if attempt >= policy.malformed_attempts:
                     return 200, None, str(exc)

@@ -99,10 +99,14 @@ def total_probability(top: dict[str, float], where: str = "top_logprobs") -> flo
     return total
 
 
-def json_body(content: bytes) -> Any:
-    """A body parsed as JSON (UTF-8; NaN and Infinity, which JSON does not have, are refused)."""
+def json_body(content: bytes, non_finite: bool = False) -> Any:
+    """A body parsed as JSON (UTF-8; NaN and Infinity, which JSON does not have, are refused).
+
+    With `non_finite`, NaN and Infinity are read as floats instead, for answers whose numbers are each
+    checked later (a scoring answer covers several prompts: one prompt's NaN must not sink the others).
+    """
     try:
-        return json.loads(content.decode("utf-8"), parse_constant=_reject_constant)
+        return json.loads(content.decode("utf-8"), parse_constant=float if non_finite else _reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise MalformedResponse("answer is not valid JSON") from None
 
