@@ -62,38 +62,9 @@ def test_an_echoing_server_leaves_no_key_in_files_or_output(tmp_path: Path) -> N
     env = {**os.environ, "FAIRPROBE_API_KEY": KEY, "FAIRPROBE_CACHE_DB": str(tmp_path / "cache" / "calls.sqlite")}
     out = tmp_path / "run"
     with serve(echoing_answer) as (url, seen):
-        done = _cli(
-            [
-                "run",
-                "--model",
-                "openai:test",
-                "--base-url",
-                url,
-                "--probes",
-                "template",
-                "--limit",
-                "12",
-                "--out",
-                str(out),
-            ],
-            env,
-        )
-        again = _cli(
-            [
-                "run",
-                "--model",
-                "openai:test",
-                "--base-url",
-                url,
-                "--probes",
-                "template",
-                "--limit",
-                "12",
-                "--out",
-                str(out),
-            ],
-            env,
-        )
+        args = ["run", "--model", "openai:test", "--base-url", url, "--probes", "template", "--limit", "12"]
+        done = _cli([*args, "--out", str(out)], env)
+        again = _cli([*args, "--out", str(out)], env)
     assert done.returncode == 0, done.stderr
     assert again.returncode == 0, again.stderr  # resumed from the run folder and the cache
     assert set(seen.auth) == {f"Bearer {KEY}"}
