@@ -356,6 +356,17 @@ class OpenAIBackend:
         except (MalformedResponse, ScoringAnswerError):
             return False
 
+    async def _attempt(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes] | str:
+        """One POST within the limits: (status, headers, body), or why no answer came (a timeout, a failed
+        connection). An answer over the size limit or the deadline raises MalformedResponse."""
+        self.requests_sent += 1
+        try:
+            return await self._post(url, body)
+        except httpx.TimeoutException:
+            return f"no answer from {url} within {self.timeout:g} s"
+        except httpx.TransportError as exc:
+            return f"connection to {url} failed ({type(exc).__name__})"
+
     async def _post_retrying(
         self, url: str, path: str, body: dict[str, Any], probe: bool = False
     ) -> tuple[int, Any, str]:
@@ -371,20 +382,18 @@ class OpenAIBackend:
         for attempt in range(1, policy.attempts + 1):
             retry_after: float | None = None
             try:
-                self.requests_sent += 1
-                status, headers, content = await self._post(url + path, body)
-                if status == 200:
-                    return 200, validate.json_body(content, non_finite=True), ""
+                answer = await self._attempt(url + path, body)
+                if not isinstance(answer, str) and answer[0] == 200:
+                    return 200, validate.json_body(answer[2], non_finite=True), ""
             except MalformedResponse as exc:
                 if attempt >= policy.malformed_attempts:
                     return 200, None, str(exc)
                 failure = f"malformed response from {url}: {exc}"
                 continue
-            except httpx.TimeoutException:
-                failure = f"no answer from {url} within {self.timeout:g} s"
-            except httpx.TransportError as exc:
-                failure = f"connection to {url} failed ({type(exc).__name__})"
+            if isinstance(answer, str):
+                failure = answer
             else:
+                status, headers, content = answer
                 detail = shorten(content.decode("utf-8", errors="replace"))
                 if status in (401, 403):
                     raise EndpointError(f"{url}{path} answered HTTP {status} (check $FAIRPROBE_API_KEY): {detail}")
@@ -614,10 +623,9 @@ class OpenAIBackend:
             asked = int(body.get("top_logprobs", body.get("logprobs", 0)) or 0)
             retry_after: float | None = None
             try:
-                self.requests_sent += 1
-                status, headers, content = await self._post(base + path, body)
-                if status == 200:
-                    text, top = parse_reply(validate.json_body(content), chat)
+                answer = await self._attempt(base + path, body)
+                if not isinstance(answer, str) and answer[0] == 200:
+                    text, top = parse_reply(validate.json_body(answer[2]), chat)
                     return self._completion(text, top, word_pairs, asked, first_ids)
             except MalformedResponse as exc:
                 malformed += 1
@@ -625,11 +633,10 @@ class OpenAIBackend:
                     return Completion(text="", error=f"malformed response: {exc}")
                 failure = f"malformed response from {base}: {exc}"
                 continue
-            except httpx.TimeoutException:
-                failure = f"no answer from {base} within {self.timeout:g} s"
-            except httpx.TransportError as exc:
-                failure = f"connection to {base} failed ({type(exc).__name__})"
+            if isinstance(answer, str):
+                failure = answer
             else:
+                status, headers, content = answer
                 detail = shorten(content.decode("utf-8", errors="replace"))
                 if status in REJECT_STATUS and "logprob" in detail.lower() and self._lower_logprobs(asked):
                     attempt -= 1
