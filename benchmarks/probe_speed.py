@@ -15,6 +15,8 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
 (b) and (c) alternate `--repeats` times and the ratios use the median of each.
 """
 
+# ruff: noqa: E402  (the OpenMP wait policy is chosen before torch is imported)
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +30,9 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as fairprobe sets it; torch is imported before fairprobe here
+from fairprobe.threads import quiet_openmp
+
+quiet_openmp()  # as importing fairprobe does (torch must not load before it: imports below it on purpose)
 
 import torch
 

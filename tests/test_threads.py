@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from fairprobe.threads import ThreadChooser, cgroup_cpu_quota, cpu_ticks, fixed_threads, usable_cpus
+from fairprobe.threads import (
+    ThreadChooser,
+    cgroup_cpu_quota,
+    cpu_ticks,
+    fixed_threads,
+    others_running,
+    quiet_openmp,
+    usable_cpus,
+)
 
 STAT = """cpu  100 0 100 800 0 0 0 0 0 0
 cpu0 50 0 50 400 0 0 0 0 0 0
@@ -75,13 +83,40 @@ def test_a_competing_process_is_seen() -> None:
     assert 1 <= usable_cpus() <= (os.cpu_count() or 1)
 
 
-def test_importing_fairprobe_makes_openmp_passive() -> None:
+def test_openmp_sleeps_when_waiting_only_on_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    quiet_openmp(busy=False)
+    assert "OMP_WAIT_POLICY" not in os.environ  # idle: the runtime's default, no cost at every wait
+    quiet_openmp(busy=True)
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    quiet_openmp(busy=True)
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # a user's own choice stands
+
+
+def test_importing_fairprobe_sets_the_policy_before_torch() -> None:
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run(
-        [sys.executable, "-c", "import fairprobe, os; print(os.environ['OMP_WAIT_POLICY'])"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    assert out.stdout.strip() == "PASSIVE"
+    code = "import fairprobe, os, sys; print(os.environ.get('OMP_WAIT_POLICY', '-'), 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    policy, torch_loaded = out.stdout.split()
+    assert torch_loaded == "False"  # so the policy, when set, reaches torch's OpenMP runtime
+    assert policy in ("PASSIVE", "-")  # which one depends on what else runs at that moment (see the tests above)
+
+
+def test_others_running_reads_the_kernels_runnable_count(tmp_path: Path) -> None:
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.40 1.12 1.44 3/345 12345\n")
+    assert others_running(loadavg=loadavg) == 2  # three runnable, this process one of them
+    loadavg.write_text("0.00 0.00 0.00 1/99 7\n")
+    assert others_running(loadavg=loadavg) == 0
+    assert others_running(loadavg=tmp_path / "absent") == 0
+
+
+def test_a_competing_process_is_seen_running() -> None:
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        assert others_running() >= 1
+    finally:
+        spin.kill()
+        spin.wait()

@@ -8,7 +8,7 @@ from fairprobe.threads import quiet_openmp
 
 __version__ = "0.1.0"
 
-quiet_openmp()  # before torch loads OpenMP: waiting threads sleep instead of spinning
+quiet_openmp()  # before torch loads OpenMP: on a busy machine waiting threads sleep instead of spinning
 
 if TYPE_CHECKING:
     from fairprobe.records import Summary
