@@ -38,22 +38,22 @@ def _defined(m: MetricValue | None) -> bool:
     return m is not None and m.value is not None and None not in m.ci95
 
 
+def _side(m: MetricValue | None, centre: float, above: str, below: str) -> str | None:
+    """`above` or `below` when the metric's interval lies wholly on that side of `centre`, else None."""
+    if not _defined(m):
+        return None
+    lo, hi = m.ci95  # type: ignore[union-attr]
+    return above if lo > centre else below if hi < centre else None  # type: ignore[operator]
+
+
 def explicit_direction(result: SetResult) -> str | None:
     """'male' or 'female' when GAS(M)'s interval excludes 50%, else None."""
-    gas_m = result.metrics.get("gas_m")
-    if not _defined(gas_m):
-        return None
-    lo, hi = gas_m.ci95  # type: ignore[union-attr]
-    return "male" if lo > 0.5 else "female" if hi < 0.5 else None  # type: ignore[operator]
+    return _side(result.metrics.get("gas_m"), 0.5, "male", "female")
 
 
 def implicit_direction(result: SetResult) -> str | None:
     """'female' or 'male' when the signed next-word lean's interval excludes 0, else None."""
-    lean = result.metrics.get("implicit_lean")
-    if not _defined(lean):
-        return None
-    lo, hi = lean.ci95  # type: ignore[union-attr]
-    return "female" if lo > 0 else "male" if hi < 0 else None  # type: ignore[operator]
+    return _side(result.metrics.get("implicit_lean"), 0.0, "female", "male")
 
 
 @dataclass
