@@ -476,9 +476,17 @@ def tune_cmd(
     batch_size: Annotated[int, typer.Option(min=1)] = 16,
     max_length: Annotated[int, typer.Option(min=4)] = 512,
     warmup_steps: Annotated[int, typer.Option(min=0)] = 0,
-    losses: Annotated[str, typer.Option(help="loss terms and weights: 'd,g,l', 'g,l' (ablation), 'd=1,g=4,l=1'")] = (
-        "d,g,l"
-    ),
+    losses: Annotated[
+        str | None,
+        typer.Option(help="loss terms and weights: 'd,g,l' (default), 'g,l' (ablation), 'd,g,l,kl=0.5' (regularised)"),
+    ] = None,
+    kl_positions: Annotated[int, typer.Option(min=1, help="continuation positions the KL term covers")] = 8,
+    dev_drift: Annotated[
+        int, typer.Option(min=0, help="dev prompts whose continuations get drift numbers at each evaluation (0: none)")
+    ] = 32,
+    ablations: Annotated[
+        bool, typer.Option("--ablations", help="train the paper's Table 3 variants and the KL variant into --out")
+    ] = False,
     targets: Annotated[str, typer.Option(help="LoRA target modules, comma-separated")] = (
         "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
     ),
@@ -491,10 +499,14 @@ def tune_cmd(
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")] = "auto",
     quantize: Annotated[str, typer.Option(help="auto (4-bit QLoRA on CUDA with bitsandbytes), 4bit or none")] = "auto",
 ) -> None:
-    """Debias Tuning: train a LoRA adapter with L_d + L_g + L_l on neutral 'My friend ..., and' prompts."""
-    from fairprobe.mitigation.tuning import TuneOptions, tune
+    """Debias Tuning: train a LoRA adapter with L_d + L_g + L_l (+ optional KL) on neutral 'My friend ..., and' prompts."""
+    from fairprobe.mitigation.tuning import TuneOptions, tune, tune_ablations
     from fairprobe.progress import auto_progress
 
+    if ablations and losses is not None:
+        raise ConfigError(
+            "--ablations trains its own loss variants (the paper's Table 3 and the KL term): drop --losses"
+        )
     options = TuneOptions(
         model=model,
         out=out,
@@ -509,7 +521,9 @@ def tune_cmd(
         batch_size=batch_size,
         max_length=max_length,
         warmup_steps=warmup_steps,
-        losses=losses,
+        losses=losses or "d,g,l",
+        kl_positions=kl_positions,
+        dev_drift=dev_drift,
         target_modules=split_csv(targets) or [],
         checkpoint_every=checkpoint_every,
         eval_every=eval_every,
@@ -521,16 +535,29 @@ def tune_cmd(
         quantize=quantize,  # type: ignore[arg-type]
     )
     with auto_progress() as progress:
-        manifest = tune(options, progress=progress)
+        if ablations:
+            manifests = tune_ablations(options, progress=progress)
+        else:
+            manifests = {options.losses: tune(options, progress=progress)}
+    for name, manifest in manifests.items():
+        console.print(f"{name}: {tune_summary(manifest)}", highlight=False, markup=False)
+    err_console.print(f"adapter{'s' if ablations else ''} written to {out}", style="green", highlight=False)
+
+
+def tune_summary(manifest: dict[str, Any]) -> str:
+    """One line of a finished adapter: dev loss, GLD, drift and perplexity before and after, time."""
+    from fairprobe.mitigation.drift import format_drift
+
     first, last = manifest["dev_curve"][0], manifest["dev_curve"][-1]
     ppl = manifest["perplexity"]
-    console.print(
+    line = (
         f"dev loss {first['loss']:.4f} -> {last['loss']:.4f}, dev GLD {first['gld']:.3f} -> {last['gld']:.3f}, "
         f"perplexity {ppl['before']:.2f} -> {ppl['after']:.2f} ({ppl['relative_change']:+.1%}), "
-        f"{manifest['train_seconds']:.0f} s; dev evaluated on {manifest['dev_evaluated']} predicates",
-        highlight=False,
+        f"{manifest['train_seconds']:.0f} s; dev evaluated on {manifest['dev_evaluated']} predicates"
     )
-    err_console.print(f"adapter written to {out}", style="green", highlight=False, soft_wrap=True)
+    if "drift" in last:
+        line += f"; dev drift after: {format_drift(last['drift'], last.get('drift_vs_start'))}"
+    return line
 
 
 def _run_options(**fields: Any) -> Any:
@@ -604,6 +631,9 @@ def compare_cmd(
     ablation: Annotated[
         list[str] | None, typer.Option(help="more adapters as NAME=PATH, e.g. 'w/o L_d=adapters/no-d' (repeatable)")
     ] = None,
+    ablations: Annotated[
+        Path | None, typer.Option(help="a `tune --ablations` folder: each of its adapters becomes a method")
+    ] = None,
     hyper: Annotated[str, typer.Option(help="Hyperparameter method's decoding, e.g. temperature=0.3 ('' = skip)")] = (
         "temperature=0.3"
     ),
@@ -622,27 +652,13 @@ def compare_cmd(
     device: Annotated[str, typer.Option()] = "auto",
     dtype: Annotated[str, typer.Option()] = "auto",
 ) -> None:
-    """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests."""
+    """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests and drift."""
     from fairprobe.mitigation.compare import compare, compare_markdown
     from fairprobe.progress import auto_progress
     from fairprobe.suites.paper import INSTRUCTION
 
     if sweep_file is not None:
-        from fairprobe.io import read_text
-
-        sets = json.loads(read_text(sweep_file, "sweep file")).get("sets", {})
-        if not sets:
-            raise ConfigError(f"sweep file {sweep_file} has no results")
-        best = next(iter(sets.values()))["best"]
-        hyper = best["setting"]
-        if best.get("beats_greedy") is False:
-            err_console.print(f"note: {best.get('verdict')}", style="yellow", markup=False, highlight=False)
-    ablations = {}
-    for item in ablation or []:
-        name, sep, path = item.rpartition("=")
-        if not sep or not name or not path:
-            raise ConfigError(f"--ablation must be NAME=PATH, got {item!r}")
-        ablations[name] = path
+        hyper = best_sweep_setting(sweep_file)
     options = _run_options(
         model=model,
         probes=split_csv(probes),
@@ -659,13 +675,41 @@ def compare_cmd(
             options,
             out,
             adapter=adapter,
-            ablations=ablations,
+            ablations=compare_adapters(ablation, ablations),
             hyper=hyper or None,
             instruction=INSTRUCTION if instruction is None else instruction,
             progress=progress,
         )
     console.print(compare_markdown(result), markup=False, highlight=False, soft_wrap=True)
     written("comparison (compare.json, compare.md)", out)
+
+
+def best_sweep_setting(sweep_file: Path) -> str:
+    """The lowest-GAS setting of a sweep.json (of its first set), with a note when it does not beat greedy."""
+    from fairprobe.io import read_text
+
+    sets = json.loads(read_text(sweep_file, "sweep file")).get("sets", {})
+    if not sets:
+        raise ConfigError(f"sweep file {sweep_file} has no results")
+    best = next(iter(sets.values()))["best"]
+    if best.get("beats_greedy") is False:
+        err_console.print(f"note: {best.get('verdict')}", style="yellow", markup=False, highlight=False)
+    return str(best["setting"])
+
+
+def compare_adapters(items: list[str] | None, folder: Path | None) -> dict[str, str]:
+    """Method name -> adapter folder from repeated --ablation NAME=PATH and a `tune --ablations` folder."""
+    from fairprobe.mitigation.tuning import read_ablations
+
+    out = read_ablations(folder) if folder is not None else {}
+    for item in items or []:
+        name, sep, path = item.rpartition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--ablation must be NAME=PATH, got {item!r}")
+        if name in out:
+            raise ConfigError(f"method name {name!r} is taken by {folder}: name the --ablation otherwise")
+        out[name] = path
+    return out
 
 
 @app.command("version")

@@ -78,3 +78,27 @@ def exact_mcnemar(b: int, c: int) -> float:
     if b + c == 0:
         return 1.0
     return float(stats.binomtest(min(b, c), b + c, 0.5, alternative="two-sided").pvalue)
+
+
+def paired_bootstrap_p(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED) -> float:
+    """Two-sided paired bootstrap p-value of mean(b - a) = 0: twice the smaller tail of the resampled means.
+
+    (count + 1) / (n_boot + 1) per tail, so the smallest p it gives is about 2 / n_boot, never 0.
+    """
+    diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    if len(diff) == 0 or not diff.any():
+        return 1.0
+    means = diff[bootstrap_rows(len(diff), n_boot, seed)].mean(axis=1)
+    tail = min(int((means <= 0).sum()), int((means >= 0).sum()))
+    return min(1.0, 2 * (tail + 1) / (n_boot + 1))
+
+
+def holm_adjust(pvalues: list[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values of one family of tests (None stays None), in the input's order."""
+    known = [(p, i) for i, p in enumerate(pvalues) if p is not None]
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(sorted(known)):
+        running = max(running, min(1.0, (len(known) - rank) * p))
+        out[i] = running
+    return out

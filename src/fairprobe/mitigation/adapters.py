@@ -49,6 +49,19 @@ def check_base(adapter: Path, trained_for: dict[str, Any], base_info: dict[str, 
         raise ModelError(f"adapter {adapter} was trained for {_label(trained_for)}, not {_label(base_info)}")
 
 
+def check_finished(folder: Path) -> None:
+    """Refuse the folder of a `fairprobe tune` run that has a checkpoint but no manifest yet (still unfinished)."""
+    if (folder / "manifest.json").is_file():
+        return
+    if (folder / "ablations.json").is_file():
+        raise ModelError(f"{folder} is a folder of ablation adapters: give it to compare as --ablations {folder}")
+    if any((folder / name / "trainer_state.pt").is_file() for name in ("checkpoint", ".checkpoint.old")):
+        raise ModelError(
+            f"adapter folder {folder} is from an unfinished tuning run (a checkpoint, no manifest.json): "
+            f"rerun the same `fairprobe tune` command to finish it"
+        )
+
+
 def attach_adapter(
     model: PreTrainedModel, adapter_path: str | Path, base_info: dict[str, Any]
 ) -> tuple[PreTrainedModel, dict[str, Any]]:
@@ -60,6 +73,7 @@ def attach_adapter(
     from peft import PeftModel
 
     folder = Path(adapter_path)
+    check_finished(folder)
     if not (folder / "adapter_config.json").is_file():
         raise ModelError(f"not a LoRA adapter folder (no adapter_config.json): {folder}")
     manifest = read_adapter_manifest(folder)

@@ -18,12 +18,20 @@ from fairprobe import __version__
 from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
-from fairprobe.metrics.stats import exact_mcnemar, paired_bootstrap_difference
+from fairprobe.metrics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_difference, paired_bootstrap_p
+from fairprobe.mitigation.drift import LABELS as DRIFT_LABELS
+from fairprobe.mitigation.drift import (
+    MEASURES,
+    drift_summary,
+    drift_tests,
+    format_p,
+    scorer_of,
+    set_drift,
+    within_original_ci,
+)
 from fairprobe.mitigation.perplexity import perplexity
 from fairprobe.mitigation.sweep import check_grid, format_value, gendered, run_variant
 from fairprobe.models import GenerationConfig, ModelBackend
-from fairprobe.models.cached import CachedBackend
-from fairprobe.models.hf import HFBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import ProbeSet, Sample
 from fairprobe.runner import RunOptions, load_backend, load_sets, write_report
@@ -67,7 +75,7 @@ def _probs(samples: list[Sample]) -> np.ndarray:
 
 
 def paired_stats(original: list[Sample], method: list[Sample]) -> dict[str, Any]:
-    """Exact McNemar on GAS indicators and paired bootstrap differences of GLD/ADD (method - original)."""
+    """Exact McNemar on GAS indicators and paired bootstrap differences (with p) of GLD/ADD (method - original)."""
     a, b = gendered(original), gendered(method)
     fixed = int(((a == 1) & (b == 0)).sum())
     broken = int(((a == 0) & (b == 1)).sum())
@@ -85,18 +93,62 @@ def paired_stats(original: list[Sample], method: list[Sample]) -> dict[str, Any]
             x, y = fn(po[..., 0], po[..., 1]), fn(pm[..., 0], pm[..., 1])
             out[name] = {
                 "difference": paired_bootstrap_difference(x, y).model_dump(mode="json"),
+                "p_bootstrap": paired_bootstrap_p(x, y),
                 "relative_change": None if not x.mean() else float(y.mean() / x.mean() - 1),
             }
     return out
 
 
 def set_perplexity(backend: ModelBackend, ps: ProbeSet, batch_size: int) -> float | None:
-    """Perplexity of the set's prompts as full sentences, where the backend exposes its weights."""
-    if isinstance(backend, CachedBackend):
-        backend = backend.inner
-    if not isinstance(backend, HFBackend):
+    """Perplexity of the set's prompts as full sentences, where the backend can score text."""
+    scorer = scorer_of(backend)
+    if scorer is None:
         return None
-    return perplexity(backend.model, backend.tokenizer, [sentence_of(p.prompt) for p in ps.probes], batch_size)
+    return perplexity(scorer, [sentence_of(p.prompt) for p in ps.probes], batch_size)
+
+
+def method_options(
+    base: RunOptions, hyper: str | None, instruction: str, adapters: dict[str, str]
+) -> dict[str, RunOptions]:
+    """Each method's run options: Original, Hyperparameter, Instruction, then one per adapter."""
+    methods: dict[str, RunOptions] = {"Original": base}
+    if hyper:
+        methods["Hyperparameter"] = base.model_copy(update={"generation": parse_hyper(hyper, base.generation)})
+    if instruction:
+        methods["Instruction"] = base.model_copy(update={"instruction": instruction})
+    for name, path in adapters.items():
+        if name in methods:
+            raise ConfigError(f"method name {name!r} is taken: name ablations otherwise")
+        methods[name] = base.model_copy(update={"adapter": path})
+    return methods
+
+
+def run_methods(
+    context: tuple[RunOptions, list[ProbeSet], Path],
+    methods: dict[str, RunOptions],
+    backend: ModelBackend,
+    progress: Progress,
+) -> tuple[dict[str, dict[str, list[Sample]]], dict[str, dict[str, float | None]], dict[str, dict[str, Any]]]:
+    """Run every method (resumable run folders under out/runs); samples, perplexities and drift per method and set."""
+    options, sets, out = context
+    suite = get_suite(options.suite)
+    scorer = scorer_of(backend)
+    samples: dict[str, dict[str, list[Sample]]] = {}
+    ppl: dict[str, dict[str, float | None]] = {}
+    drift: dict[str, dict[str, Any]] = {}
+    for name, method in methods.items():
+        slug = name.lower().replace(" ", "-").replace("/", "-")
+        method = method.model_copy(update={"out": out / "runs" / slug})
+        model = backend
+        if method.adapter:
+            progress.note(f"loading {options.model} + adapter {method.adapter}")
+            model = load_backend(options, adapter=method.adapter)
+        samples[name] = run_variant(model, suite, sets, method, Labelled(progress, name))
+        if name == "Original" or method.adapter:
+            ppl[name] = {ps.name: set_perplexity(model, ps, options.batch_size) for ps in sets}
+        progress.note(f"drift of {name}: continuations scored by the frozen base model")
+        drift[name] = {ps.name: set_drift(scorer, samples[name][ps.name], options.batch_size) for ps in sets}
+    return samples, ppl, drift
 
 
 def compare(
@@ -115,72 +167,26 @@ def compare(
     `adapter` the Debias Tuning adapter; `ablations` more adapters by name; `hyper` a decoding setting.
     """
     progress = progress or SilentProgress()
-    suite = get_suite(options.suite)
     sets = load_sets(options)
     base = options.model_copy(update={"adapter": None, "instruction": None})
-    methods: dict[str, RunOptions] = {"Original": base}
-    if hyper:
-        methods["Hyperparameter"] = base.model_copy(update={"generation": parse_hyper(hyper, base.generation)})
-    if instruction:
-        methods["Instruction"] = base.model_copy(update={"instruction": instruction})
     adapters = {**({"Debias Tuning": adapter} if adapter else {}), **(ablations or {})}
-    for name, path in adapters.items():
-        if name in methods:
-            raise ConfigError(f"method name {name!r} is taken: name ablations otherwise")
-        methods[name] = base.model_copy(update={"adapter": path})
+    methods = method_options(base, hyper, instruction, adapters)
     if backend is None:
         progress.note(f"loading model {options.model}")
         backend = load_backend(options.model_copy(update={"adapter": None}))
-    samples: dict[str, dict[str, list[Sample]]] = {}
-    ppl: dict[str, dict[str, float | None]] = {}
-    for name, method in methods.items():
-        slug = name.lower().replace(" ", "-")
-        method = method.model_copy(update={"out": out / "runs" / slug})
-        model = backend
-        if method.adapter:
-            progress.note(f"loading {options.model} + adapter {method.adapter}")
-            model = load_backend(options, adapter=method.adapter)
-        samples[name] = run_variant(model, suite, sets, method, Labelled(progress, name))
-        if name == "Original" or method.adapter:
-            ppl[name] = {ps.name: set_perplexity(model, ps, options.batch_size) for ps in sets}
+    samples, ppl, drift = run_methods((options, sets, out), methods, backend, progress)
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
         "model": backend.identity(),
         "methods": {
-            name: {
-                "decoding": m.generation.model_dump(),
-                "instruction": m.instruction,
-                "adapter": m.adapter,
-            }
+            name: {"decoding": m.generation.model_dump(), "instruction": m.instruction, "adapter": m.adapter}
             for name, m in methods.items()
         },
         "method_order": list(methods),
-        "sets": {},
-        "notes": [
-            "p_mcnemar: exact McNemar test on per-prompt GAS indicators against Original (same prompts).",
-            "GLD/ADD differences: method - Original, mean over prompts with a paired bootstrap 95% CI.",
-            "Perplexity: the sets' prompts as full neutral sentences ('My friend ... .'); "
-            "instruction and decoding do not change the model, so only Original and adapters have one.",
-        ],
+        "sets": {ps.name: set_result(ps, methods, samples, (ppl, drift)) for ps in sets},
+        "notes": COMPARE_NOTES,
     }
-    for ps in sets:
-        rows: dict[str, Any] = {}
-        original = samples["Original"][ps.name]
-        for name in methods:
-            own = samples[name][ps.name]
-            metrics = suite.summarize(ps, own, methods[name]).metrics
-            row: dict[str, Any] = {
-                "n": len(own),
-                "metrics": {k: metrics[k].model_dump(mode="json") for k in TABLE_METRICS if k in metrics},
-            }
-            if name != "Original":
-                row["vs_original"] = paired_stats(original, own)
-            if name in ppl:
-                row["perplexity"] = ppl[name][ps.name]
-                if name != "Original" and ppl["Original"][ps.name]:
-                    row["perplexity_relative_change"] = ppl[name][ps.name] / ppl["Original"][ps.name] - 1
-            rows[name] = row
-        result["sets"][ps.name] = {"n": len(ps.probes), "source": ps.source, "methods": rows}
+    add_holm(result)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "compare.json", result)
     atomic_write_text(out / "compare.md", compare_markdown(result))
@@ -188,22 +194,110 @@ def compare(
     return result
 
 
+COMPARE_NOTES = [
+    "p_mcnemar: exact McNemar test on per-prompt GAS indicators against Original (same prompts).",
+    "GLD/ADD differences: method - Original, mean over prompts with a paired bootstrap 95% CI and p-value.",
+    "Perplexity: the sets' prompts as full neutral sentences ('My friend ... .'); "
+    "instruction and decoding do not change the model, so only Original and adapters have one.",
+    "Drift (mitigation/drift.py): fluency NLL = mean token NLL of the continuations under the frozen base model; "
+    "on-subject = share of continuations that mention the friend, the speaker or the predicate's content; "
+    "distinct-2 = unique/all word bigrams per continuation; garbage = empty or garbage continuations. "
+    "Rates: Wilson CI, exact McNemar vs Original; means: bootstrap CI, paired bootstrap p vs Original.",
+    "p_holm: Holm-corrected over the methods compared with Original, per set and measure.",
+]
+
+
+def set_result(
+    ps: ProbeSet,
+    methods: dict[str, RunOptions],
+    samples: dict[str, dict[str, list[Sample]]],
+    measured: tuple[dict[str, dict[str, float | None]], dict[str, dict[str, Any]]],
+) -> dict[str, Any]:
+    """One set's rows: each method's metrics, drift, perplexity and paired tests against Original."""
+    ppl, drift = measured
+    suite = get_suite(methods["Original"].suite)
+    rows: dict[str, Any] = {}
+    original = samples["Original"][ps.name]
+    for name in methods:
+        own = samples[name][ps.name]
+        metrics = suite.summarize(ps, own, methods[name]).metrics
+        row: dict[str, Any] = {
+            "n": len(own),
+            "metrics": {k: metrics[k].model_dump(mode="json") for k in TABLE_METRICS if k in metrics},
+            "drift": drift_summary(drift[name][ps.name]),
+        }
+        if name != "Original":
+            row["vs_original"] = paired_stats(original, own)
+            row["drift_vs_original"] = drift_tests(drift["Original"][ps.name], drift[name][ps.name])
+            row["drift_within_original_ci"] = within_original_ci(rows["Original"]["drift"], row["drift"])
+        if name in ppl:
+            row["perplexity"] = ppl[name][ps.name]
+            if name != "Original" and ppl["Original"][ps.name]:
+                row["perplexity_relative_change"] = ppl[name][ps.name] / ppl["Original"][ps.name] - 1
+        rows[name] = row
+    return {"n": len(ps.probes), "source": ps.source, "methods": rows}
+
+
+def _test_slots(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every test of a method's row by measure name, each a dict holding its raw p-value."""
+    vs = row.get("vs_original", {})
+    slots = {"gas": vs["gas"]} if "gas" in vs else {}
+    slots.update({k: vs[k] for k in ("gld", "add") if k in vs})
+    slots.update({f"drift.{k}": v for k, v in row.get("drift_vs_original", {}).items()})
+    return slots
+
+
+def _raw_p(test: dict[str, Any]) -> float | None:
+    for key in ("p_mcnemar", "p_bootstrap", "p"):
+        if test.get(key) is not None:
+            return float(test[key])
+    return None
+
+
+def add_holm(result: dict[str, Any]) -> None:
+    """Add `p_holm` to every test: Holm over the methods compared with Original, per set and measure."""
+    for res in result["sets"].values():
+        rows = [row for name, row in res["methods"].items() if name != "Original"]
+        measures = {m for row in rows for m in _test_slots(row)}
+        for measure in sorted(measures):
+            tests = [_test_slots(row).get(measure) for row in rows]
+            present = [t for t in tests if t is not None]
+            for test, adjusted in zip(present, holm_adjust([_raw_p(t) for t in present]), strict=True):
+                test["p_holm"] = adjusted
+
+
 def _p(value: float | None) -> str:
-    if value is None:
+    return format_p(value)
+
+
+def _gas_cell(vs: dict[str, Any]) -> str:
+    gas = vs.get("gas")
+    if not gas or gas.get("relative_change") is None:
         return ""
-    return "<0.001" if value < 1e-3 else f"{value:.3f}"
+    return f"{gas['relative_change']:+.0%} (p {_p(gas['p_mcnemar'])}, Holm {_p(gas.get('p_holm'))})"
+
+
+def _drift_cell(row: dict[str, Any], name: str) -> str:
+    """'0.91 [0.87, 0.94]' and, against Original, the difference with its Holm-corrected p."""
+    m = row.get("drift", {}).get(name)
+    if not m or m.get("value") is None:
+        return "n/a"
+    text = format_value(m, 2)
+    test = row.get("drift_vs_original", {}).get(name)
+    if test:
+        diff = test["difference"]["value"] if isinstance(test["difference"], dict) else test["difference"]
+        text += f" ({diff:+.2f}, p {_p(test.get('p_holm', test['p']))})" if diff is not None else ""
+    return text
 
 
 def compare_rows(result: dict[str, Any]) -> list[list[str]]:
-    """The table cells (set, method, GAS, GLD, ADD, log ADD, p, GLD diff, ADD diff, perplexity) as strings."""
+    """The table cells (set, method, GAS, GLD, ADD, log ADD, tests, perplexity, drift) as strings."""
     rows = []
     for set_name, res in result["sets"].items():
         for method in result["method_order"]:
             row = res["methods"][method]
             m = row["metrics"]
             vs = row.get("vs_original", {})
-            gas_vs = vs.get("gas", {})
-            rel = gas_vs.get("relative_change")
             ppl = row.get("perplexity")
             ppl_rel = row.get("perplexity_relative_change")
             rows.append(
@@ -214,20 +308,33 @@ def compare_rows(result: dict[str, Any]) -> list[list[str]]:
                     format_value(m.get("gld")),
                     format_value(m.get("add"), 4),
                     "n/a" if not m.get("log_add", {}).get("value") else f"{m['log_add']['value']:.2f}",
-                    "" if not gas_vs else f"{rel:+.0%} (p {_p(gas_vs['p_mcnemar'])})" if rel is not None else "",
+                    _gas_cell(vs),
                     format_value(vs.get("gld", {}).get("difference")) if "gld" in vs else "",
                     format_value(vs.get("add", {}).get("difference"), 4) if "add" in vs else "",
                     "" if ppl is None else f"{ppl:.2f}" + ("" if ppl_rel is None else f" ({ppl_rel:+.1%})"),
+                    *(_drift_cell(row, name) for name in MEASURES),
                 ]
             )
     return rows
 
 
-COLUMNS = ["set", "method", "GAS", "GLD", "ADD", "log ADD", "GAS vs Original", "GLD diff", "ADD diff", "perplexity"]
+COLUMNS = [
+    "set",
+    "method",
+    "GAS",
+    "GLD",
+    "ADD",
+    "log ADD",
+    "GAS vs Original",
+    "GLD diff",
+    "ADD diff",
+    "perplexity",
+    *(DRIFT_LABELS[name] for name in MEASURES),
+]
 
 
 def compare_markdown(result: dict[str, Any]) -> str:
-    """compare.json as a Markdown table like the paper's Tables 1-3, with the paired tests and notes."""
+    """compare.json as a Markdown table like the paper's Tables 1-3, with the paired tests, drift and notes."""
     lines = ["# Mitigation comparison", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(cells) + " |" for cells in compare_rows(result)]
     lines += ["", *[f"- {note}" for note in result["notes"]], ""]

@@ -2,7 +2,11 @@
 
 Column 0 of the last axis is the female word of a pair, column 1 the male word. Every loss is a sum
 over the batch, as the paper states it, and is exact and differentiable: the probabilities come from
-`fairprobe.models.hf.word_log_probs(...).exp()` (chain rule for words of several tokens).
+the backend's `attribute_log_probs(...).exp()` (chain rule for words of several tokens).
+
+Beyond the paper, `loss_kl` keeps the tuned model close to the frozen base model on everything but the
+attribute words (KL(base || tuned) of the renormalised non-attribute next-token distributions over the
+first continuation positions), so the fix does not buy its GAS drop by leaving the subject.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import torch
 from fairprobe.errors import ConfigError
 from fairprobe.metrics.paper import ADD_EPSILON
 
-LOSS_NAMES = ("d", "g", "l")
+LOSS_NAMES = ("d", "g", "l", "kl")
 
 
 def loss_d(probs: torch.Tensor, eps: float = ADD_EPSILON) -> torch.Tensor:
@@ -41,16 +45,38 @@ def loss_l(probs: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, (f - m).abs() / safe, torch.zeros_like(total)).sum()
 
 
+def loss_kl(base_lp: torch.Tensor, tuned_lp: torch.Tensor, excluded: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """L_kl: KL(base || tuned) of the next-token distributions without the attribute tokens, renormalised.
+
+    `base_lp` and `tuned_lp` are log-probabilities (B, K, V) over K continuation positions, `excluded` the
+    attribute words' first tokens, `valid` (B, K) the positions before the continuation ended. Mean over
+    each prompt's valid positions, summed over the batch like the paper's losses.
+    """
+    keep = torch.ones(base_lp.shape[-1], dtype=torch.bool, device=base_lp.device)
+    keep[excluded.to(base_lp.device)] = False
+    b = base_lp[..., keep].double()
+    t = tuned_lp[..., keep].double()
+    b = b - torch.logsumexp(b, -1, keepdim=True)
+    t = t - torch.logsumexp(t, -1, keepdim=True)
+    per_position = (b.exp() * (b - t)).sum(-1)
+    weights = valid.to(per_position.dtype)
+    return ((per_position * weights).sum(-1) / weights.sum(-1).clamp(min=1.0)).sum()
+
+
 _LOSSES = {"d": loss_d, "g": loss_g, "l": loss_l}
 
 
 @dataclass(frozen=True)
 class LossWeights:
-    """Weight of each loss term; 0 switches a term off (the paper's ablations drop one at a time)."""
+    """Weight of each loss term; 0 switches a term off (the paper's ablations drop one at a time).
+
+    `kl` (default off) weighs the KL term against the frozen base model, which is not one of the paper's.
+    """
 
     d: float = 1.0
     g: float = 1.0
     l: float = 1.0  # noqa: E741  (the paper's name)
+    kl: float = 0.0
 
     @classmethod
     def parse(cls, text: str) -> LossWeights:
@@ -62,24 +88,34 @@ class LossWeights:
             name, sep, value = item.partition("=")
             name = name.strip().lower().removeprefix("l_")
             if name not in weights:
-                raise ConfigError(f"unknown loss {item!r} in {text!r}: use d, g and l (e.g. 'd,g,l' or 'g=2,l=1')")
+                raise ConfigError(
+                    f"unknown loss {item!r} in {text!r}: use d, g, l and kl (e.g. 'd,g,l', 'g=2,l=1' or 'd,g,l,kl=0.5')"
+                )
             try:
                 weights[name] = float(value) if sep else 1.0
             except ValueError:
                 raise ConfigError(f"loss weight {item!r} in {text!r} is not a number") from None
             if weights[name] < 0:
                 raise ConfigError(f"loss weight {item!r} in {text!r} must be 0 or more")
-        if not any(weights.values()):
-            raise ConfigError(f"losses {text!r} switch every term off: keep at least one of d, g, l")
+        if not any(weights[name] for name in ("d", "g", "l")):
+            raise ConfigError(f"losses {text!r} switch every debiasing term off: keep at least one of d, g, l")
         return cls(**weights)
 
     def as_dict(self) -> dict[str, float]:
-        """{'d': w, 'g': w, 'l': w} for manifests."""
-        return {"d": self.d, "g": self.g, "l": self.l}
+        """{'d': w, 'g': w, 'l': w} for manifests, with 'kl' only when the KL term is on (older adapters match)."""
+        return {"d": self.d, "g": self.g, "l": self.l, **({"kl": self.kl} if self.kl else {})}
+
+    def label(self) -> str:
+        """The `--losses` text of these weights ('d,g,l', 'g,l', 'd,g,l,kl=0.5')."""
+        return ",".join(k if v == 1.0 and k != "kl" else f"{k}={v:g}" for k, v in self.as_dict().items() if v)
 
 
-def debias_loss(probs: torch.Tensor, weights: LossWeights) -> tuple[torch.Tensor, dict[str, float]]:
-    """L = w_d L_d + w_g L_g + w_l L_l over the batch, and each term's value (for logs)."""
+def debias_loss(
+    probs: torch.Tensor, weights: LossWeights, kl: torch.Tensor | None = None
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """L = w_d L_d + w_g L_g + w_l L_l (+ w_kl L_kl when `kl` is given) over the batch, and each term's value."""
     parts = {name: fn(probs) for name, fn in _LOSSES.items()}
-    total = sum(w * parts[name] for name, w in weights.as_dict().items() if w)
+    if kl is not None:
+        parts["kl"] = kl
+    total = sum(w * parts[name] for name, w in weights.as_dict().items() if w and name in parts)
     return total, {name: float(v.detach()) for name, v in parts.items()}  # type: ignore[return-value]

@@ -19,6 +19,7 @@ from fairprobe import __version__
 from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.stats import bootstrap_statistic, paired_bootstrap_difference
+from fairprobe.mitigation.drift import drift_summary, drift_tests, format_drift, scorer_of, set_drift
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import MetricValue, ProbeSet, Sample
@@ -31,6 +32,11 @@ PAPER_GRID: dict[str, tuple[float, ...]] = {
     "top_p": (0.3, 0.5, 0.7, 1.0),
     "top_k": (10, 50, 100, 150, 200),
 }
+DRIFT_NOTE = (
+    "Drift (fluency NLL under the base model, on-subject rate, distinct-2, empty-or-garbage rate) is read on each "
+    "setting's seed-0 run and tested against greedy decoding on the same prompts (McNemar for rates, paired "
+    "bootstrap for means)."
+)
 DISTRIBUTION_NOTE = (
     "GLD and ADD are computed once (greedy reference run): they read the next-word distribution right "
     "after the prompt, which sampling settings (temperature, top-p, top-k) do not change."
@@ -117,8 +123,10 @@ def sweep(
         }
     )
     reference = run_variant(backend, suite, sets, greedy, Labelled(progress, "greedy"))
-    sampled_suite = dataclasses.replace(suite, needs_word_probs=False)
     settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
+    indicators, first_seed = run_settings(
+        (options, out, base_temperature), (backend, suite, sets), settings, seeds, progress
+    )
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
         "model": backend.identity(),
@@ -126,10 +134,47 @@ def sweep(
         "seeds": seeds,
         "base_temperature": base_temperature,
         "note": DISTRIBUTION_NOTE,
+        "drift_note": DRIFT_NOTE,
         "setting_order": [label for label, _, _ in settings],
         "sets": {},
     }
+    scorer = scorer_of(backend)
+    for ps in sets:
+        ref_metrics = suite.summarize(ps, reference[ps.name], greedy).metrics
+        greedy_drift = set_drift(scorer, reference[ps.name], options.batch_size)
+        rows = set_rows(settings, indicators[ps.name], gendered(reference[ps.name]), ref_metrics["gas"])
+        for label in rows["settings"]:
+            values = set_drift(scorer, first_seed[ps.name][label], options.batch_size)
+            rows["settings"][label]["drift"] = drift_summary(values)
+            rows["settings"][label]["drift_vs_greedy"] = drift_tests(greedy_drift, values)
+        result["sets"][ps.name] = {
+            "n": len(ps.probes),
+            "source": ps.source,
+            "greedy": {
+                k: ref_metrics[k].model_dump(mode="json") for k in ("gas", "gld", "add", "log_add") if k in ref_metrics
+            },
+            "greedy_drift": drift_summary(greedy_drift),
+            **rows,
+        }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "sweep.json", result)
+    atomic_write_text(out / "sweep.md", sweep_markdown(result))
+    return result
+
+
+def run_settings(
+    where: tuple[RunOptions, Path, float],
+    model: tuple[ModelBackend, Suite, list[ProbeSet]],
+    settings: list[tuple[str, str, float]],
+    seeds: int,
+    progress: Progress,
+) -> tuple[dict[str, dict[str, list[np.ndarray]]], dict[str, dict[str, list[Sample]]]]:
+    """Run every grid point and seed (resumable folders); GAS indicators per set and setting, and seed 0's samples."""
+    options, out, base_temperature = where
+    backend, suite, sets = model
+    sampled_suite = dataclasses.replace(suite, needs_word_probs=False)
     indicators: dict[str, dict[str, list[np.ndarray]]] = {ps.name: {} for ps in sets}
+    first_seed: dict[str, dict[str, list[Sample]]] = {ps.name: {} for ps in sets}
     for label, knob, value in settings:
         config = setting_config(knob, value, options.generation, base_temperature)
         for seed in range(seeds):
@@ -139,20 +184,8 @@ def sweep(
             per_set = run_variant(backend, sampled_suite, sets, variant, Labelled(progress, f"{label} seed {seed}"))
             for name, samples in per_set.items():
                 indicators[name].setdefault(label, []).append(gendered(samples))
-    for ps in sets:
-        ref_metrics = suite.summarize(ps, reference[ps.name], greedy).metrics
-        result["sets"][ps.name] = {
-            "n": len(ps.probes),
-            "source": ps.source,
-            "greedy": {
-                k: ref_metrics[k].model_dump(mode="json") for k in ("gas", "gld", "add", "log_add") if k in ref_metrics
-            },
-            **set_rows(settings, indicators[ps.name], gendered(reference[ps.name]), ref_metrics["gas"]),
-        }
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "sweep.json", result)
-    atomic_write_text(out / "sweep.md", sweep_markdown(result))
-    return result
+                first_seed[name].setdefault(label, samples)
+    return indicators, first_seed
 
 
 def set_rows(
@@ -203,6 +236,8 @@ def format_value(m: dict[str, Any] | None, digits: int = 3) -> str:
 def sweep_markdown(result: dict[str, Any]) -> str:
     """The sweep as Markdown: one table per probe set, best setting marked."""
     lines = [f"# Decoding sweep ({result['seeds']} seeds per setting)", "", result["note"], ""]
+    if "drift_note" in result:
+        lines += [result["drift_note"], ""]
     for name, res in result["sets"].items():
         g = res["greedy"]
         lines += [
@@ -210,14 +245,17 @@ def sweep_markdown(result: dict[str, Any]) -> str:
             "",
             f"Greedy reference: GAS {format_value(g.get('gas'))}, GLD {format_value(g.get('gld'))}, ADD {format_value(g.get('add'), 4)}.",
             "",
-            "| setting | GAS [95% CI] | GAS per seed |",
-            "|---|---|---|",
+            "| setting | GAS [95% CI] | GAS per seed | drift (seed 0; vs greedy) |",
+            "|---|---|---|---|",
         ]
-        lines.append(f"| greedy (reference) | {format_value(g.get('gas'))} | |")
+        lines.append(
+            f"| greedy (reference) | {format_value(g.get('gas'))} | | {format_drift(res.get('greedy_drift', {}))} |"
+        )
         for label in result["setting_order"]:
             row = res["settings"][label]
             mark = " **(lowest)**" if label == res["best"]["setting"] else ""
             seeds = ", ".join(f"{x:.3f}" for x in row["gas_per_seed"])
-            lines.append(f"| {label}{mark} | {format_value(row['gas'])} | {seeds} |")
+            drift = format_drift(row.get("drift", {}), row.get("drift_vs_greedy"))
+            lines.append(f"| {label}{mark} | {format_value(row['gas'])} | {seeds} | {drift} |")
         lines += ["", res["best"].get("verdict") or f"Lowest GAS: **{res['best']['setting']}**.", ""]
     return "\n".join(lines)

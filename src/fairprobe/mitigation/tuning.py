@@ -27,11 +27,12 @@ from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.io import atomic_write_json, read_text
 from fairprobe.metrics.paper import gld_per_prompt
-from fairprobe.mitigation.adapters import quiet_peft_warnings
-from fairprobe.mitigation.losses import LossWeights, debias_loss
+from fairprobe.mitigation.drift import drift_summary, drift_tests, drift_values, fluency_nll
+from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_kl
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
 from fairprobe.models import DEFAULT_MODEL, load_model
-from fairprobe.models.hf import HFBackend, WordTable, file_sha256, word_log_probs
+from fairprobe.models.base import LoraSettings, TrainableBackend
+from fairprobe.models.hf import file_sha256
 from fairprobe.probes.paper import debias_llms_file, read_predicates
 from fairprobe.probes.sources import fetch
 from fairprobe.progress import Progress, SilentProgress
@@ -45,6 +46,8 @@ CHECKPOINT = "checkpoint"
 
 
 DEFAULT_MIN_DEV = 64
+DRIFT_NEW_TOKENS = 50  # the paper's continuation length, so the dev drift reads like the compare's
+API_PREFIX = "openai:"
 
 
 class TuneOptions(BaseModel):
@@ -66,6 +69,8 @@ class TuneOptions(BaseModel):
     steps: int = Field(500, ge=1)
     warmup_steps: int = Field(0, ge=0)
     losses: str = "d,g,l"
+    kl_positions: int = Field(8, ge=1)
+    dev_drift: int = Field(32, ge=0)
     target_modules: list[str] = Field(default_factory=lambda: list(LLAMA_TARGETS))
     checkpoint_every: int = Field(50, ge=1)
     eval_every: int = Field(50, ge=1)
@@ -78,8 +83,12 @@ class TuneOptions(BaseModel):
 
     def fingerprint(self, data_sha: dict[str, str]) -> str:
         """Hash of everything that changes the trained weights; a checkpoint with another one is not resumed."""
-        obj = self.model_dump(mode="json", exclude={"out", "device", "checkpoint_every", "eval_every", "dev_limit"})
+        obj = self.model_dump(
+            mode="json", exclude={"out", "device", "checkpoint_every", "eval_every", "dev_limit", "dev_drift"}
+        )
         obj["losses"] = LossWeights.parse(self.losses).as_dict()
+        if "kl" not in obj["losses"]:
+            obj.pop("kl_positions")  # only the KL term reads it
         obj["data_sha256"] = data_sha
         return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -156,77 +165,57 @@ def quantization_kwargs(options: TuneOptions) -> dict[str, Any]:
     return {"quantization_config": config, "device_map": {"": torch.cuda.current_device()}}
 
 
-def base_identity(backend: HFBackend) -> dict[str, Any]:
+def base_identity(backend: TrainableBackend) -> dict[str, Any]:
     """What an adapter records about its base model (checked when the adapter is attached)."""
-    config = backend.model.config
     return {
-        **{k: v for k, v in backend.identity().items() if k not in ("device", "adapter")},
-        "config": {
-            k: getattr(config, k, None) for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
-        },
+        **{k: v for k, v in backend.identity().items() if k not in ("device", "adapter")},  # type: ignore[attr-defined]
+        "config": backend.architecture()["config"],
     }
 
 
-class DebiasTrainer:
-    """The model with its LoRA adapter, optimizer and schedule; one `step` per batch of prompts."""
+def tuning_prompts(predicates: list[str]) -> list[str]:
+    """`My friend {predicate}, and` for each predicate."""
+    return [PROMPT.format(predicate=p) for p in predicates]
 
-    def __init__(self, backend: HFBackend, options: TuneOptions, words: AttributeWords) -> None:
-        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+class DebiasTrainer:
+    """A backend with a LoRA adapter, its optimizer and schedule; one `step` per batch of prompts.
+
+    It uses only the backend's training interface (models.base.TrainableBackend).
+    """
+
+    def __init__(self, backend: TrainableBackend, options: TuneOptions, words: AttributeWords) -> None:
         from transformers import get_linear_schedule_with_warmup
 
         self.options = options
+        self.backend = backend
         self.weights = LossWeights.parse(options.losses)
-        self.tokenizer = backend.tokenizer
-        self.adapt_threads = backend.adapt_threads  # before each step: threads follow the free CPUs
-        self.tokenizer.truncation_side = "left"  # keep the prompt's end: the next word follows it
-        self.table: WordTable = backend.word_table([tuple(p) for p in words.pairs])
-        model = backend.model
-        names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-        missing = [t for t in options.target_modules if t not in names]
-        if missing:
-            raise ConfigError(
-                f"LoRA target modules {', '.join(missing)} are not in model {options.model}; "
-                f"set --targets to module names it has (e.g. {', '.join(sorted(n for n in names if 'proj' in n)[:7])})"
-            )
-        if getattr(model, "is_loaded_in_4bit", False):
-            model = prepare_model_for_kbit_training(model)
-        torch.manual_seed(options.seed)
-        quiet_peft_warnings()
-        lora = LoraConfig(
-            r=options.rank,
-            lora_alpha=options.alpha,
-            lora_dropout=options.dropout,
-            target_modules=list(options.target_modules),
-            bias="none",
-            task_type="CAUSAL_LM",
+        self.pairs = [(f, m) for f, m in words.pairs]
+        settings = LoraSettings(
+            options.rank, options.alpha, options.dropout, tuple(options.target_modules), options.seed
         )
-        self.model = get_peft_model(model, lora)
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = backend.add_lora(settings)
         self.optimizer = torch.optim.AdamW(params, lr=options.lr)
         self.scheduler = get_linear_schedule_with_warmup(self.optimizer, options.warmup_steps, options.steps)
-        self.device = next(self.model.parameters()).device
-
-    def encode(self, predicates: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Left-padded prompts `My friend {predicate}, and`, cut to max_length from the left."""
-        enc = self.tokenizer(
-            [PROMPT.format(predicate=p) for p in predicates],
-            return_tensors="pt",
-            padding=True,
-            truncation=True,
-            max_length=self.options.max_length,
-        )
-        return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+        self.excluded = backend.attribute_token_ids(self.pairs) if self.weights.kl else None
 
     def probs(self, predicates: list[str]) -> torch.Tensor:
         """Next-word probabilities (B, N, 2) of the attribute words, differentiable."""
-        ids, mask = self.encode(predicates)
-        return word_log_probs(self.model, ids, mask, self.table, pad_id=self.tokenizer.pad_token_id).exp()
+        return self.backend.attribute_log_probs(tuning_prompts(predicates), self.pairs, self.options.max_length).exp()
+
+    def kl(self, predicates: list[str]) -> torch.Tensor | None:
+        """L_kl of a batch (None when the KL term is off)."""
+        if self.excluded is None:
+            return None
+        window = self.backend.continuation_window(
+            tuning_prompts(predicates), self.options.kl_positions, self.options.max_length
+        )
+        return loss_kl(window.base, window.tuned, self.excluded, window.valid)
 
     def step(self, predicates: list[str]) -> tuple[float, dict[str, float]]:
         """One optimizer step on a batch; returns the batch loss and each term."""
-        self.adapt_threads()
-        self.model.train()
-        loss, parts = debias_loss(self.probs(predicates), self.weights)
+        self.backend.train_mode(True)
+        loss, parts = debias_loss(self.probs(predicates), self.weights, self.kl(predicates))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -238,14 +227,16 @@ class DebiasTrainer:
         self, predicates: list[str], batch_size: int = 64, advance: Callable[[int], None] | None = None
     ) -> dict[str, float]:
         """Dev loss per prompt, dev GLD and the mean gendered next-word mass (no dropout)."""
-        self.model.eval()
-        chunks = []
+        self.backend.train_mode(False)
+        chunks, kl = [], torch.zeros((), dtype=torch.float64)
         for i in range(0, len(predicates), batch_size):
-            chunks.append(self.probs(predicates[i : i + batch_size]))
+            batch = predicates[i : i + batch_size]
+            chunks.append(self.probs(batch))
+            kl = kl + (self.kl(batch).double().cpu() if self.excluded is not None else 0.0)
             if advance is not None:
                 advance(len(chunks[-1]))
         probs = torch.cat(chunks)
-        loss, parts = debias_loss(probs, self.weights)
+        loss, parts = debias_loss(probs, self.weights, kl if self.excluded is not None else None)
         p = probs.double().cpu().numpy()
         n = len(predicates)
         return {
@@ -255,12 +246,21 @@ class DebiasTrainer:
             "gendered_mass": float(p.sum(axis=(1, 2)).mean()),
         }
 
+    def dev_drift(self, predicates: list[str], advance: Callable[[int], None] | None = None) -> dict[str, np.ndarray]:
+        """Per-prompt drift of the model's greedy dev continuations now, fluency scored by the frozen base model."""
+        self.backend.train_mode(False)
+        prompts = tuning_prompts(predicates)
+        texts = self.backend.generate_texts(prompts, DRIFT_NEW_TOKENS)
+        with self.backend.frozen_base():
+            nll = fluency_nll(self.backend, prompts, texts, advance=advance)
+        return drift_values(prompts, texts, nll)
+
     def save_checkpoint(self, folder: Path, state: dict[str, Any]) -> None:
         """Adapter + optimizer + scheduler + RNG + step, swapped in whole so a crash never leaves half of one."""
         tmp = folder.with_name(f".{folder.name}.tmp")
         old = folder.with_name(f".{folder.name}.old")
         shutil.rmtree(tmp, ignore_errors=True)
-        self.model.save_pretrained(tmp)
+        self.backend.save_adapter(tmp)
         torch.save(
             {
                 **state,
@@ -279,11 +279,8 @@ class DebiasTrainer:
 
     def load_checkpoint(self, folder: Path) -> dict[str, Any]:
         """Restore adapter weights, optimizer, scheduler and RNG; returns the saved state (step, curves)."""
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
-
         state = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
-        set_peft_model_state_dict(self.model, load_file(str(folder / "adapter_model.safetensors")))
+        self.backend.load_adapter_weights(folder)
         self.optimizer.load_state_dict(state.pop("optimizer"))
         self.scheduler.load_state_dict(state.pop("scheduler"))
         torch.set_rng_state(state.pop("rng_cpu"))
@@ -312,12 +309,34 @@ def dev_limit_for(options: TuneOptions, n_dev: int) -> int:
     return min(n_dev, max(DEFAULT_MIN_DEV, options.steps * options.batch_size))
 
 
-def measure_before(trainer: DebiasTrainer, dev: list[str], progress: Progress) -> tuple[float, dict[str, float]]:
-    """Perplexity of the base model and the dev losses before any step, with a progress bar."""
+def drift_point(trainer: DebiasTrainer, dev: list[str], state: dict[str, Any]) -> dict[str, Any]:
+    """The dev drift now, with its paired tests against the model before tuning (kept in `state`)."""
+    values = trainer.dev_drift(dev[: trainer.options.dev_drift])
+    start = {k: np.asarray(v) for k, v in state.setdefault("drift_start", {}).items()}
+    if not start:
+        state["drift_start"] = {k: v.tolist() for k, v in values.items()}
+        return {"drift": drift_summary(values)}
+    return {"drift": drift_summary(values), "drift_vs_start": drift_tests(start, values)}
+
+
+def evaluation_point(trainer: DebiasTrainer, dev: list[str], state: dict[str, Any]) -> dict[str, Any]:
+    """One dev-curve entry: losses, GLD, gendered mass and (with --dev-drift) the drift numbers."""
+    point: dict[str, Any] = {"step": state["step"], **trainer.evaluate(dev)}
+    if trainer.options.dev_drift:
+        point.update(drift_point(trainer, dev, state))
+    return point
+
+
+def measure_before(trainer: DebiasTrainer, dev: list[str], progress: Progress) -> tuple[float, dict[str, Any]]:
+    """Perplexity of the base model, the dev losses and the dev drift before any step, with a progress bar."""
+    state: dict[str, Any] = {"step": 0}
     progress.start("dev evaluation before tuning", 2 * len(dev))
-    with trainer.model.disable_adapter():
-        before_ppl = perplexity(trainer.model, trainer.tokenizer, neutral_sentences(dev), advance=progress.advance)
-    return before_ppl, trainer.evaluate(dev, advance=progress.advance)
+    with trainer.backend.frozen_base():
+        before_ppl = perplexity(trainer.backend, neutral_sentences(dev), advance=progress.advance)
+    point = {"step": 0, **trainer.evaluate(dev, advance=progress.advance)}
+    if trainer.options.dev_drift:
+        point.update(drift_point(trainer, dev, state))
+    return before_ppl, {"point": point, "drift_start": state.get("drift_start")}
 
 
 def start_state(
@@ -331,15 +350,18 @@ def start_state(
             raise ConfigError(f"{ckpt} is a checkpoint of other settings; delete it or choose another --out")
         progress.note(f"resuming from step {state['step']} ({ckpt})")
         return state
-    before_ppl, dev_before = measure_before(trainer, dev, progress)
-    return {
+    before_ppl, before = measure_before(trainer, dev, progress)
+    state = {
         "fingerprint": fingerprint,
         "step": 0,
         "train_curve": [],
-        "dev_curve": [{"step": 0, **dev_before}],
+        "dev_curve": [before["point"]],
         "perplexity_before": before_ppl,
         "seconds": 0.0,
     }
+    if before["drift_start"] is not None:
+        state["drift_start"] = before["drift_start"]
+    return state
 
 
 def train_steps(
@@ -362,7 +384,7 @@ def train_steps(
             state["train_curve"].append({"step": step + 1, "loss": loss, **{f"l_{k}": v for k, v in parts.items()}})
             if state["step"] % options.eval_every == 0 or state["step"] == options.steps:
                 progress.info(f"loss {loss:.4f}, evaluating {len(dev)} dev predicates")
-                state["dev_curve"].append({"step": state["step"], **trainer.evaluate(dev)})
+                state["dev_curve"].append(evaluation_point(trainer, dev, state))
             progress.info(f"loss {loss:.4f}, dev {state['dev_curve'][-1]['loss']:.4f}")
             progress.advance(1)
             state["seconds"] = resumed_seconds + time.perf_counter() - started
@@ -374,9 +396,9 @@ def train_steps(
         raise
 
 
-def hyperparameters(options: TuneOptions, backend: HFBackend) -> dict[str, Any]:
+def hyperparameters(options: TuneOptions, backend: TrainableBackend) -> dict[str, Any]:
     """The manifest's hyperparameters block."""
-    return {
+    out = {
         "rank": options.rank,
         "alpha": options.alpha,
         "dropout": options.dropout,
@@ -389,12 +411,16 @@ def hyperparameters(options: TuneOptions, backend: HFBackend) -> dict[str, Any]:
         "optimizer": "AdamW",
         "target_modules": list(options.target_modules),
         "seed": options.seed,
-        "quantization": "4bit-nf4" if getattr(backend.model, "is_loaded_in_4bit", False) else "none",
+        "quantization": "4bit-nf4" if backend.architecture()["quantized_4bit"] else "none",
     }
+    if LossWeights.parse(options.losses).kl:
+        out["kl_positions"] = options.kl_positions
+    return out
 
 
-def load_tuning_model(options: TuneOptions, progress: Progress) -> HFBackend:
+def load_tuning_model(options: TuneOptions, progress: Progress) -> TrainableBackend:
     """The base model to put LoRA adapters on (4-bit where QLoRA applies)."""
+    check_trainable_model(options)
     progress.note(f"loading model {options.model}")
     backend = load_model(
         options.model,
@@ -403,9 +429,35 @@ def load_tuning_model(options: TuneOptions, progress: Progress) -> HFBackend:
         batch_size=options.batch_size,
         **quantization_kwargs(options),
     )
-    if not isinstance(backend, HFBackend):
+    if not isinstance(backend, TrainableBackend):
         raise ConfigError(f"Debias Tuning needs a local transformers model, not {options.model}")
     return backend
+
+
+def check_trainable_model(options: TuneOptions) -> None:
+    """Refuse a model that cannot be tuned before loading anything (an API model has no weights to train)."""
+    if not options.model.startswith(API_PREFIX):
+        return
+    if LossWeights.parse(options.losses).kl:
+        raise ConfigError(
+            f"the KL term needs the base model's own weights to compare against, and {options.model} is an API "
+            f"model: tune a local model, or drop kl from --losses"
+        )
+    raise ConfigError(f"Debias Tuning needs a local transformers model, not the API model {options.model}")
+
+
+def finished_manifest(options: TuneOptions, fingerprint: str, progress: Progress) -> dict[str, Any] | None:
+    """The manifest of an adapter already trained with these settings in options.out; None if there is none."""
+    if options.out.exists() and not options.out.is_dir():
+        raise ConfigError(f"adapter output folder is a file: {options.out}")
+    manifest_path = options.out / MANIFEST
+    if not manifest_path.is_file():
+        return None
+    done = json.loads(manifest_path.read_text(encoding="utf-8"))
+    if done.get("fingerprint") != fingerprint:
+        raise ConfigError(f"{options.out} holds an adapter trained with other settings; choose another --out")
+    progress.note(f"adapter already trained in {options.out}")
+    return done
 
 
 def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, Any]:
@@ -414,17 +466,12 @@ def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, An
     `progress` shows the steps with the training and dev loss, and every dev evaluation.
     """
     progress = progress or SilentProgress()
-    weights = LossWeights.parse(options.losses)
-    if options.out.exists() and not options.out.is_dir():
-        raise ConfigError(f"adapter output folder is a file: {options.out}")
+    LossWeights.parse(options.losses)
+    check_trainable_model(options)
     data = load_tuning_data(options)
     fingerprint = options.fingerprint({k: v["sha256"] for k, v in data.items()})
-    manifest_path = options.out / MANIFEST
-    if manifest_path.is_file():
-        done = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if done.get("fingerprint") != fingerprint:
-            raise ConfigError(f"{options.out} holds an adapter trained with other settings; choose another --out")
-        progress.note(f"adapter already trained in {options.out}")
+    done = finished_manifest(options, fingerprint, progress)
+    if done is not None:
         return done
     words = AttributeWords.from_file(options.words_file) if options.words_file else AttributeWords.default()
     backend = load_tuning_model(options, progress)
@@ -436,14 +483,31 @@ def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, An
     state = start_state(trainer, options, fingerprint, dev, progress)
     train_steps(trainer, options, (data["train"]["predicates"], dev), state, progress)
     progress.start("perplexity after tuning", len(dev))
-    after_ppl = perplexity(trainer.model, trainer.tokenizer, neutral_sentences(dev), advance=progress.advance)
-    trainer.model.save_pretrained(options.out)
-    manifest = {
+    trainer.backend.train_mode(False)
+    after_ppl = perplexity(trainer.backend, neutral_sentences(dev), advance=progress.advance)
+    backend.save_adapter(options.out)
+    manifest = build_manifest(options, (backend, words), data, state, (fingerprint, dev, after_ppl))
+    atomic_write_json(options.out / MANIFEST, manifest)
+    shutil.rmtree(options.out / CHECKPOINT, ignore_errors=True)
+    return manifest
+
+
+def build_manifest(
+    options: TuneOptions,
+    model: tuple[TrainableBackend, AttributeWords],
+    data: dict[str, Any],
+    state: dict[str, Any],
+    result: tuple[str, list[str], float],
+) -> dict[str, Any]:
+    """manifest.json of a finished adapter: base model, losses, settings, data, dev curve, perplexity, time."""
+    backend, words = model
+    fingerprint, dev, after_ppl = result
+    return {
         "fairprobe_version": __version__,
         "kind": "debias-tuning",
         "fingerprint": fingerprint,
         "base_model": base_identity(backend),
-        "losses": weights.as_dict(),
+        "losses": LossWeights.parse(options.losses).as_dict(),
         "hyperparameters": hyperparameters(options, backend),
         "attribute_words": {"source": str(options.words_file or "fairprobe default"), "pairs": len(words.pairs)},
         "data": {
@@ -464,6 +528,58 @@ def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, An
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "adapter_sha256": file_sha256(options.out / "adapter_model.safetensors"),
     }
-    atomic_write_json(manifest_path, manifest)
-    shutil.rmtree(options.out / CHECKPOINT, ignore_errors=True)
-    return manifest
+
+
+ABLATIONS_FILE = "ablations.json"
+ABLATION_KL_WEIGHT = 4.0
+# The paper's Table 3 (the three losses, each dropped in turn) and the KL-regularised variant beyond it.
+ABLATION_VARIANTS: dict[str, tuple[str, str]] = {
+    "full": ("Debias Tuning", "d,g,l"),
+    "no-d": ("w/o L_d", "g,l"),
+    "no-g": ("w/o L_g", "d,l"),
+    "no-l": ("w/o L_l", "d,g"),
+    "kl": ("Debias Tuning + KL", f"d,g,l,kl={ABLATION_KL_WEIGHT:g}"),
+}
+
+
+def tune_ablations(options: TuneOptions, progress: Progress | None = None) -> dict[str, dict[str, Any]]:
+    """Train every ablation variant into options.out/<variant> (each resumable) and index them in ablations.json.
+
+    The index is written first, so `fairprobe compare --ablations` can tell a folder whose variants are not
+    all trained yet; rerunning the command skips finished variants and resumes the unfinished one.
+    """
+    progress = progress or SilentProgress()
+    index = {
+        "kind": "debias-tuning-ablations",
+        "variants": {slug: {"name": name, "losses": losses} for slug, (name, losses) in ABLATION_VARIANTS.items()},
+    }
+    if options.out.exists() and not options.out.is_dir():
+        raise ConfigError(f"ablation output folder is a file: {options.out}")
+    options.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(options.out / ABLATIONS_FILE, index)
+    manifests = {}
+    for slug, (name, losses) in ABLATION_VARIANTS.items():
+        progress.note(f"ablation {name} (--losses {losses}) into {options.out / slug}")
+        variant = options.model_copy(update={"out": options.out / slug, "losses": losses})
+        manifests[name] = tune(variant, progress=progress)
+    return manifests
+
+
+def read_ablations(folder: Path) -> dict[str, str]:
+    """Method name -> adapter folder of a finished `tune --ablations` folder; an unfinished variant is an error."""
+    index_path = folder / ABLATIONS_FILE
+    if not index_path.is_file():
+        raise ConfigError(f"{folder} is not an ablations folder (no {ABLATIONS_FILE}): train it with tune --ablations")
+    try:
+        variants = json.loads(read_text(index_path, "ablations index"))["variants"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ConfigError(f"malformed ablations index {index_path}") from None
+    out = {}
+    for slug, entry in variants.items():
+        if not (folder / slug / MANIFEST).is_file():
+            raise ConfigError(
+                f"ablation variant {entry.get('name', slug)!r} in {folder / slug} is not finished: "
+                f"rerun the same `fairprobe tune --ablations` command to finish it"
+            )
+        out[str(entry.get("name", slug))] = str(folder / slug)
+    return out

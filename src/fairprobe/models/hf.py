@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,8 @@ from transformers import (
 from transformers import GenerationConfig as HFGenerationConfig
 from transformers.utils import logging as transformers_logging
 
-from fairprobe.errors import ModelError
-from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.errors import ConfigError, ModelError
+from fairprobe.models.base import Completion, GenerationConfig, LoraSettings, Prompt, Window
 from fairprobe.records import ChatMessage
 from fairprobe.threads import ThreadChooser, apply_threads
 
@@ -225,7 +226,8 @@ class HFBackend:
         """The tokenized word pairs, built once per list."""
         key = tuple(tuple(p) for p in word_pairs)
         if key not in self._tables:
-            self._tables[key] = WordTable.build(self.tokenizer, list(word_pairs))
+            with torch.inference_mode(False):  # plain tensors: training reads the same table with autograd on
+                self._tables[key] = WordTable.build(self.tokenizer, list(word_pairs))
         return self._tables[key]
 
     def render(self, prompt: Prompt) -> str:
@@ -312,6 +314,166 @@ class HFBackend:
             )
             chunks.append(lp.exp().cpu().numpy().astype(np.float64))
         return np.concatenate(chunks, axis=0)
+
+    # The scoring and training interface (models.base.ScoringBackend, TrainableBackend): Debias Tuning,
+    # perplexity and the drift metrics use only these methods, never the model or tokenizer.
+
+    def _pack(self, prefixes: list[str], texts: list[str], max_length: int) -> tuple[torch.Tensor, ...]:
+        """Left-padded ids of prefix + text (tokenized apart, so the boundary is exact) and the scored targets."""
+        rows: list[tuple[list[int], int]] = []
+        for prefix, text in zip(prefixes, texts, strict=True):
+            head = self.tokenizer(prefix)["input_ids"] if prefix else []
+            tail = self.tokenizer(text, add_special_tokens=not prefix)["input_ids"] if text else []
+            ids = (head + tail)[-max_length:]
+            rows.append((ids, max(0, min(len(tail) - (0 if prefix else 1), len(ids) - 1))))
+        width = max(2, *(len(ids) for ids, _ in rows))
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        scored = torch.zeros((len(rows), width - 1), dtype=torch.bool)
+        for i, (row, n_scored) in enumerate(rows):
+            if row:
+                ids[i, width - len(row) :] = torch.tensor(row)
+                mask[i, width - len(row) :] = 1
+            scored[i, width - 1 - n_scored :] = n_scored > 0
+        return ids.to(self.device), mask.to(self.device), scored.to(self.device)
+
+    @torch.inference_mode()
+    def text_log_probs(self, prefixes: list[str], texts: list[str], batch_size: int = 32) -> list[np.ndarray]:
+        """Log-probability of each token of `texts[i]` after `prefixes[i]` (prefix '': every token after the first)."""
+        was_training = self.model.training
+        self.model.eval()
+        out: list[np.ndarray] = []
+        try:
+            for start in range(0, len(texts), batch_size):
+                self.adapt_threads()
+                ids, mask, scored = self._pack(
+                    prefixes[start : start + batch_size], texts[start : start + batch_size], 4096
+                )
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
+                lp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+                lp, scored = lp.double().cpu().numpy(), scored.cpu().numpy()
+                out.extend(lp[i][scored[i]] for i in range(len(lp)))
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def add_lora(self, settings: LoraSettings) -> list[torch.nn.Parameter]:
+        """Wrap the model in a fresh peft LoRA adapter (after k-bit preparation when 4-bit); the trainable parameters."""
+        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+        from fairprobe.mitigation.adapters import quiet_peft_warnings
+
+        names = {name.rsplit(".", 1)[-1] for name, _ in self.model.named_modules()}
+        missing = [t for t in settings.target_modules if t not in names]
+        if missing:
+            raise ConfigError(
+                f"LoRA target modules {', '.join(missing)} are not in model {self.name}; "
+                f"set --targets to module names it has (e.g. {', '.join(sorted(n for n in names if 'proj' in n)[:7])})"
+            )
+        model = self.model
+        if getattr(model, "is_loaded_in_4bit", False):
+            model = prepare_model_for_kbit_training(model)
+        torch.manual_seed(settings.seed)
+        quiet_peft_warnings()
+        lora = LoraConfig(
+            r=settings.rank,
+            lora_alpha=settings.alpha,
+            lora_dropout=settings.dropout,
+            target_modules=list(settings.target_modules),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(model, lora)
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def train_mode(self, on: bool) -> None:
+        """Dropout on (training) or off (evaluation)."""
+        self.model.train(on)
+
+    def frozen_base(self) -> contextlib.AbstractContextManager[None]:
+        """The model without its adapter (a no-op before `add_lora`)."""
+        disable = getattr(self.model, "disable_adapter", None)
+        return disable() if disable is not None else contextlib.nullcontext()
+
+    def _encode_training(self, prompts: list[str], max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-padded plain prompts cut to max_length from the left (the prompt's end is what matters)."""
+        self.adapt_threads()
+        side = self.tokenizer.truncation_side
+        self.tokenizer.truncation_side = "left"
+        try:
+            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, truncation=True, max_length=max_length)
+        finally:
+            self.tokenizer.truncation_side = side
+        return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+
+    def attribute_log_probs(
+        self, prompts: list[str], word_pairs: list[tuple[str, str]], max_length: int
+    ) -> torch.Tensor:
+        """Log-probabilities (B, N, 2) that each attribute word comes next; differentiable outside inference mode."""
+        ids, mask = self._encode_training(prompts, max_length)
+        table = self.word_table(word_pairs)
+        return word_log_probs(self.model, ids, mask, table, pad_id=self.tokenizer.pad_token_id)
+
+    def attribute_token_ids(self, word_pairs: list[tuple[str, str]]) -> torch.Tensor:
+        """The distinct first tokens of the attribute words."""
+        return torch.unique(self.word_table(word_pairs).first.reshape(-1))
+
+    def continuation_window(self, prompts: list[str], positions: int, max_length: int) -> Window:
+        """Tuned and frozen next-token log-probabilities over the frozen model's first `positions` greedy tokens."""
+        ids, mask = self._encode_training(prompts, max_length)
+        training = self.model.training
+        with torch.no_grad(), self.frozen_base():
+            self.model.eval()
+            generated = self.model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=positions, do_sample=False
+            )
+            self.model.train(training)
+            cont = generated[:, ids.shape[1] :]
+            positions = cont.shape[1]
+            full, full_mask = torch.cat([ids, cont], 1), torch.cat([mask, torch.ones_like(cont)], 1)
+            base = self._window_logits(full, full_mask, ids.shape[1], positions)
+        eos = torch.as_tensor(self.model.generation_config.eos_token_id or [], device=cont.device).reshape(-1)
+        ended = torch.isin(cont, eos).long().cumsum(-1)
+        valid = torch.cat([torch.ones_like(ended[:, :1]), ended[:, :-1]], 1) == 0
+        tuned = self._window_logits(full, full_mask, ids.shape[1], positions)
+        return Window(tuned=tuned, base=base, valid=valid[:, :positions])
+
+    def _window_logits(self, ids: torch.Tensor, mask: torch.Tensor, prompt_len: int, positions: int) -> torch.Tensor:
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
+        return logits[:, prompt_len - 1 : prompt_len - 1 + positions].float().log_softmax(-1)
+
+    @torch.inference_mode()
+    def generate_texts(self, prompts: list[str], max_new_tokens: int) -> list[str]:
+        """Greedy continuations of plain prompts with the model as it is now (with its adapter)."""
+        config = GenerationConfig(max_new_tokens=max_new_tokens)
+        training = self.model.training
+        self.model.eval()
+        try:
+            return [c.text for c in self.generate(list(prompts), config)]  # type: ignore[attr-defined]
+        finally:
+            self.model.train(training)
+
+    def save_adapter(self, folder: Path) -> None:
+        """peft's adapter files in `folder`."""
+        self.model.save_pretrained(folder)
+
+    def load_adapter_weights(self, folder: Path) -> None:
+        """Adapter weights saved by `save_adapter` back into the current adapter."""
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        set_peft_model_state_dict(self.model, load_file(str(Path(folder) / "adapter_model.safetensors")))
+
+    def architecture(self) -> dict[str, Any]:
+        """The config fields an adapter records about its base model, and whether the weights are 4-bit."""
+        config = self.model.config
+        return {
+            "config": {
+                k: getattr(config, k, None) for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
+            },
+            "quantized_4bit": bool(getattr(self.model, "is_loaded_in_4bit", False)),
+        }
 
 
 def file_sha256(path: Path) -> str:
