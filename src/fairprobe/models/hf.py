@@ -435,7 +435,7 @@ class HFBackend:
             base = self._window_logits(full, full_mask, ids.shape[1], positions)
         eos = torch.as_tensor(self.model.generation_config.eos_token_id or [], device=cont.device).reshape(-1)
         ended = torch.isin(cont, eos).long().cumsum(-1)
-        valid = torch.cat([torch.ones_like(ended[:, :1]), ended[:, :-1]], 1) == 0
+        valid = torch.cat([torch.zeros_like(ended[:, :1]), ended[:, :-1]], 1) == 0
         tuned = self._window_logits(full, full_mask, ids.shape[1], positions)
         return Window(tuned=tuned, base=base, valid=valid[:, :positions])
 
