@@ -14,7 +14,29 @@ from fairprobe.mitigation.perplexity import perplexity
 from fairprobe.models.base import LoraSettings, ScoringBackend, TrainableBackend
 from fairprobe.models.hf import HFBackend
 
-WORDS = "my friend is a nurse teacher and cooks plays chess she he her his today we went home it was fun".split()
+WORDS = [
+    "my",
+    "friend",
+    "is",
+    "a",
+    "nurse",
+    "teacher",
+    "and",
+    "cooks",
+    "plays",
+    "chess",
+    "she",
+    "he",
+    "her",
+    "his",
+    "today",
+    "we",
+    "went",
+    "home",
+    "it",
+    "was",
+    "fun",
+]
 PAIRS = [("she", "he"), ("her", "his")]
 
 
