@@ -286,7 +286,12 @@ def test_sweep_table_on_a_small_set(embedded_backend, shared_data: Path, tmp_pat
     assert res["greedy"]["gld"]["value"] is not None
     md = (tmp_path / "sweep.md").read_text(encoding="utf-8")
     assert DISTRIBUTION_NOTE in md
-    assert "| setting | GAS [95% CI] | GAS per seed |" in md
+    assert "| setting | GAS [95% CI] | GAS per seed | drift (seed 0; vs greedy) |" in md
+    # Drift of each setting (its seed-0 run) against greedy on the same prompts.
+    for row in res["settings"].values():
+        assert set(row["drift"]) == {"fluency_nll", "on_subject", "distinct_2", "garbage"}
+        assert row["drift_vs_greedy"]["on_subject"]["test"] == "exact McNemar"
+    assert res["greedy_drift"]["fluency_nll"]["value"] > 0
     assert f"| {best} **(lowest)** |" in md
     assert isinstance(res["best"]["beats_greedy"], bool) and res["best"]["verdict"] in md
     assert "| greedy (reference) |" in md
@@ -334,3 +339,102 @@ def test_compare_table_and_paired_tests(embedded_backend, trained: Path, shared_
     assert saved["sets"]["stsb"]["methods"]["Debias Tuning"]["vs_original"] == vs
     html = (tmp_path / "report.html").read_text(encoding="utf-8")  # compare writes its own report
     assert "Mitigation comparison" in html and "Debias Tuning" in html
+    assert "on-subject" in html
+    # Drift: fluency of each method's continuations under the frozen base model, tested against Original.
+    from fairprobe.mitigation.drift import fluency_nll, on_subject
+
+    nll = fluency_nll(embedded_backend, [s.prompt for s in tuned], [s.continuation for s in tuned])
+    drift = rows["Debias Tuning"]["drift"]
+    assert drift["fluency_nll"]["value"] == pytest.approx(np.nanmean(nll))
+    assert drift["on_subject"]["value"] == np.mean([on_subject(s.prompt, s.continuation) for s in tuned])
+    tests = rows["Debias Tuning"]["drift_vs_original"]
+    assert tests["on_subject"]["test"] == "exact McNemar" and tests["fluency_nll"]["test"] == "paired bootstrap"
+    # Holm over the three methods against Original, per measure: never below the raw p-value.
+    for method in ("Hyperparameter", "Instruction", "Debias Tuning"):
+        gas = rows[method]["vs_original"]["gas"]
+        assert gas["p_mcnemar"] <= gas["p_holm"] <= 1
+        assert (
+            rows[method]["drift_vs_original"]["garbage"]["p_holm"] >= rows[method]["drift_vs_original"]["garbage"]["p"]
+        )
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    code = "import sys\nfrom fairprobe.cli import main\nsys.argv = ['fairprobe', *sys.argv[1:]]\nmain()\n"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_tuning_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
+    done = _cli("tune", "--ablations", "--losses", "g,l", "--out", str(tmp_path / "a"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: --ablations trains its own loss variants (the paper's Table 3 and the KL term): drop --losses"
+    )
+    done = _cli("tune", "--model", "openai:some-model", "--losses", "d,g,l,kl=0.5", "--out", str(tmp_path / "b"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: the KL term needs the base model's own weights to compare against, and openai:some-model is an "
+        "API model: tune a local model, or drop kl from --losses"
+    )
+    # The folder of a run that was interrupted: a checkpoint, no manifest.
+    unfinished = tmp_path / "unfinished"
+    (unfinished / "checkpoint").mkdir(parents=True)
+    (unfinished / "checkpoint" / "trainer_state.pt").write_bytes(b"x")
+    done = _cli("compare", "--adapter", str(unfinished), "--probes", "template", "--out", str(tmp_path / "c"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: adapter folder {unfinished} is from an unfinished tuning run (a checkpoint, no manifest.json): "
+        "rerun the same `fairprobe tune` command to finish it"
+    )
+    assert not (tmp_path / "c").exists()  # nothing ran
+    folder = tmp_path / "abl"
+    folder.mkdir()
+    (folder / "ablations.json").write_text(
+        json.dumps({"kind": "debias-tuning-ablations", "variants": {"full": {"name": "Debias Tuning"}}}),
+        encoding="utf-8",
+    )
+    done = _cli("compare", "--ablations", str(folder), "--probes", "template", "--out", str(tmp_path / "d"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: ablation variant 'Debias Tuning' in {folder / 'full'} is not finished: "
+        "rerun the same `fairprobe tune --ablations` command to finish it"
+    )
+
+
+@pytest.mark.slow
+def test_ablations_train_every_variant_and_resume(tiny_data: tuple[Path, Path], tmp_path: Path, monkeypatch) -> None:
+    from fairprobe.errors import ConfigError as Refused
+    from fairprobe.mitigation import tuning
+
+    options = _options(tiny_data, tmp_path / "abl", steps=1, eval_every=1, checkpoint_every=1, dev_drift=2)
+    real_step = tuning.DebiasTrainer.step
+    calls = {"n": 0}
+
+    def interrupt_second_variant(self, predicates):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real_step(self, predicates)
+
+    monkeypatch.setattr(tuning.DebiasTrainer, "step", interrupt_second_variant)
+    with pytest.raises(KeyboardInterrupt):
+        tuning.tune_ablations(options)
+    with pytest.raises(Refused, match=r"ablation variant 'w/o L_d' in .*no-d is not finished"):
+        tuning.read_ablations(options.out)
+    monkeypatch.setattr(tuning.DebiasTrainer, "step", real_step)
+    notes = NoteProgress()
+    manifests = tuning.tune_ablations(options, progress=notes)
+    assert f"adapter already trained in {options.out / 'full'}" in notes.lines
+    assert list(manifests) == ["Debias Tuning", "w/o L_d", "w/o L_g", "w/o L_l", "Debias Tuning + KL"]
+    assert [m["losses"] for m in manifests.values()] == [
+        {"d": 1.0, "g": 1.0, "l": 1.0},
+        {"d": 0.0, "g": 1.0, "l": 1.0},
+        {"d": 1.0, "g": 0.0, "l": 1.0},
+        {"d": 1.0, "g": 1.0, "l": 0.0},
+        {"d": 1.0, "g": 1.0, "l": 1.0, "kl": tuning.ABLATION_KL_WEIGHT},
+    ]
+    kl_curve = manifests["Debias Tuning + KL"]["dev_curve"]
+    assert kl_curve[0]["l_kl"] == pytest.approx(0.0, abs=1e-9)  # before any step the adapter is a no-op
+    assert kl_curve[-1]["l_kl"] > 0 and "drift_vs_start" in kl_curve[-1]
+    assert manifests["Debias Tuning + KL"]["hyperparameters"]["kl_positions"] == 8
+    adapters = tuning.read_ablations(options.out)
+    assert adapters == {name: str(options.out / slug) for slug, (name, _) in tuning.ABLATION_VARIANTS.items()}

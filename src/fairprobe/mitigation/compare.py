@@ -19,6 +19,7 @@ from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
 from fairprobe.metrics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_difference, paired_bootstrap_p
+from fairprobe.mitigation.adapters import check_finished
 from fairprobe.mitigation.drift import LABELS as DRIFT_LABELS
 from fairprobe.mitigation.drift import (
     MEASURES,
@@ -119,6 +120,7 @@ def method_options(
     for name, path in adapters.items():
         if name in methods:
             raise ConfigError(f"method name {name!r} is taken: name ablations otherwise")
+        check_finished(Path(path))  # before any method runs: an unfinished tuning run fails in one line
         methods[name] = base.model_copy(update={"adapter": path})
     return methods
 
