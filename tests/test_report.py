@@ -322,6 +322,8 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
             "gld": {"difference": metric(-0.01, -0.05, 0.03), "relative_change": -0.05},
             "add": {"difference": metric(-0.001, -0.002, -0.0005), "relative_change": -0.2},
         },
+        "drift": {"on_subject": metric(0.9, 0.8, 0.95)},
+        "drift_vs_original": {"on_subject": {"difference": -0.05, "p": 0.01, "p_holm": 0.02}},
     }
     compare = {
         "model": {"id": "toy"},
@@ -334,15 +336,17 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
     text, _ = export([folder], "md", None)
     section = text[text.index("### Mitigation comparison: cmp") :].splitlines()
     assert section[4:8] == [
-        "| set | method | n | GAS | GLD | ADD | ln ADD | GAS rel. change | p (McNemar) | GLD diff | ADD diff | perplexity | sig |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| set | method | n | GAS | GLD | ADD | ln ADD | GAS rel. change | p (McNemar) | GLD diff | ADD diff | perplexity "
+        "| fluency NLL | on-subject | distinct-2 | empty/garbage | sig |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         "| template | Original | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] | -5.300 |  |  "
-        "|  |  | 12.500 |  |",
+        "|  |  | 12.500 |  |  |  |  |  |",
         "| template | Instruction | 20 | 0.100 [0.050, 0.200] | 0.190 [0.100, 0.300] | 0.004 [0.003, 0.005] | -5.520 "
-        "| -75% | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] |  | GAS**, ADD* |",
+        "| -75% | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] |  |  | 0.900 [0.800, 0.950] |  |  "
+        "| GAS**, ADD*, on_subject* |",
     ]
     html = render_html(runs)
-    assert "Mitigation comparison: cmp" in html and "GAS**, ADD*" in html
+    assert "Mitigation comparison: cmp" in html and "GAS**, ADD*, on_subject*" in html
 
 
 def test_metric_without_value_in_summary_json_loads(tmp_path):

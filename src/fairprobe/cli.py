@@ -507,38 +507,12 @@ def tune_cmd(
         raise ConfigError(
             "--ablations trains its own loss variants (the paper's Table 3 and the KL term): drop --losses"
         )
-    options = TuneOptions(
-        model=model,
-        out=out,
-        train_file=train,
-        dev_file=dev,
-        data_dir=data_dir,
-        steps=steps,
-        rank=rank,
-        alpha=alpha,
-        dropout=dropout,
-        lr=lr,
-        batch_size=batch_size,
-        max_length=max_length,
-        warmup_steps=warmup_steps,
-        losses=losses or "d,g,l",
-        kl_positions=kl_positions,
-        dev_drift=dev_drift,
-        target_modules=split_csv(targets) or [],
-        checkpoint_every=checkpoint_every,
-        eval_every=eval_every,
-        dev_limit=dev_limit,
-        seed=seed,
-        words_file=words,
-        device=device,
-        dtype=dtype,
-        quantize=quantize,  # type: ignore[arg-type]
-    )
+    renamed = {"train_file": train, "dev_file": dev, "target_modules": split_csv(targets) or [], "words_file": words}
+    given = {k: v for k, v in locals().items() if k in TuneOptions.model_fields and k != "losses"}
+    options = TuneOptions(**given, **renamed, losses=losses or "d,g,l")
     with auto_progress() as progress:
-        if ablations:
-            manifests = tune_ablations(options, progress=progress)
-        else:
-            manifests = {options.losses: tune(options, progress=progress)}
+        run = tune_ablations if ablations else lambda o, progress: {o.losses: tune(o, progress=progress)}
+        manifests = run(options, progress=progress)
     for name, manifest in manifests.items():
         console.print(f"{name}: {tune_summary(manifest)}", highlight=False, markup=False)
     err_console.print(f"adapter{'s' if ablations else ''} written to {out}", style="green", highlight=False)

@@ -116,12 +116,7 @@ def sweep(
     if backend is None:
         progress.note(f"loading model {options.model}")
         backend = load_backend(options)
-    greedy = options.model_copy(
-        update={
-            "out": out / "greedy",
-            "generation": options.generation.model_copy(update={"temperature": 0.0, "top_p": 1.0, "top_k": 0}),
-        }
-    )
+    greedy = greedy_options(options, out)
     reference = run_variant(backend, suite, sets, greedy, Labelled(progress, "greedy"))
     settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
     indicators, first_seed = run_settings(
@@ -160,6 +155,12 @@ def sweep(
     atomic_write_json(out / "sweep.json", result)
     atomic_write_text(out / "sweep.md", sweep_markdown(result))
     return result
+
+
+def greedy_options(options: RunOptions, out: Path) -> RunOptions:
+    """The greedy reference run (the paper's default decoding) into out/greedy."""
+    generation = options.generation.model_copy(update={"temperature": 0.0, "top_p": 1.0, "top_k": 0})
+    return options.model_copy(update={"out": out / "greedy", "generation": generation})
 
 
 def run_settings(

@@ -154,6 +154,15 @@ def _significant(interval: MetricValue | None) -> bool:
     return lo is not None and hi is not None and (lo > 0 or hi < 0)
 
 
+# The drift measures `fairprobe compare` writes per method (mitigation/drift.py), in display order.
+DRIFT_COLUMNS = {
+    "fluency_nll": "fluency NLL",
+    "on_subject": "on-subject",
+    "distinct_2": "distinct-2",
+    "garbage": "empty/garbage",
+}
+
+
 def methods_table(compare: dict[str, Any], name: str) -> Table | None:
     """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity) as the paper's Tables 1-3.
 
@@ -173,6 +182,13 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
             diffs = {k: MetricValue(**vs[k]["difference"]) for k in ("gld", "add") if "difference" in vs.get(k, {})}
             marks = [f"GAS{significance(p)}"] if significance(p) else []
             marks += [f"{k.upper()}*" for k, d in diffs.items() if _significant(d)]
+            drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
+            drift_tests = row.get("drift_vs_original", {})
+            marks += [
+                f"{k}{significance(t.get('p_holm', t.get('p')))}"
+                for k, t in drift_tests.items()
+                if significance(t.get("p_holm", t.get("p")))
+            ]
             log_add = metrics.get("log_add")
             rows.append(
                 [
@@ -188,6 +204,7 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
                     diffs.get("gld"),
                     diffs.get("add"),
                     row.get("perplexity"),
+                    *(drift.get(k) for k in DRIFT_COLUMNS),
                     ", ".join(marks),
                 ]
             )
@@ -195,10 +212,12 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
     return Table(
         "compare",
         f"Mitigation comparison: {name}",
-        [*columns, "ADD diff", "perplexity", "sig"],
+        [*columns, "ADD diff", "perplexity", *DRIFT_COLUMNS.values(), "sig"],
         rows,
         "Differences are method - Original on the same prompts. sig: GAS by exact McNemar "
-        "(* p < 0.05, ** p < 0.01, *** p < 0.001); GLD*/ADD* when the paired bootstrap 95% CI excludes 0.",
+        "(* p < 0.05, ** p < 0.01, *** p < 0.001); GLD*/ADD* when the paired bootstrap 95% CI excludes 0; "
+        "drift measures (fluency NLL under the base model, on-subject and garbage rates, distinct-2) by their "
+        "Holm-corrected paired test against Original.",
     )
 
 
