@@ -284,7 +284,7 @@ def _drift_cell(row: dict[str, Any], name: str) -> str:
     m = row.get("drift", {}).get(name)
     if not m or m.get("value") is None:
         return "n/a"
-    text = format_value(m, 2)
+    text = format_value(m)
     test = row.get("drift_vs_original", {}).get(name)
     if test:
         diff = test["difference"]["value"] if isinstance(test["difference"], dict) else test["difference"]
