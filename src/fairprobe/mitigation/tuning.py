@@ -552,6 +552,7 @@ def tune_ablations(options: TuneOptions, progress: Progress | None = None) -> di
     index = {
         "kind": "debias-tuning-ablations",
         "variants": {slug: {"name": name, "losses": losses} for slug, (name, losses) in ABLATION_VARIANTS.items()},
+        "order": list(ABLATION_VARIANTS),
     }
     if options.out.exists() and not options.out.is_dir():
         raise ConfigError(f"ablation output folder is a file: {options.out}")
@@ -571,11 +572,14 @@ def read_ablations(folder: Path) -> dict[str, str]:
     if not index_path.is_file():
         raise ConfigError(f"{folder} is not an ablations folder (no {ABLATIONS_FILE}): train it with tune --ablations")
     try:
-        variants = json.loads(read_text(index_path, "ablations index"))["variants"]
+        index = json.loads(read_text(index_path, "ablations index"))
+        variants = index["variants"]
+        order = index.get("order") or sorted(variants)
+        entries = [(slug, variants[slug]) for slug in order]
     except (json.JSONDecodeError, KeyError, TypeError):
         raise ConfigError(f"malformed ablations index {index_path}") from None
     out = {}
-    for slug, entry in variants.items():
+    for slug, entry in entries:
         if not (folder / slug / MANIFEST).is_file():
             raise ConfigError(
                 f"ablation variant {entry.get('name', slug)!r} in {folder / slug} is not finished: "
