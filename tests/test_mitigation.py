@@ -58,7 +58,7 @@ def test_loss_weights_switch_terms_and_weigh_them() -> None:
     total, parts = debias_loss(PROBS, LossWeights.parse("d=2,g=0.5"))
     assert float(total) == pytest.approx(2 * parts["d"] + 0.5 * parts["g"])
     assert LossWeights.parse("L_d,L_g,L_l").as_dict() == {"d": 1.0, "g": 1.0, "l": 1.0}
-    for bad, message in (("x", "unknown loss"), ("d=a", "not a number"), ("d=0", "switch every term off")):
+    for bad, message in (("x", "unknown loss"), ("d=a", "not a number"), ("d=0", "switch every debiasing term off")):
         with pytest.raises(ConfigError, match=message):
             LossWeights.parse(bad)
 
