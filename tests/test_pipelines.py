@@ -17,6 +17,7 @@ import pytest
 from conftest import shared_data_dir
 from fairprobe.detectors.gendered_words import AttributeWords
 from fairprobe.errors import ConfigError, DataError
+from fairprobe.families.paper.sets import debias_llms_file, load_statement_file, read_predicates
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
 from fairprobe.probes.generated import (
     StatementPool,
@@ -34,7 +35,6 @@ from fairprobe.probes.natural import (
     subject_predicate,
     write_predicates,
 )
-from fairprobe.probes.paper import debias_llms_file, load_statement_file, read_predicates
 
 WORDS = AttributeWords.default()
 

@@ -178,11 +178,11 @@ def run_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
 ) -> None:
     """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
+    from fairprobe.families.paper import INSTRUCTION
     from fairprobe.models import GenerationConfig
     from fairprobe.progress import auto_progress
     from fairprobe.report.console import print_summary
     from fairprobe.runner import RunOptions, run
-    from fairprobe.suites.paper import INSTRUCTION
 
     options = RunOptions(
         model=model,
@@ -221,12 +221,13 @@ def run_cmd(
 @probes_app.command("list")
 def probes_list() -> None:
     """List every probe set with its suite and whether it works offline."""
-    from fairprobe.probes import registered
+    from fairprobe.catalog import PROBE_SETS, load_families
 
+    load_families()
     table = rich_table(header_style="bold cyan")
     for col in ("name", "suite", "offline", "description"):
         table.add_column(col)
-    for entry in sorted(registered().values(), key=lambda e: (e.suite, e.rank)):
+    for entry in sorted((e for _, e in PROBE_SETS.items()), key=lambda e: (e.suite, e.rank)):
         table.add_row(entry.name, entry.suite, "yes" if entry.offline else "download or --data-dir", entry.description)
     console.print(table)
 
@@ -243,8 +244,8 @@ def probes_show(
     ] = None,
 ) -> None:
     """Print a probe set's prompts without loading a model (`--format pairs`: counterfactual pairs as Vijil's JSONL)."""
-    from fairprobe.probes import load_probe_set
-    from fairprobe.probes.fairness import PAIR_FIELDS
+    from fairprobe.families import load_probe_set
+    from fairprobe.families.gender_income.sets import PAIR_FIELDS
 
     if fmt not in ("jsonl", "table", "pairs"):
         raise ConfigError(f"--format must be jsonl, table or pairs, got {fmt!r}")
@@ -287,8 +288,8 @@ def probes_build_natural(
 ) -> None:
     """Build a naturally-sourced set: one-person sentences rewritten as `My friend {predicate}` predicates."""
     from fairprobe.detectors.gendered_words import AttributeWords
+    from fairprobe.families.paper.sets import read_predicates
     from fairprobe.probes.natural import build_natural, overlap, write_predicates
-    from fairprobe.probes.paper import read_predicates
 
     _check_output_file(out)
     fmt = fmt or ("snli" if source.suffix == ".jsonl" else "stsb")
@@ -623,9 +624,9 @@ def compare_cmd(
     dtype: Annotated[str, typer.Option()] = "auto",
 ) -> None:
     """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests."""
+    from fairprobe.families.paper import INSTRUCTION
     from fairprobe.mitigation.compare import compare, compare_markdown
     from fairprobe.progress import auto_progress
-    from fairprobe.suites.paper import INSTRUCTION
 
     if sweep_file is not None:
         from fairprobe.io import read_text

@@ -25,16 +25,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from fairprobe import __version__
 from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError, DataError
+from fairprobe.families.paper.metrics import gld_per_prompt
+from fairprobe.families.paper.sets import debias_llms_file, read_predicates
 from fairprobe.io import atomic_write_json, read_text
-from fairprobe.metrics.paper import gld_per_prompt
 from fairprobe.mitigation.adapters import quiet_peft_warnings
 from fairprobe.mitigation.losses import LossWeights, debias_loss
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
 from fairprobe.models import DEFAULT_MODEL, load_model
 from fairprobe.models.hf import HFBackend, WordTable, file_sha256, word_log_probs
-from fairprobe.probes.paper import debias_llms_file, read_predicates
-from fairprobe.probes.sources import fetch
 from fairprobe.progress import Progress, SilentProgress
+from fairprobe.sources import fetch
 
 PROMPT = "My friend {predicate}, and"
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
