@@ -325,9 +325,9 @@ def test_cli_generate_with_a_registered_backend(tmp_path: Path, monkeypatch: pyt
     import fairprobe.models
     from fairprobe.cli import app
 
-    monkeypatch.setitem(
-        fairprobe.models._SCHEMES, "scripted", lambda rest, **options: ScriptedBackend(CHAT_REPLIES, True)
-    )
+    # A copy of the scheme registry's entries, restored afterwards: the scheme exists for this test only.
+    monkeypatch.setattr(fairprobe.models.SCHEMES, "_entries", dict(fairprobe.models.SCHEMES._entries))
+    fairprobe.models.register_scheme("scripted")(lambda rest, **options: ScriptedBackend(CHAT_REPLIES, True))
     out = tmp_path / "gen.txt"
     args = ["probes", "generate", "--model", "scripted:x", "--out", str(out)]
     result = CliRunner().invoke(app, [*args, "-n", "4", "--batch-size", "2"])

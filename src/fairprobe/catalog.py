@@ -18,6 +18,12 @@ for _name in ("paper", "gender_income", "professional_bias"):
     FAMILIES.register_lazy(_name, f"fairprobe.families.{_name}:FAMILY")
 
 
+# What else a finished run folder gets, by name (report.html); each takes the folder. Lazy, so the runner
+# imports no report code.
+RUN_FOLDER_WRITERS: Registry[Any] = Registry("run folder writer")
+RUN_FOLDER_WRITERS.register_lazy("report.html", "fairprobe.report.html:write_run_report")
+
+
 def load_families() -> list[Any]:
     """Every registered family (importing them registers their probe sets), in registration order."""
     return [family for _, family in FAMILIES.items()]

@@ -18,9 +18,10 @@ def format_number(x: float | int | None) -> str:
     return f"{x:.3f}" if abs(x) >= 0.01 else f"{x:.3g}"
 
 
-def format_metric(m: MetricValue | None, digits: int | None = None, count: bool = False) -> str:
-    """A value with its 95% interval: `0.412 [0.35, 0.47]` with fixed `digits` (the console), else
-    `format_number`'s precision (report, exports); `n/a` when undefined; bounds as `0.1 to 0.5`; counts whole."""
+def format_metric(m: MetricValue | None, digits: int | None = 3, count: bool = False) -> str:
+    """A value with its 95% interval: `0.412 [0.35, 0.47]` with fixed `digits` (the console), with
+    `digits=None` in `format_number`'s precision (report, exports); `n/a` when undefined; bounds as `0.1 to 0.5`;
+    counts whole."""
     number = format_number if digits is None else (lambda x: f"{x:.{digits}f}")
     if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
         return f"{number(m.bounds[0])} to {number(m.bounds[1])}"

@@ -5,8 +5,6 @@ They sit below the families and the runner, so both read them without importing 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from fairprobe.catalog import suite_names, suite_sets
 from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError
+from fairprobe.io import fingerprint
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig
 
 # Options newer than the first release, with their defaults (left out of the settings when unchanged).
-LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20}
+LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20, "model_args": {}}
 
 
 class RunOptions(BaseModel):
@@ -47,6 +46,7 @@ class RunOptions(BaseModel):
     top_logprobs: int = Field(20, ge=1)
     cache: Path | None = None
     use_cache: bool = True
+    model_args: dict[str, Any] = Field(default_factory=dict)
 
     _words: AttributeWords | None = PrivateAttr(None)
 
@@ -91,4 +91,4 @@ class RunOptions(BaseModel):
 
     def fingerprint(self) -> str:
         """Hash of the settings; a run folder with another fingerprint is not resumed."""
-        return hashlib.sha256(json.dumps(self.settings(), sort_keys=True).encode()).hexdigest()[:16]
+        return fingerprint(self.settings())

@@ -17,7 +17,7 @@ from typing import Any
 
 from fairprobe import __version__
 from fairprobe.cache import Cache
-from fairprobe.catalog import PROBE_SETS
+from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
 from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
 from fairprobe.families import Family, family_of_set, load_probe_set
 from fairprobe.io import atomic_write_json, atomic_write_text, split_lines
@@ -221,13 +221,13 @@ def implicit_manifest(backend: ModelBackend, results: dict[str, SetResult]) -> d
 
 
 def write_report(out: Path) -> None:
-    """report.html of a finished run; a failure only warns, since the run's own files are already written."""
-    try:
-        from fairprobe.report.html import write_run_report
-
-        write_run_report(out)
-    except Exception as exc:
-        warnings.warn(f"report.html not written in {out}: {exc}", stacklevel=2)
+    """The registered extra files of a finished run (report.html); a failure only warns, since the run's own
+    files are already written."""
+    for name in RUN_FOLDER_WRITERS.names():
+        try:
+            RUN_FOLDER_WRITERS.get(name)(out)
+        except Exception as exc:
+            warnings.warn(f"{name} not written in {out}: {exc}", stacklevel=2)
 
 
 def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBackend:
@@ -235,14 +235,9 @@ def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBacken
     endpoint: dict[str, Any] = {"base_url": options.base_url, "concurrency": options.concurrency}
     if options.model.startswith("openai:"):
         endpoint.update(implicit=options.implicit, top_logprobs=options.top_logprobs)
-    backend = load_model(
-        options.model,
-        device=options.device,
-        dtype=options.dtype,
-        batch_size=options.batch_size,
-        adapter=adapter or options.adapter,
-        **{k: v for k, v in endpoint.items() if v is not None},
-    )
+    flags = {"device": options.device, "dtype": options.dtype, "batch_size": options.batch_size}
+    flags.update(adapter=adapter or options.adapter, **{k: v for k, v in endpoint.items() if v is not None})
+    backend = load_model(options.model, **{**flags, **options.model_args})
     if options.use_cache:
         backend = CachedBackend(backend, Cache(options.cache))
     return backend

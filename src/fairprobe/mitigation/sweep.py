@@ -19,12 +19,12 @@ from fairprobe import __version__
 from fairprobe.errors import ConfigError
 from fairprobe.families import Family
 from fairprobe.families.paper import FAMILY as PAPER
+from fairprobe.formatting import format_metric
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.stats import bootstrap_statistic, paired_bootstrap_difference
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import MetricValue, ProbeSet, Sample
-from fairprobe.report.console import format_metric
 from fairprobe.runner import RunOptions, load_backend, load_sets, run_with_samples
 
 PAPER_GRID: dict[str, tuple[float, ...]] = {

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families import metric_info
 from fairprobe.formatting import format_number
+from fairprobe.io import parse_pairs
 from fairprobe.records import MetricValue, Summary
 
 
@@ -37,11 +38,7 @@ class CheckResult:
 def parse_limits(items: list[str]) -> dict[str, float]:
     """`--max NAME=VALUE` items -> {name: value}; a malformed item or a non-finite value is a ConfigError."""
     limits: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise ConfigError(f"--max must be METRIC=VALUE, got {item!r}")
+    for name, value in parse_pairs(items, "--max", "METRIC=VALUE").items():
         try:
             limit = float(value)
         except ValueError:

@@ -33,7 +33,7 @@ class Table:
 def format_cell(cell: Cell) -> str:
     """A cell as text: numbers to 3 significant digits, metrics as `value [lo, hi]`."""
     if isinstance(cell, MetricValue):
-        return format_metric(cell)
+        return format_metric(cell, digits=None)
     if isinstance(cell, int | float):
         return format_number(cell)
     return "" if cell is None else str(cell)

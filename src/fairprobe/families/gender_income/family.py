@@ -119,7 +119,7 @@ def read_hit_rate(result: SetResult, samples: Sequence[Sample]) -> str:
 
 def read_gap(name: str, words: str) -> Any:
     """A reading that names a group gap and what it measures."""
-    return lambda result, samples: f"{name}: {format_metric(result.metrics[name])} ({words})."
+    return lambda result, samples: f"{name}: {format_metric(result.metrics[name], digits=None)} ({words})."
 
 
 def clause(set_name: str, result: SetResult) -> str | None:

@@ -18,10 +18,10 @@ import numpy as np
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.base import probe_set
 from fairprobe.families.gender_income.options import GenderIncomeOptions
-from fairprobe.io import iter_jsonl, read_text, split_lines
+from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
 from fairprobe.models.embedded import package_dir
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch, sha256_bytes
+from fairprobe.sources import RemoteFile, fetch
 
 # ---------------------------------------------------------------------------------------------------
 # gender-income

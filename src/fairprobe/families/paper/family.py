@@ -89,7 +89,7 @@ def read_gas(result: SetResult, samples: Sequence[Sample]) -> str:
 def read_gld(result: SetResult, samples: Sequence[Sample]) -> str:
     """GLD in words, with which gender's words were likelier how often."""
     return (
-        f"Next-word probabilities of gendered words lean to one gender by {format_metric(result.metrics['gld'])} "
+        f"Next-word probabilities of gendered words lean to one gender by {format_metric(result.metrics['gld'], digits=None)} "
         f"on a 0 (balanced) to 1 (one gender only) scale (GLD){likelier_gender(samples)}."
     )
 
@@ -99,7 +99,7 @@ def read_add(result: SetResult, samples: Sequence[Sample]) -> str:
     log = result.metrics.get("log_add")
     log_text = f", ln ADD = {log.value:.2f}" if log and log.value is not None else ""
     return (
-        f"Female and male next-word distributions diverge by ADD = {format_metric(result.metrics['add'])}"
+        f"Female and male next-word distributions diverge by ADD = {format_metric(result.metrics['add'], digits=None)}"
         f"{log_text} (0 = identical)."
     )
 

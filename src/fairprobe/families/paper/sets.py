@@ -10,9 +10,9 @@ from pathlib import Path
 
 from fairprobe.errors import DataError
 from fairprobe.families.base import probe_set
-from fairprobe.io import read_text, split_lines
+from fairprobe.io import read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch, sha256_bytes
+from fairprobe.sources import RemoteFile, fetch
 
 DEBIAS_LLMS_REPO = "dongxiangjue/Debias-LLMs"
 DEBIAS_LLMS_COMMIT = "ea017a3939d75c7c1599c869a6e682015524c8ef"

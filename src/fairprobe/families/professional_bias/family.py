@@ -93,7 +93,7 @@ def read_hit_rate(result: SetResult, samples: Sequence[Sample]) -> str:
 
 def read_gap(result: SetResult, samples: Sequence[Sample]) -> str:
     """The stereotype gap in words."""
-    gap = format_metric(result.metrics["stereotype_gap"])
+    gap = format_metric(result.metrics["stereotype_gap"], digits=None)
     return f"Stereotyped minus anti-stereotypical answers: {gap} (0 = no preference)."
 
 

@@ -16,9 +16,9 @@ from typing import Any
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.base import probe_set
 from fairprobe.families.professional_bias.options import ProfessionalBiasOptions
-from fairprobe.io import iter_jsonl, read_text, split_lines
+from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch, find_local, sha256_bytes
+from fairprobe.sources import RemoteFile, fetch, find_local
 
 # ---------------------------------------------------------------------------------------------------
 # professional-bias
