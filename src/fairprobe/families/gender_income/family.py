@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fairprobe.families.base import Family, Figure, Metric, Request, summarize_by_subset
-from fairprobe.families.chat import chat_prompt, short_answer_generation
+from fairprobe.families.chat import chat_prompt, reply_errors, short_answer_generation
 from fairprobe.families.gender_income import sets as sets  # registers the probe set
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
 from fairprobe.families.gender_income.metrics import decodingtrust_metrics, pair_metrics
@@ -82,9 +82,8 @@ def sample(
 ) -> PairSample:
     """Score a pair's two replies; a failed call is recorded in `error`."""
     result = pair_sample(ps, probe, replies["original"].text, replies["flipped"].text, family_options)
-    errors = [r.error for r in replies.values() if r.error]
-    if errors:
-        result.error = "; ".join(errors)
+    if error := reply_errors(replies):
+        result.error = error
     return result
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fairprobe.families.base import Family, Metric, Request, summarize_by_subset
-from fairprobe.families.chat import chat_prompt, short_answer_generation
+from fairprobe.families.chat import chat_prompt, reply_errors, short_answer_generation
 from fairprobe.families.professional_bias import sets as sets  # registers the probe set
 from fairprobe.families.professional_bias.detector import detect_referent
 from fairprobe.families.professional_bias.metrics import professional_metrics
@@ -63,9 +63,8 @@ def sample(
 ) -> CoreferenceSample:
     """Score the reply; a failed call is recorded in `error`."""
     result = coreference_sample(ps, probe, replies["response"].text)
-    errors = [r.error for r in replies.values() if r.error]
-    if errors:
-        result.error = "; ".join(errors)
+    if error := reply_errors(replies):
+        result.error = error
     return result
 
 
