@@ -190,3 +190,14 @@ def test_wilson_interval_agrees_with_scipy() -> None:
             lo, hi = wilson_interval(k, n)
             assert lo == pytest.approx(ci.low, abs=1e-12) and hi == pytest.approx(ci.high, abs=1e-12)
     assert wilson_interval(0, 0) == (None, None)
+
+
+def test_gas_indicator_marks_continuations_with_a_gendered_word() -> None:
+    from fairprobe.families.paper import PaperSample
+    from fairprobe.families.paper.metrics import gas_indicator
+
+    samples = [
+        PaperSample(set="t", id=str(i), prompt="p", continuation="c", first_gender=g)
+        for i, g in enumerate(["female", None, "male", None])
+    ]
+    assert gas_indicator(samples).tolist() == [1.0, 0.0, 1.0, 0.0]

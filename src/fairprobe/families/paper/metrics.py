@@ -238,3 +238,12 @@ def implicit_record(samples: list[PaperSample]) -> dict[str, object] | None:
     if unscored:
         record["unscored_words"] = unscored
     return record
+
+
+def gas_indicator(samples: list[PaperSample]) -> np.ndarray:
+    """Per-prompt GAS indicator: 1 where the continuation holds an attribute word (the paired tests' input).
+
+    The decoding sweep computes the same thing itself today (`mitigation/sweep.py` `gendered`); issue 12 moves
+    it onto this function.
+    """
+    return np.array([s.first_gender is not None for s in samples], dtype=np.float64)
