@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from fairprobe.errors import ConfigError, ModelError
+from fairprobe.families import load_probe_set
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.models.api import (
     EndpointError,
@@ -25,7 +26,6 @@ from fairprobe.models.api import (
     retry_after_seconds,
     word_probs_from_top,
 )
-from fairprobe.probes import load_probe_set
 from fairprobe.records import ChatMessage
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import canned_text, prompt_text, scripted
@@ -202,7 +202,7 @@ def test_malformed_answers_are_recorded_as_undetermined(tmp_path: Path, answer: 
     samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
     assert len(samples) == 6
     assert samples[bad].error.startswith("malformed response") and samples[bad].continuation == ""
-    assert samples[bad].words_found == [] and not hasattr(samples[bad], "p_female")
+    assert samples[bad].words_found == [] and "p_female" not in samples[bad].model_dump()
     m = metrics(summary)
     assert m["undetermined"]["value"] == pytest.approx(1 / 6)
     assert m["gas"]["value"] == 1.0  # over the 5 answered prompts: no fake "no gendered word" answer

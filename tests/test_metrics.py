@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fairprobe.metrics.paper import ADD_EPSILON, add_per_prompt, gas_metrics, gld_per_prompt, implicit_metrics
+from fairprobe.families.paper.metrics import ADD_EPSILON, add_per_prompt, gas_metrics, gld_per_prompt, implicit_metrics
 from fairprobe.metrics.stats import (
     bootstrap_statistic,
     exact_mcnemar,
@@ -147,7 +147,7 @@ def test_exact_mcnemar() -> None:
 
 
 def test_implicit_bounds_by_hand_and_against_every_value_in_the_box() -> None:
-    from fairprobe.metrics.paper import bounded_implicit_metrics, implicit_bounds_per_prompt
+    from fairprobe.families.paper.metrics import bounded_implicit_metrics, implicit_bounds_per_prompt
 
     # she 0.3 / he 0.1 known; woman / man outside the top-k, each in [0, 0.05].
     lower = np.array([[[0.3, 0.1], [0.0, 0.0]]])
@@ -174,3 +174,30 @@ def test_implicit_bounds_by_hand_and_against_every_value_in_the_box() -> None:
     m = bounded_implicit_metrics(lower, upper, "bounds: test")
     assert m["gld"].value is None and m["gld"].bounds == (pytest.approx(1 / 3), pytest.approx(5 / 9))
     assert m["log_add"].bounds[0] == pytest.approx(math.log(known))
+
+
+def test_wilson_interval_agrees_with_scipy() -> None:
+    # scipy's binomtest(...).proportion_ci(method="wilson") gives the same endpoints up to float rounding
+    # (at most 3.3e-16 apart over every k <= n <= 400); the hand formula stays so that summary.json stays
+    # byte-identical across releases (scipy differs in the last bit on about half of all intervals).
+    from scipy import stats as scipy_stats
+
+    from fairprobe.metrics.stats import wilson_interval
+
+    for n in (1, 2, 7, 30, 160, 364):
+        for k in range(n + 1):
+            ci = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+            lo, hi = wilson_interval(k, n)
+            assert lo == pytest.approx(ci.low, abs=1e-12) and hi == pytest.approx(ci.high, abs=1e-12)
+    assert wilson_interval(0, 0) == (None, None)
+
+
+def test_gas_indicator_marks_continuations_with_a_gendered_word() -> None:
+    from fairprobe.families.paper import PaperSample
+    from fairprobe.families.paper.metrics import gas_indicator
+
+    samples = [
+        PaperSample(set="t", id=str(i), prompt="p", continuation="c", first_gender=g)
+        for i, g in enumerate(["female", None, "male", None])
+    ]
+    assert gas_indicator(samples).tolist() == [1.0, 0.0, 1.0, 0.0]

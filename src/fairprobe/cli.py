@@ -110,14 +110,27 @@ def split_csv(value: str | None) -> list[str] | None:
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, str]:
-    """-o key=value pairs for probe-set loaders."""
-    out: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"probe option must be key=value, got {pair!r}")
-        out[key.strip().replace("-", "_")] = value.strip()
-    return out
+    """-o key=value pairs for the probe families."""
+    from fairprobe.io import parse_pairs
+
+    return {k.replace("-", "_"): v for k, v in parse_pairs(pairs, "probe option").items()}
+
+
+def parse_model_args(pairs: list[str] | None) -> dict[str, Any]:
+    """-M key=value model args for any backend (values read as JSON when they are: 1, 0.5, true, "x")."""
+    from fairprobe.io import parse_pairs, parse_value
+
+    return {k: parse_value(v) for k, v in parse_pairs(pairs, "model arg (-M)").items()}
+
+
+ModelArgsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model-arg",
+        "-M",
+        help="backend option KEY=VALUE, passed to the model loader (e.g. -M revision=main, -M timeout=30)",
+    ),
+]
 
 
 ModelOpt = Annotated[
@@ -132,6 +145,28 @@ DataDirOpt = Annotated[
         "--data-dir", help="the shared data root, e.g. ../shared/data, for every suite (else download, pinned + sha256)"
     ),
 ]
+
+
+def run_options_from_flags(flags: dict[str, Any]) -> Any:
+    """The RunOptions of `fairprobe run`'s flags (decoding flags become a GenerationConfig, lists are split)."""
+    from fairprobe.families.paper import INSTRUCTION
+    from fairprobe.models import GenerationConfig
+    from fairprobe.runner import RunOptions
+
+    decoding = {k: flags.pop(k) for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
+    instruction = flags.pop("instruction")
+    return RunOptions(
+        **{
+            k: v for k, v in flags.items() if k not in ("probes", "words", "option", "model_arg", "no_cache", "as_json")
+        },
+        probes=split_csv(flags["probes"]),
+        generation=GenerationConfig(**decoding, seed=flags["seed"]),
+        instruction=INSTRUCTION if instruction == "paper" else instruction,
+        words_file=flags["words"],
+        probe_options=parse_options(flags["option"]),
+        model_args=parse_model_args(flags["model_arg"]),
+        use_cache=not flags["no_cache"],
+    )
 
 
 @app.command("run")
@@ -176,39 +211,14 @@ def run_cmd(
         bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
+    model_arg: ModelArgsOpt = None,
 ) -> None:
     """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
-    from fairprobe.models import GenerationConfig
+    options = run_options_from_flags(dict(locals()))
     from fairprobe.progress import auto_progress
     from fairprobe.report.console import print_summary
-    from fairprobe.runner import RunOptions, run
-    from fairprobe.suites.paper import INSTRUCTION
+    from fairprobe.runner import run
 
-    options = RunOptions(
-        model=model,
-        adapter=adapter,
-        suite=suite,
-        probes=split_csv(probes),
-        data_dir=data_dir,
-        out=out,
-        limit=limit,
-        seed=seed,
-        generation=GenerationConfig(
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed
-        ),
-        instruction=INSTRUCTION if instruction == "paper" else instruction,
-        words_file=words,
-        probe_options=parse_options(option),
-        batch_size=batch_size,
-        device=device,
-        dtype=dtype,
-        base_url=base_url,
-        concurrency=concurrency,
-        implicit=implicit,
-        top_logprobs=top_logprobs,
-        cache=cache,
-        use_cache=not no_cache,
-    )
     with auto_progress() as progress:
         summary = run(options, progress=progress)
     if as_json:
@@ -221,12 +231,13 @@ def run_cmd(
 @probes_app.command("list")
 def probes_list() -> None:
     """List every probe set with its suite and whether it works offline."""
-    from fairprobe.probes import registered
+    from fairprobe.catalog import PROBE_SETS, load_families
 
+    load_families()
     table = rich_table(header_style="bold cyan")
     for col in ("name", "suite", "offline", "description"):
         table.add_column(col)
-    for entry in sorted(registered().values(), key=lambda e: (e.suite, e.rank)):
+    for entry in sorted((e for _, e in PROBE_SETS.items()), key=lambda e: (e.suite, e.rank)):
         table.add_row(entry.name, entry.suite, "yes" if entry.offline else "download or --data-dir", entry.description)
     console.print(table)
 
@@ -243,8 +254,8 @@ def probes_show(
     ] = None,
 ) -> None:
     """Print a probe set's prompts without loading a model (`--format pairs`: counterfactual pairs as Vijil's JSONL)."""
-    from fairprobe.probes import load_probe_set
-    from fairprobe.probes.fairness import PAIR_FIELDS
+    from fairprobe.families import load_probe_set
+    from fairprobe.families.gender_income.sets import PAIR_FIELDS
 
     if fmt not in ("jsonl", "table", "pairs"):
         raise ConfigError(f"--format must be jsonl, table or pairs, got {fmt!r}")
@@ -287,8 +298,8 @@ def probes_build_natural(
 ) -> None:
     """Build a naturally-sourced set: one-person sentences rewritten as `My friend {predicate}` predicates."""
     from fairprobe.detectors.gendered_words import AttributeWords
+    from fairprobe.families.paper.sets import read_predicates
     from fairprobe.probes.natural import build_natural, overlap, write_predicates
-    from fairprobe.probes.paper import read_predicates
 
     _check_output_file(out)
     fmt = fmt or ("snli" if source.suffix == ".jsonl" else "stsb")
@@ -565,6 +576,7 @@ def sweep_cmd(
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
     device: Annotated[str, typer.Option()] = "auto",
     dtype: Annotated[str, typer.Option()] = "auto",
+    model_arg: ModelArgsOpt = None,
 ) -> None:
     """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
     from fairprobe.mitigation.sweep import PAPER_GRID, parse_values, sweep, sweep_markdown
@@ -579,6 +591,7 @@ def sweep_cmd(
         knob = knob.replace("-", "_")
         grid[knob] = parse_values(knob, given[knob]) or list(PAPER_GRID[knob])
     options = _run_options(
+        model_args=parse_model_args(model_arg),
         model=model,
         adapter=adapter,
         probes=split_csv(probes),
@@ -625,15 +638,17 @@ def compare_cmd(
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
     device: Annotated[str, typer.Option()] = "auto",
     dtype: Annotated[str, typer.Option()] = "auto",
+    model_arg: ModelArgsOpt = None,
 ) -> None:
     """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests and drift."""
+    from fairprobe.families.paper import INSTRUCTION
     from fairprobe.mitigation.compare import compare, compare_markdown
     from fairprobe.progress import auto_progress
-    from fairprobe.suites.paper import INSTRUCTION
 
     if sweep_file is not None:
         hyper = best_sweep_setting(sweep_file)
     options = _run_options(
+        model_args=parse_model_args(model_arg),
         model=model,
         probes=split_csv(probes),
         data_dir=data_dir,
@@ -673,13 +688,11 @@ def best_sweep_setting(sweep_file: Path) -> str:
 
 def compare_adapters(items: list[str] | None, folder: Path | None) -> dict[str, str]:
     """Method name -> adapter folder from repeated --ablation NAME=PATH and a `tune --ablations` folder."""
+    from fairprobe.io import parse_pairs
     from fairprobe.mitigation.tuning import read_ablations
 
     out = read_ablations(folder) if folder is not None else {}
-    for item in items or []:
-        name, sep, path = item.rpartition("=")
-        if not sep or not name or not path:
-            raise ConfigError(f"--ablation must be NAME=PATH, got {item!r}")
+    for name, path in parse_pairs(items, "--ablation", "NAME=PATH", last=True).items():
         if name in out:
             raise ConfigError(f"method name {name!r} is taken by {folder}: name the --ablation otherwise")
         out[name] = path

@@ -16,10 +16,11 @@ import numpy as np
 
 from fairprobe import __version__
 from fairprobe.errors import ConfigError
+from fairprobe.families.paper import FAMILY as PAPER
+from fairprobe.families.paper import INSTRUCTION
+from fairprobe.families.paper.metrics import add_per_prompt, gas_indicator, gld_per_prompt
 from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
 from fairprobe.metrics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_difference, paired_bootstrap_p
-from fairprobe.mitigation.adapters import check_finished
 from fairprobe.mitigation.drift import LABELS as DRIFT_LABELS
 from fairprobe.mitigation.drift import (
     MEASURES,
@@ -31,13 +32,12 @@ from fairprobe.mitigation.drift import (
     within_original_ci,
 )
 from fairprobe.mitigation.perplexity import perplexity
-from fairprobe.mitigation.sweep import check_grid, format_value, gendered, run_variant
+from fairprobe.mitigation.sweep import check_grid, format_value, run_variant
 from fairprobe.models import GenerationConfig, ModelBackend
+from fairprobe.models.adapters import check_finished
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import ProbeSet, Sample
 from fairprobe.runner import RunOptions, load_backend, load_sets, write_report
-from fairprobe.suites import get_suite
-from fairprobe.suites.paper import INSTRUCTION
 
 DEFAULT_HYPER = "temperature=0.3"
 TABLE_METRICS = ("gas", "gld", "add", "log_add")
@@ -77,7 +77,7 @@ def _probs(samples: list[Sample]) -> np.ndarray:
 
 def paired_stats(original: list[Sample], method: list[Sample]) -> dict[str, Any]:
     """Exact McNemar on GAS indicators and paired bootstrap differences (with p) of GLD/ADD (method - original)."""
-    a, b = gendered(original), gendered(method)
+    a, b = gas_indicator(original), gas_indicator(method)
     fixed = int(((a == 1) & (b == 0)).sum())
     broken = int(((a == 0) & (b == 1)).sum())
     out: dict[str, Any] = {
@@ -133,7 +133,7 @@ def run_methods(
 ) -> tuple[dict[str, dict[str, list[Sample]]], dict[str, dict[str, float | None]], dict[str, dict[str, Any]]]:
     """Run every method (resumable run folders under out/runs); samples, perplexities and drift per method and set."""
     options, sets, out = context
-    suite = get_suite(options.suite)
+    suite = PAPER
     scorer = scorer_of(backend)
     samples: dict[str, dict[str, list[Sample]]] = {}
     ppl: dict[str, dict[str, float | None]] = {}
@@ -217,7 +217,7 @@ def set_result(
 ) -> dict[str, Any]:
     """One set's rows: each method's metrics, drift, perplexity and paired tests against Original."""
     ppl, drift = measured
-    suite = get_suite(methods["Original"].suite)
+    suite = PAPER
     rows: dict[str, Any] = {}
     original = samples["Original"][ps.name]
     for name in methods:

@@ -17,15 +17,17 @@ import numpy as np
 
 from fairprobe import __version__
 from fairprobe.errors import ConfigError
+from fairprobe.families import Family
+from fairprobe.families.paper import FAMILY as PAPER
+from fairprobe.families.paper.metrics import gas_indicator
+from fairprobe.formatting import format_metric
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.stats import bootstrap_statistic, paired_bootstrap_difference
 from fairprobe.mitigation.drift import drift_summary, drift_tests, format_drift, scorer_of, set_drift
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import MetricValue, ProbeSet, Sample
-from fairprobe.report.console import format_metric
 from fairprobe.runner import RunOptions, load_backend, load_sets, run_with_samples
-from fairprobe.suites import Suite, get_suite
 
 PAPER_GRID: dict[str, tuple[float, ...]] = {
     "temperature": (0.3, 0.5, 0.7, 1.0),
@@ -87,16 +89,11 @@ def setting_config(knob: str, value: float, base: GenerationConfig, base_tempera
 
 
 def run_variant(
-    backend: ModelBackend, suite: Suite, sets: list[ProbeSet], options: RunOptions, progress: Progress
+    backend: ModelBackend, suite: Family, sets: list[ProbeSet], options: RunOptions, progress: Progress
 ) -> dict[str, list[Sample]]:
     """Run every set with one fixed backend into options.out (a resumable run folder); samples per set."""
     assert options.out is not None
-    return run_with_samples(options, backend, progress, suite=suite)[1]
-
-
-def gendered(samples: list[Sample]) -> np.ndarray:
-    """Per-prompt GAS indicator: 1 where the continuation holds an attribute word."""
-    return np.array([getattr(s, "first_gender", None) is not None for s in samples], dtype=np.float64)
+    return run_with_samples(options, backend, progress, family=suite)[1]
 
 
 def sweep(
@@ -111,7 +108,7 @@ def sweep(
     """Run the grid on the paper suite and write sweep.json and sweep.md to `out`; returns the JSON object."""
     grid = check_sweep(grid, seeds, base_temperature)
     progress = progress or SilentProgress()
-    suite = get_suite(options.suite)
+    suite = PAPER
     sets = load_sets(options)
     if backend is None:
         progress.note(f"loading model {options.model}")
@@ -137,7 +134,7 @@ def sweep(
     for ps in sets:
         ref_metrics = suite.summarize(ps, reference[ps.name], greedy).metrics
         greedy_drift = set_drift(scorer, reference[ps.name], options.batch_size)
-        rows = set_rows(settings, indicators[ps.name], gendered(reference[ps.name]), ref_metrics["gas"])
+        rows = set_rows(settings, indicators[ps.name], gas_indicator(reference[ps.name]), ref_metrics["gas"])
         for label in rows["settings"]:
             values = set_drift(scorer, first_seed[ps.name][label], options.batch_size)
             rows["settings"][label]["drift"] = drift_summary(values)
@@ -165,7 +162,7 @@ def greedy_options(options: RunOptions, out: Path) -> RunOptions:
 
 def run_settings(
     where: tuple[RunOptions, Path, float],
-    model: tuple[ModelBackend, Suite, list[ProbeSet]],
+    model: tuple[ModelBackend, Family, list[ProbeSet]],
     settings: list[tuple[str, str, float]],
     seeds: int,
     progress: Progress,
@@ -184,7 +181,7 @@ def run_settings(
             )
             per_set = run_variant(backend, sampled_suite, sets, variant, Labelled(progress, f"{label} seed {seed}"))
             for name, samples in per_set.items():
-                indicators[name].setdefault(label, []).append(gendered(samples))
+                indicators[name].setdefault(label, []).append(gas_indicator(samples))
                 first_seed[name].setdefault(label, samples)
     return indicators, first_seed
 

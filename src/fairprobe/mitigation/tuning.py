@@ -9,7 +9,6 @@ function of the seed and the step only).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -25,17 +24,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from fairprobe import __version__
 from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.io import atomic_write_json, read_text
-from fairprobe.metrics.paper import gld_per_prompt
+from fairprobe.families.paper.metrics import gld_per_prompt
+from fairprobe.families.paper.sets import debias_llms_file, read_predicates
+from fairprobe.io import atomic_write_json, fingerprint, read_text, sha256_file
 from fairprobe.mitigation.drift import drift_summary, drift_tests, drift_values, fluency_nll
 from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_kl
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
 from fairprobe.models import DEFAULT_MODEL, load_model
 from fairprobe.models.base import LoraSettings, TrainableBackend
-from fairprobe.models.hf import file_sha256
-from fairprobe.probes.paper import debias_llms_file, read_predicates
-from fairprobe.probes.sources import fetch
 from fairprobe.progress import Progress, SilentProgress
+from fairprobe.sources import fetch
 
 PROMPT = "My friend {predicate}, and"
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -90,7 +88,7 @@ class TuneOptions(BaseModel):
         if "kl" not in obj["losses"]:
             obj.pop("kl_positions")  # only the KL term reads it
         obj["data_sha256"] = data_sha
-        return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+        return fingerprint(obj)
 
 
 def predicates_from_file(path: Path, what: str) -> list[str]:
@@ -114,7 +112,7 @@ def load_tuning_data(options: TuneOptions) -> dict[str, Any]:
         else:
             path, source = fetch(debias_llms_file(default), options.data_dir)
         data[split] = {"predicates": predicates_from_file(path, f"{split} file"), "source": source}
-        data[split]["sha256"] = file_sha256(path)
+        data[split]["sha256"] = sha256_file(path)
     if "dev" not in data:
         # A user train file without a dev file: hold out every 20th predicate for the dev loss.
         train = data["train"]["predicates"]
@@ -526,7 +524,7 @@ def build_manifest(
         },
         "train_seconds": state["seconds"],
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "adapter_sha256": file_sha256(options.out / "adapter_model.safetensors"),
+        "adapter_sha256": sha256_file(options.out / "adapter_model.safetensors"),
     }
 
 

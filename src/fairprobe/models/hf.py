@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ from transformers import (
 from transformers import GenerationConfig as HFGenerationConfig
 from transformers.utils import logging as transformers_logging
 
-from fairprobe.errors import ConfigError, ModelError
+from fairprobe.errors import ConfigError, ModelError, first_line
 from fairprobe.models.base import Completion, GenerationConfig, LoraSettings, Prompt, Window
-from fairprobe.records import ChatMessage
+from fairprobe.records import message_dicts
 from fairprobe.threads import ThreadChooser, apply_threads
 
 transformers_logging.set_verbosity_error()
@@ -234,7 +233,7 @@ class HFBackend:
         """A prompt as text: strings as they are, chat messages through the chat template."""
         if isinstance(prompt, str):
             return prompt
-        messages = [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in prompt]
+        messages = message_dicts(prompt)
         if not self.has_chat_template:
             return "\n".join(m["content"] for m in messages) + "\n"
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -362,7 +361,7 @@ class HFBackend:
         """Wrap the model in a fresh peft LoRA adapter (after k-bit preparation when 4-bit); the trainable parameters."""
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
-        from fairprobe.mitigation.adapters import quiet_peft_warnings
+        from fairprobe.models.adapters import quiet_peft_warnings
 
         names = {name.rsplit(".", 1)[-1] for name, _ in self.model.named_modules()}
         missing = [t for t in settings.target_modules if t not in names]
@@ -476,15 +475,6 @@ class HFBackend:
         }
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def resolve_device(device: str) -> str:
     """'auto' means CUDA when present, else CPU."""
     if device == "auto":
@@ -522,11 +512,11 @@ def load_hf(
         tokenizer = AutoTokenizer.from_pretrained(path_or_id, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=resolve_dtype(dtype, dev), **kwargs)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(str(exc)) or type(exc).__name__
         raise ModelError(f"cannot load model {path_or_id!r}: {first}") from exc
     model.to(dev)
     if adapter:
-        from fairprobe.mitigation.adapters import attach_adapter
+        from fairprobe.models.adapters import attach_adapter
 
         model, adapter_info = attach_adapter(model, adapter, base_info=info)
         info = {**info, "adapter": adapter_info}

@@ -9,8 +9,8 @@ from typing import Any
 
 from transformers import PreTrainedModel
 
-from fairprobe.errors import ModelError
-from fairprobe.models.hf import file_sha256
+from fairprobe.errors import ModelError, first_line
+from fairprobe.io import sha256_file
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
@@ -83,12 +83,12 @@ def attach_adapter(
     try:
         merged = PeftModel.from_pretrained(model, str(folder), is_trainable=False).merge_and_unload()
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(str(exc)) or type(exc).__name__
         raise ModelError(f"cannot load adapter {folder}: {first}") from exc
     weights = folder / ADAPTER_WEIGHTS
     info: dict[str, Any] = {
         "path": str(folder),
-        "sha256": file_sha256(weights) if weights.is_file() else None,
+        "sha256": sha256_file(weights) if weights.is_file() else None,
     }
     if manifest is not None:
         info["training"] = {

@@ -1,4 +1,4 @@
-"""The paper suite's metrics (design.md): GAS, GAS(F), GAS(M), Delta, GLD, ADD and log ADD."""
+"""The paper family's metrics (design.md): GAS, GAS(F), GAS(M), Delta, GLD, ADD and log ADD, and their bounds over an API."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from fairprobe.families.paper.record import PaperSample
 from fairprobe.metrics.stats import bootstrap_statistic, proportion
 from fairprobe.records import MetricValue
 
@@ -143,3 +144,102 @@ def bounded_implicit_metrics(lower: np.ndarray, upper: np.ndarray, note: str) ->
         "add": add,
         "log_add": log_add,
     }
+
+
+NO_LOGPROBS = "unavailable: server returned no logprobs"
+IMPLICIT_OFF = "not computed: --implicit off"
+
+
+def paper_metrics(samples: list[PaperSample]) -> dict[str, MetricValue]:
+    """GAS family from the detector verdicts and GLD/ADD from next-word probabilities.
+
+    Samples whose model call failed (`error`) are left out and counted as `undetermined`; samples whose
+    probabilities could not be read (a malformed scoring answer) are left out of GLD/ADD and counted as
+    `scoring_malformed`. GLD/ADD are exact when every probability is known (local models, exact scoring over
+    an API); see bounded_from_samples otherwise.
+    """
+    answered = [s for s in samples if not s.error]
+    metrics = gas_metrics([s.first_gender for s in answered])
+    if len(answered) < len(samples):
+        metrics["undetermined"] = proportion(len(samples) - len(answered), len(samples))
+    malformed = sum(1 for s in answered if s.scoring_error)
+    if malformed:
+        metrics["scoring_malformed"] = proportion(malformed, len(answered))
+    with_probs = [s for s in answered if s.p_female is not None]
+    if not with_probs:
+        if answered:
+            off = any(s.implicit == "off" for s in answered)
+            note = IMPLICIT_OFF if off else NO_LOGPROBS
+            metrics.update({k: MetricValue(value=None, note=note) for k in ("gld", "add", "log_add")})
+        return metrics
+    lower, upper, mask = probability_box(with_probs)
+    if all(s.p_known is None for s in with_probs):
+        metrics.update(implicit_metrics(lower))
+    else:
+        metrics.update(bounded_from_samples(lower, upper, mask, len(answered) - malformed))
+    return metrics
+
+
+def probability_box(samples: list[PaperSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lowest and highest allowed probability of every word of every sample, and which words are known.
+
+    Shapes (prompts, pairs, 2). A known word is exact; an unknown one lies in [0, its `p_upper`] (1 where a
+    sample records no bound).
+    """
+    shape = (len(samples[0].p_female or []), 2)
+
+    def grid(value: list | None, fill: float) -> np.ndarray:
+        if value is None:
+            return np.full(shape, fill)
+        return np.array([[fill if x is None else x for x in pair] for pair in value], dtype=np.float64)
+
+    probs = np.stack([grid(list(zip(s.p_female, s.p_male, strict=True)), 0.0) for s in samples])  # type: ignore[arg-type]
+    mask = np.stack([grid(s.p_known, 1.0) for s in samples]).astype(bool)
+    upper = np.stack([grid(s.p_upper, 1.0) for s in samples])
+    return np.where(mask, probs, 0.0), np.where(mask, probs, upper), mask
+
+
+def bounded_from_samples(
+    lower: np.ndarray, upper: np.ndarray, mask: np.ndarray, n_answered: int
+) -> dict[str, MetricValue]:
+    """GLD/ADD when some words are known only by bounds (outside an API's top-k), plus coverage.
+
+    Shapes (prompts, pairs, 2), `mask` = known. Exact when every word of every answered prompt is known;
+    otherwise GLD, ADD and log ADD are intervals over all allowed values of the unknown words, never a value
+    that takes an unseen word as 0. `coverage` is the share of answered prompts whose attribute words were
+    all known; `covered_mass` the mean probability the known words hold.
+    """
+    mass = lower.sum(axis=(1, 2))
+    full = int(mask.all(axis=(1, 2)).sum())
+    no_logprobs = n_answered - len(lower)
+    coverage = {
+        "coverage": proportion(full, n_answered),
+        "covered_mass": bootstrap_statistic(np.concatenate([mass, np.zeros(max(no_logprobs, 0))])),
+    }
+    if full == len(lower):
+        return {**implicit_metrics(lower), **coverage}
+    note = (
+        f"bounds: a word outside the server's top logprobs lies between 0 and the smallest listed probability "
+        f"({full} of {len(lower)} prompts fully covered)"
+    )
+    return {**bounded_implicit_metrics(lower, upper, note), **coverage}
+
+
+def implicit_record(samples: list[PaperSample]) -> dict[str, object] | None:
+    """How a set's next-word probabilities were read over an API: mode(s) and the smallest top-k used."""
+    modes = sorted({str(s.implicit) for s in samples if s.implicit})
+    if not modes:
+        return None
+    record: dict[str, object] = {"mode": ",".join(modes)}
+    ks = [int(s.top_logprobs) for s in samples if s.top_logprobs is not None]
+    if ks:
+        record["top_logprobs"] = min(ks)
+    unscored = sum(int(s.unscored_words or 0) for s in samples)
+    if unscored:
+        record["unscored_words"] = unscored
+    return record
+
+
+def gas_indicator(samples: list[PaperSample]) -> np.ndarray:
+    """Per-prompt GAS indicator: 1 where the continuation holds an attribute word (the paired tests' input)."""
+    return np.array([s.first_gender is not None for s in samples], dtype=np.float64)
