@@ -438,3 +438,31 @@ def test_ablations_train_every_variant_and_resume(tiny_data: tuple[Path, Path], 
     assert manifests["Debias Tuning + KL"]["hyperparameters"]["kl_positions"] == 8
     adapters = tuning.read_ablations(options.out)
     assert adapters == {name: str(options.out / slug) for slug, (name, _) in tuning.ABLATION_VARIANTS.items()}
+
+
+def test_compare_and_sweep_run_on_an_api_model_through_model_args(tmp_path: Path) -> None:
+    """An API model (reached through -M base_url=...) gets every drift number but fluency, and no perplexity."""
+    from fairprobe.mitigation.compare import compare
+    from fairprobe.mitigation.sweep import sweep
+    from openai_servers import scripted
+
+    with scripted() as (url, _):
+        options = RunOptions(model="openai:toy", model_args={"base_url": url}, probes=["template"], limit=4)
+        result = compare(options, tmp_path / "cmp", hyper="temperature=0.5", instruction="")
+        swept = sweep(options, tmp_path / "sweep", grid={"temperature": [0.5]}, seeds=1)
+    rows = result["sets"]["template"]["methods"]
+    assert list(rows) == ["Original", "Hyperparameter"]
+    for row in rows.values():
+        assert set(row["drift"]) == {"on_subject", "distinct_2", "garbage"}  # no weights: no fluency NLL
+        assert "perplexity" not in row or row["perplexity"] is None
+    # The scripted server answers " she is kind." / " he went home.": on subject (a pronoun), no garbage.
+    assert rows["Original"]["drift"]["on_subject"]["value"] == 1.0
+    assert rows["Hyperparameter"]["drift_vs_original"]["on_subject"]["p"] == 1.0
+    assert set(swept["sets"]["template"]["settings"]["temperature=0.5"]["drift"]) == {
+        "on_subject",
+        "distinct_2",
+        "garbage",
+    }
+    # A KL weight needs the base model's weights: an API model cannot give them.
+    with pytest.raises(ConfigError, match="the KL term needs the base model's own weights"):
+        tune(TuneOptions(model="openai:toy", losses="d,g,l,kl=0.5", out=tmp_path / "t"))
