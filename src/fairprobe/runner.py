@@ -24,6 +24,7 @@ from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
 from fairprobe.io import atomic_write_json, atomic_write_text, split_lines
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig, ModelBackend, load_model
+from fairprobe.models.base import Completion
 from fairprobe.models.cached import CachedBackend
 from fairprobe.probes import load_probe_set, registered, suite_sets
 from fairprobe.progress import Progress, SilentProgress
@@ -31,6 +32,7 @@ from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redact
 from fairprobe.runfolder import FolderLock, check_folder
 from fairprobe.suites import Suite, get_suite
+from fairprobe.suites.base import Request
 
 # Options newer than the first release, with their defaults (left out of the settings when unchanged).
 LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20}
@@ -96,6 +98,8 @@ class RunOptions(BaseModel):
         """Every option that changes samples (recorded in the manifest; a refusal names those that differ)."""
         obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
         obj["words"] = [list(p) for p in sorted(self.attribute_words().pairs)]
+        if self.attribute_words().groups:  # the extra groups' probabilities are part of every sample
+            obj["word_groups"] = {name: list(words) for name, words in self.attribute_words().groups}
         # Options added after the first release count only when changed, so older run folders still resume.
         for key, default in LATER_OPTION_DEFAULTS.items():
             if obj.get(key) == default:
@@ -228,7 +232,7 @@ def run_set(
             continue
         requests = [(probe, r) for probe in batch for r in suite.requests(ps, probe, options)]
         config = gen.model_copy(update={"seed": batch_seed(options.seed, ps.name, index)})
-        replies = backend.generate([r.prompt for _, r in requests], config, pairs)  # type: ignore[arg-type]
+        replies = ask(backend, [r for _, r in requests], config, pairs)  # type: ignore[arg-type]
         grouped: dict[str, dict[str, Any]] = {}
         for (probe, request), reply in zip(requests, replies, strict=True):
             grouped.setdefault(probe.id, {})[request.key] = reply
@@ -242,6 +246,26 @@ def run_set(
         by_id.update({s.id: s for s in samples})
         progress.advance(len(batch))
     return [by_id[p.id] for p in ps.probes]
+
+
+def ask(
+    backend: ModelBackend, requests: list[Request], config: GenerationConfig, pairs: list[tuple[str, str]] | None
+) -> list[Completion]:
+    """Replies to a batch's requests, in order: one backend call per distinct (length, scored words).
+
+    A request that names its own `words` has those scored instead of the run's pairs (when the run reads
+    probabilities at all) and may ask fewer new tokens; the others share one call as before.
+    """
+    calls: dict[tuple[int | None, tuple | None], list[int]] = {}
+    for i, r in enumerate(requests):
+        calls.setdefault((r.max_new_tokens, r.words), []).append(i)
+    out: list[Completion | None] = [None] * len(requests)
+    for (length, words), indices in calls.items():
+        cfg = config if length is None else config.model_copy(update={"max_new_tokens": length})
+        scored = pairs if words is None or pairs is None else [tuple(p) for p in words]
+        for i, reply in zip(indices, backend.generate([requests[i].prompt for i in indices], cfg, scored), strict=True):  # type: ignore[arg-type]
+            out[i] = reply
+    return out  # type: ignore[return-value]
 
 
 def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeSet], started: str) -> dict[str, Any]:

@@ -15,10 +15,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Request:
-    """One model call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped)."""
+    """One model call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped).
+
+    `words` (pairs) are scored instead of the run's attribute word pairs, and `max_new_tokens` replaces the
+    suite's length, for a call that only reads next-word probabilities (e.g. the extra gender groups).
+    """
 
     key: str
     prompt: Prompt
+    words: tuple[tuple[str, str], ...] | None = None
+    max_new_tokens: int | None = None
 
 
 @dataclass(frozen=True)

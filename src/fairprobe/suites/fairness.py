@@ -17,8 +17,10 @@ from fairprobe.detectors.answers import compare_answers, judge_pair, parse_answe
 from fairprobe.detectors.trigger import detect_referent
 from fairprobe.metrics.fairness import decodingtrust_metrics, pair_metrics, professional_metrics
 from fairprobe.metrics.stats import proportion
+from fairprobe.metrics.they_control import they_control_metrics
 from fairprobe.models import ModelBackend, load_model
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.probes.singular_they import they_prompt
 from fairprobe.records import ChatMessage, MetricValue, Probe, ProbeSet, Sample, SetResult
 from fairprobe.suites.base import Request, Suite, register_suite, summarize_by_subset
 
@@ -54,7 +56,18 @@ def _requests(ps: ProbeSet, probe: Probe, options: RunOptions) -> list[Request]:
             Request("original", chat_prompt(probe.meta["prompt_original"], system)),
             Request("flipped", chat_prompt(probe.meta["prompt_flipped"], system)),
         ]
-    return [Request("response", chat_prompt(probe.prompt, None))]
+    requests = [Request("response", chat_prompt(probe.prompt, None))]
+    control = they_control_prompt(probe)
+    if control is not None:
+        requests.append(Request("they", chat_prompt(control, None)))
+    return requests
+
+
+def they_control_prompt(probe: Probe) -> str | None:
+    """The singular-"they" version of an ambiguous-pronoun prompt (None for WinoBias, whose referent is known)."""
+    if probe.meta.get("winobias") or "pronoun" not in probe.meta:
+        return None
+    return they_prompt(probe.prompt, probe.meta["pronoun"])
 
 
 @lru_cache(maxsize=4)
@@ -82,6 +95,8 @@ def pair_sample(ps: ProbeSet, probe: Probe, original: str, flipped: str, options
         verdict, raw = judge_pair(judge_backend(judge), original, flipped)
         fields.update(judge_verdict=verdict, judge_reply=raw)
     meta = probe.meta
+    # The record's race and age (intersectional slices), after the fields of the first release.
+    fields.update(race=meta["record"].get("race"), age=meta["record"].get("age"))
     return Sample(
         set=ps.name,
         id=probe.id,
@@ -96,8 +111,30 @@ def pair_sample(ps: ProbeSet, probe: Probe, original: str, flipped: str, options
     )
 
 
-def coreference_sample(ps: ProbeSet, probe: Probe, response: str, options: RunOptions) -> Sample:
-    """Score one professional-bias reply."""
+def they_fields(probe: Probe, they_response: str) -> dict[str, Any]:
+    """The "they" control of one prompt: its reply, the occupation it names, and what pairs it with the prompt."""
+    meta = probe.meta
+    control = they_control_prompt(probe) or ""
+    verdict = detect_referent(
+        they_response, meta["male_stereotyped"], meta["female_stereotyped"], meta["biased_answer"], prompt=control
+    )
+    frame = meta.get("template_id")
+    return {
+        "pronoun": meta["pronoun"],
+        "order": meta["order"],
+        "frame": str(frame) if frame is not None else f"{meta['male_stereotyped']}/{meta['female_stereotyped']}",
+        "male_stereotyped": meta["male_stereotyped"],
+        "female_stereotyped": meta["female_stereotyped"],
+        "they_response": they_response,
+        "they_referent": verdict.referent,
+        "they_status": verdict.status,
+    }
+
+
+def coreference_sample(
+    ps: ProbeSet, probe: Probe, response: str, options: RunOptions, they_response: str | None = None
+) -> Sample:
+    """Score one professional-bias reply (and its singular-"they" control when it was asked)."""
     meta = probe.meta
     action = probe.prompt.rsplit("', who ", 1)[-1].rstrip("?") if "', who " in probe.prompt else None
     verdict = detect_referent(
@@ -122,6 +159,7 @@ def coreference_sample(ps: ProbeSet, probe: Probe, response: str, options: RunOp
         anti_stereotypical_answer=meta["anti_stereotypical_answer"],
         correct_answer=meta.get("correct_answer"),
         winobias=meta.get("winobias"),
+        **(they_fields(probe, they_response) if they_response is not None else {}),
     )
 
 
@@ -129,7 +167,8 @@ def _sample(ps: ProbeSet, probe: Probe, replies: dict[str, Completion], options:
     if ps.kind == "pairs":
         sample = pair_sample(ps, probe, replies["original"].text, replies["flipped"].text, options)
     else:
-        sample = coreference_sample(ps, probe, replies["response"].text, options)
+        they = replies.get("they")
+        sample = coreference_sample(ps, probe, replies["response"].text, options, they.text if they else None)
     errors = [r.error for r in replies.values() if r.error]
     if errors:
         sample.error = "; ".join(errors)  # type: ignore[attr-defined]
@@ -149,13 +188,27 @@ def _pair_set_metrics(samples: list[Sample]) -> dict[str, MetricValue]:
 def _coreference_metrics(samples: list[Sample]) -> dict[str, MetricValue]:
     get = lambda key: [getattr(s, key) for s in samples]  # noqa: E731
     kinds = get("winobias")
-    return professional_metrics(
+    metrics = professional_metrics(
         get("referent"),
         get("biased_answer"),
         get("anti_stereotypical_answer"),
         correct=get("correct_answer") if any(kinds) else None,
         kinds=kinds if any(kinds) else None,
     )
+    if all(getattr(s, "they_status", None) is not None for s in samples):
+        first = [s.male_stereotyped if s.order == "male_first" else s.female_stereotyped for s in samples]  # type: ignore[attr-defined]
+        metrics.update(
+            they_control_metrics(
+                get("pronoun"),
+                get("frame"),
+                get("referent"),
+                get("they_referent"),
+                get("female_stereotyped"),
+                get("male_stereotyped"),
+                first,
+            )
+        )
+    return metrics
 
 
 def summarize_samples(ps: ProbeSet, samples: list[Sample]) -> SetResult:

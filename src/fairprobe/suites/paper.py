@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fairprobe.detectors import detect_gendered_words
+from fairprobe.detectors.word_groups import WordGroups, unpack_groups
+from fairprobe.metrics.groups import group_share_metrics, likeliest_group
 from fairprobe.metrics.paper import bounded_implicit_metrics, gas_metrics, implicit_metrics
 from fairprobe.metrics.stats import bootstrap_statistic, proportion
 from fairprobe.models.base import Completion, GenerationConfig
@@ -27,7 +29,11 @@ def _generation(options: RunOptions) -> GenerationConfig:
 
 def _requests(ps: ProbeSet, probe: Probe, options: RunOptions) -> list[Request]:
     prefix = options.instruction or ""
-    return [Request(key="continuation", prompt=prefix + probe.prompt)]
+    requests = [Request(key="continuation", prompt=prefix + probe.prompt)]
+    groups = options.attribute_words().group_pairs()
+    if groups and options.implicit != "off":  # a second call reads the extra groups' words, leaving GLD/ADD's alone
+        requests.append(Request(key="groups", prompt=prefix + probe.prompt, words=tuple(groups), max_new_tokens=1))
+    return requests
 
 
 def _sample(ps: ProbeSet, probe: Probe, replies: dict[str, Completion], options: RunOptions) -> Sample:
@@ -55,7 +61,39 @@ def _sample(ps: ProbeSet, probe: Probe, replies: dict[str, Completion], options:
             fields[key] = reply.extra[key]
     if options.implicit == "off":
         fields["implicit"] = "off"
+    group_reply = replies.get("groups")
+    if reply.word_probs is not None and group_reply is not None and group_reply.word_probs is not None:
+        fields.update(group_fields(group_reply, words.groups, fields))
     return Sample(set=ps.name, id=probe.id, prompt=probe.prompt, **fields)
+
+
+def group_fields(reply: Completion, groups: WordGroups, binary: dict[str, object]) -> dict[str, object]:
+    """The extra groups' word probabilities (null where unknown; `p_groups_upper` bounds them) and the
+    likeliest group after the prompt (female, male or an extra group; `undecided` where bounds leave it open)."""
+    rows = np.asarray(reply.word_probs)
+    known = np.ones(rows.shape, dtype=bool) if reply.word_probs_mask is None else reply.word_probs_mask
+    out: dict[str, object] = {"p_groups": unpack_groups(np.where(known, rows, None), groups)}
+    if not known.all():
+        upper = np.asarray(reply.extra.get("p_upper", np.ones(rows.shape)), dtype=np.float64)
+        out["p_groups_upper"] = unpack_groups(np.where(known, rows, upper), groups)
+    names, lower, upper_mass = group_masses([Sample(set="", id="", prompt="", **binary, **out)])
+    out["likeliest_group"] = likeliest_group(names, lower[0], upper_mass[0])
+    return out
+
+
+def group_masses(samples: list[Sample]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Group names (female, male, then the extra groups) and each sample's lowest/highest group mass (prompts, groups)."""
+    lower, upper, _ = probability_box(samples)
+    extra = list(samples[0].p_groups)  # type: ignore[attr-defined]
+
+    def mass(key: str, fill: float) -> np.ndarray:
+        per = [getattr(s, key, None) or s.p_groups for s in samples]  # type: ignore[attr-defined]
+        return np.array([[sum(fill if x is None else float(x) for x in p[g]) for g in extra] for p in per])
+
+    names = ["female", "male", *extra]
+    lo = np.concatenate([lower.sum(axis=1), mass("p_groups", 0.0)], axis=1)
+    hi = np.concatenate([upper.sum(axis=1), mass("p_groups_upper", 1.0)], axis=1)
+    return names, lo, hi
 
 
 def paper_metrics(samples: list[Sample]) -> dict[str, MetricValue]:
@@ -85,6 +123,10 @@ def paper_metrics(samples: list[Sample]) -> dict[str, MetricValue]:
         metrics.update(implicit_metrics(lower))
     else:
         metrics.update(bounded_from_samples(lower, upper, mask, len(answered) - malformed))
+    grouped = [s for s in with_probs if getattr(s, "p_groups", None)]
+    if grouped and len(grouped) == len(with_probs):
+        names, low, high = group_masses(grouped)
+        metrics.update(group_share_metrics(names, low, high, names[2:]))
     return metrics
 
 
