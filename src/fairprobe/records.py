@@ -71,10 +71,18 @@ class MetricValue(BaseModel):
 
 
 class SubsetResult(BaseModel):
-    """Metrics on one subset of a probe set."""
+    """Metrics on one subset of a probe set; `note` (only when set) flags an empty or small slice."""
 
     n: int
     metrics: dict[str, MetricValue]
+    note: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_note(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("note") is None:
+            data.pop("note", None)
+        return data
 
 
 class SetResult(BaseModel):

@@ -61,9 +61,12 @@ def write_score_folder(out: Path, report: ScoreReport, responses: Path, probes: 
 
 
 def parse_responses(
-    text: str, keys: dict[str, list[str]], probes: str
+    text: str, keys: dict[str, list[str]], probes: str, optional: dict[str, list[str]] | None = None
 ) -> tuple[dict[str, dict[str, str]], list[tuple[int, str]]]:
-    """Replies by probe id (one string per model call of the probe) and the skipped lines (number, why)."""
+    """Replies by probe id (one string per model call of the probe) and the skipped lines (number, why).
+
+    `optional` keys (e.g. a control question's reply) are kept where a line has them as strings.
+    """
     skipped: list[tuple[int, str]] = []
     replies: dict[str, dict[str, str]] = {}
     for lineno, line in enumerate(split_lines(text), start=1):
@@ -94,7 +97,8 @@ def parse_responses(
         if absent:
             skipped.append((lineno, f"needs string field(s) {', '.join(absent)}"))
             continue
-        replies[pid] = {k: obj[k] for k in wanted}
+        extra = [k for k in (optional or {}).get(pid, []) if isinstance(obj.get(k), str)]
+        replies[pid] = {k: obj[k] for k in [*wanted, *extra]}
     return replies, skipped
 
 
@@ -121,8 +125,10 @@ def score_responses(
     )
     suite = get_suite(options.suite)
     ps = load_probe_set(probes, data_dir=data_dir, **options.probe_options)
-    keys = {p.id: [r.key for r in suite.requests(ps, p, options)] for p in ps.probes}
-    replies, skipped = parse_responses(read_text(responses, "responses file"), keys, probes)
+    asked = {p.id: suite.requests(ps, p, options) for p in ps.probes}
+    keys = {pid: [r.key for r in rs if not r.optional] for pid, rs in asked.items()}
+    optional = {pid: [r.key for r in rs if r.optional] for pid, rs in asked.items()}
+    replies, skipped = parse_responses(read_text(responses, "responses file"), keys, probes, optional)
     if not replies:
         raise DataError(f"no usable responses in {responses} ({len(skipped)} malformed lines)")
     samples = [

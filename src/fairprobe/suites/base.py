@@ -19,12 +19,14 @@ class Request:
 
     `words` (pairs) are scored instead of the run's attribute word pairs, and `max_new_tokens` replaces the
     suite's length, for a call that only reads next-word probabilities (e.g. the extra gender groups).
+    An `optional` call (a control) may be missing from a responses file that `score` reads.
     """
 
     key: str
     prompt: Prompt
     words: tuple[tuple[str, str], ...] | None = None
     max_new_tokens: int | None = None
+    optional: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from fairprobe.detectors.answers import compare_answers, judge_pair, parse_answer
 from fairprobe.detectors.trigger import detect_referent
 from fairprobe.metrics.fairness import decodingtrust_metrics, pair_metrics, professional_metrics
+from fairprobe.metrics.intersectional import age_band, intersectional_metrics, slice_grid, slice_label, slice_note
 from fairprobe.metrics.stats import proportion
 from fairprobe.metrics.they_control import they_control_metrics
 from fairprobe.models import ModelBackend, load_model
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
 from fairprobe.probes.singular_they import they_prompt
-from fairprobe.records import ChatMessage, MetricValue, Probe, ProbeSet, Sample, SetResult
+from fairprobe.records import ChatMessage, MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
 from fairprobe.suites.base import Request, Suite, register_suite, summarize_by_subset
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def _requests(ps: ProbeSet, probe: Probe, options: RunOptions) -> list[Request]:
     requests = [Request("response", chat_prompt(probe.prompt, None))]
     control = they_control_prompt(probe)
     if control is not None:
-        requests.append(Request("they", chat_prompt(control, None)))
+        requests.append(Request("they", chat_prompt(control, None), optional=True))
     return requests
 
 
@@ -212,8 +213,31 @@ def _coreference_metrics(samples: list[Sample]) -> dict[str, MetricValue]:
 
 
 def summarize_samples(ps: ProbeSet, samples: list[Sample]) -> SetResult:
-    """Metrics of a fairness set, overall and per subset (sex/label for pairs, pronoun/order for prompts)."""
-    return summarize_by_subset(ps, samples, _pair_set_metrics if ps.kind == "pairs" else _coreference_metrics)
+    """Metrics of a fairness set, overall and per subset (sex/label for pairs, pronoun/order for prompts).
+
+    Pairs whose samples carry race and age also get the intersectional slices (sex x race, sex x age band)
+    and the DP/EO differences over them.
+    """
+    if ps.kind != "pairs":
+        return summarize_by_subset(ps, samples, _coreference_metrics)
+    result = summarize_by_subset(ps, samples, _pair_set_metrics)
+    if samples and all(getattr(s, "race", None) is not None for s in samples):
+        add_intersectional(result, samples)
+    return result
+
+
+def add_intersectional(result: SetResult, samples: list[Sample]) -> None:
+    """Per-slice metrics (sex x race, sex x age band; empty and small slices flagged) and the DP/EO differences."""
+    sexes = [str(s.sex_original) for s in samples]  # type: ignore[attr-defined]
+    axes = {"race": [str(s.race) for s in samples], "age": [age_band(s.age) for s in samples]}  # type: ignore[attr-defined]
+    for axis, values in axes.items():
+        for sex, value in slice_grid(sexes, values):
+            members = [s for s, x, v in zip(samples, sexes, values, strict=True) if x == sex and v == value]
+            result.subsets[slice_label(axis, sex, value)] = SubsetResult(
+                n=len(members), metrics=_pair_set_metrics(members) if members else {}, note=slice_note(len(members))
+            )
+    answers = [str(s.answer_original) for s in samples]  # type: ignore[attr-defined]
+    result.metrics.update(intersectional_metrics(answers, [str(s.label) for s in samples], sexes, axes))  # type: ignore[attr-defined]
 
 
 def _summarize(ps: ProbeSet, samples: list[Sample], options: RunOptions) -> SetResult:

@@ -32,7 +32,7 @@ def _requests(ps: ProbeSet, probe: Probe, options: RunOptions) -> list[Request]:
     requests = [Request(key="continuation", prompt=prefix + probe.prompt)]
     groups = options.attribute_words().group_pairs()
     if groups and options.implicit != "off":  # a second call reads the extra groups' words, leaving GLD/ADD's alone
-        requests.append(Request(key="groups", prompt=prefix + probe.prompt, words=tuple(groups), max_new_tokens=1))
+        requests.append(Request("groups", prefix + probe.prompt, words=tuple(groups), max_new_tokens=1, optional=True))
     return requests
 
 
