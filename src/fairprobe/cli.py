@@ -138,10 +138,27 @@ DataDirOpt = Annotated[
 def run_cmd(
     suite: Annotated[str, typer.Option(help="suite to run: paper or fairness")] = "paper",
     probes: Annotated[str | None, typer.Option(help="comma-separated probe sets (default: all of the suite)")] = None,
-    model: ModelOpt = "smollm2-135m-instruct",
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="smollm2-135m-instruct (default), gemma-3-270m, hf:ID_OR_PATH or openai:MODEL; "
+            "repeat to compare models",
+        ),
+    ] = None,
+    models: Annotated[
+        Path | None, typer.Option("--models", help="file with one model spec a line: run and compare them all")
+    ] = None,
+    sort_by: Annotated[
+        str | None, typer.Option("--sort-by", help="metric that orders a comparison's leaderboard (lowest first)")
+    ] = None,
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
     data_dir: DataDirOpt = None,
-    out: Annotated[Path | None, typer.Option(help="run folder (default runs/MODEL/SUITE; rerun resumes)")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="run folder (default runs/MODEL/SUITE; rerun resumes); with several models their root"),
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy (paper default)")] = 0.0,
@@ -184,8 +201,9 @@ def run_cmd(
     from fairprobe.runner import RunOptions, run
     from fairprobe.suites.paper import INSTRUCTION
 
+    specs = run_specs(model, models)
     options = RunOptions(
-        model=model,
+        model=specs[0],
         adapter=adapter,
         suite=suite,
         probes=split_csv(probes),
@@ -209,6 +227,8 @@ def run_cmd(
         cache=cache,
         use_cache=not no_cache,
     )
+    if len(specs) > 1:
+        return run_many(specs, options, sort_by, as_json)
     with auto_progress() as progress:
         summary = run(options, progress=progress)
     if as_json:
@@ -216,6 +236,33 @@ def run_cmd(
     else:
         print_summary(summary, console)
     written("run", options.output_dir())
+
+
+def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
+    """The model specs of `run`: every --model, then the lines of --models FILE; the default model when none."""
+    from fairprobe.models import DEFAULT_MODEL
+    from fairprobe.multimodel import check_specs, read_model_specs
+
+    specs = list(model or []) + (read_model_specs(models) if models else [])
+    return check_specs(specs) or [DEFAULT_MODEL]
+
+
+def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool) -> None:
+    """Run several models and print each summary, then where the comparison is."""
+    from fairprobe.multimodel import run_models
+    from fairprobe.progress import auto_progress
+    from fairprobe.report.console import print_summary
+
+    with auto_progress() as progress:
+        summaries, out = run_models(specs, options, sort_by, progress)
+    for summary in summaries.values():
+        if as_json:
+            console.print_json(json.dumps(summary.to_json_obj()))
+        else:
+            print_summary(summary, console)
+    if not as_json:
+        console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+    written("comparison", out)
 
 
 @probes_app.command("list")

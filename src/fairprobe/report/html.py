@@ -373,11 +373,14 @@ def table_view(t: Table) -> dict[str, Any]:
     }
 
 
-def render_html(runs: list[RunData], thresholds: Thresholds | None = None) -> str:
-    """The whole report as one HTML string."""
+def render_html(
+    runs: list[RunData], thresholds: Thresholds | None = None, extra_tables: list[Table] | None = None
+) -> str:
+    """The whole report as one HTML string; `extra_tables` (a model comparison's) join the comparisons."""
     thresholds = thresholds or default_thresholds()
     tables = all_tables(runs, thresholds)
     compares = [table_view(t) for t in (compare_table(r) for r in runs) if t is not None]
+    compares += [table_view(t) for t in extra_tables or []]
     cards = summary_cards(runs, thresholds)
     return _template().render(
         version=__version__,
