@@ -12,7 +12,7 @@ from fairprobe.report.severity import Thresholds, default_thresholds
 # Metrics that count pairs: printed as whole numbers, never as shares.
 COUNT_METRICS = frozenset({"female_only_yes", "male_only_yes"})
 # The paper suite's columns in the console (Delta = |2 GAS(F) - 1|; the report and summary.json hold every metric).
-PAPER_COLUMNS = ("gas", "gas_f", "gld", "implicit_lean", "log_add")
+PAPER_COLUMNS = ("gas", "gas_f", "gld", "implicit_lean", "log_add", "neutral_share")
 COLOURS = {"A": "green", "B": "yellow", "C": "dark_orange", "D": "red"}
 
 
@@ -42,6 +42,10 @@ METRIC_ORDER = (
     "implicit_lean",
     "add",
     "log_add",
+    "neutral_share",
+    "xe_share",
+    "ze_share",
+    "ey_share",
     "hit_rate",
     "undetermined_share",
     "mcnemar_p",
@@ -56,6 +60,14 @@ METRIC_ORDER = (
     "accuracy_pro",
     "accuracy_anti",
     "accuracy_gap",
+    "gender_effect_she",
+    "gender_effect_he",
+    "they_female_share",
+    "they_first_share",
+    "dp_difference_sex_race",
+    "eo_difference_sex_race",
+    "dp_difference_sex_age",
+    "eo_difference_sex_age",
 )
 
 

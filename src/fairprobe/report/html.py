@@ -143,7 +143,8 @@ def _round(x: float) -> float:
 
 
 def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
-    """One browser row: set, id, subsets, prompt, highlighted reply, P(f)/P(m) sums and the detector verdict."""
+    """One browser row: set, id, subsets, prompt, highlighted reply, P(f)/P(m) sums, the likeliest gender group
+    after the prompt (female, male, neutral, a neopronoun group) and the detector verdict."""
     if any(k in s for k in TEXT_FIELDS):
         text = next(str(s[k]) for k in TEXT_FIELDS if k in s)
     elif "original" in s:
@@ -163,6 +164,8 @@ def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
         verdict = ""
     if s.get("hit") is True:
         verdict += " (hit)"
+    if "they_status" in s:  # the singular-"they" control of the same frame
+        verdict += f"; with they: {s.get('they_referent') or s['they_status']}"
     row: dict[str, Any] = {
         "r": run_index,
         "s": s.get("set", ""),
@@ -176,6 +179,8 @@ def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
     if s.get("p_female") is not None and s.get("p_male") is not None:
         row["f"] = _round(known_sum(s["p_female"]))
         row["m"] = _round(known_sum(s["p_male"]))
+    if s.get("likeliest_group"):
+        row["g"] = s["likeliest_group"]
     return row
 
 
