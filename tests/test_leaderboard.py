@@ -70,7 +70,10 @@ def test_models_run_into_their_folders_and_compare(two_models: tuple[list[str], 
     tests = {(t["metric"], t["test"]): t for t in board["pairwise"]}
     gas = tests[("gas", "exact McNemar")]
     samples = {
-        name: {json.loads(l)["id"]: json.loads(l) for l in (root / name / "samples.jsonl").read_text().splitlines()}
+        name: {
+            json.loads(line)["id"]: json.loads(line)
+            for line in (root / name / "samples.jsonl").read_text().splitlines()
+        }
         for name in ("lean-a_x", "lean-b_x")
     }
     a = np.array([samples["lean-a_x"][i]["first_gender"] is not None for i in samples["lean-a_x"]])
