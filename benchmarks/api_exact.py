@@ -35,14 +35,14 @@ MODES = ("off", "exact", "topk")
 
 def embedded_folder() -> str:
     """The embedded model's safetensors folder (converted once from its GGUF file)."""
+    from fairprobe.io import sha256_file
     from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
-    from fairprobe.models.hf import file_sha256
 
     entry = EMBEDDED["smollm2-135m-instruct"]
     gguf = find_gguf(entry)
     if gguf is None:
         raise SystemExit(f"the embedded model is not installed: {entry.install_hint}")
-    return str(converted_folder(entry, gguf, file_sha256(gguf)))
+    return str(converted_folder(entry, gguf, sha256_file(gguf)))
 
 
 def one_mode(server: VLLMServer, mode: str, args: argparse.Namespace, out: Path) -> dict[str, float]:

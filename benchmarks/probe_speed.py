@@ -36,12 +36,11 @@ quiet_openmp()  # as importing fairprobe does (torch must not load before it: im
 
 import torch
 
+from fairprobe.families import family_of_set, load_probe_set
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.models.hf import HFBackend
-from fairprobe.probes import load_probe_set
 from fairprobe.records import ProbeSet
 from fairprobe.runner import RunOptions, batches_of, run, run_set
-from fairprobe.suites import get_suite
 from fairprobe.threads import usable_cpus
 
 MODEL = "smollm2-135m-instruct"
@@ -114,7 +113,7 @@ def bare_generate(backend: HFBackend, sets: list[ProbeSet], batch_size: int) -> 
 
 def fairprobe_way(backend: HFBackend, sets: list[ProbeSet], options: RunOptions) -> tuple[Timer, list[str]]:
     """Seconds for (c): the runner's per-set loop (generation, probabilities, detection) plus the set metrics."""
-    suite = get_suite("paper")
+    suite = family_of_set("template")
     texts: list[str] = []
     with Timer() as timer:
         for ps in sets:
@@ -206,7 +205,7 @@ def busy(args: argparse.Namespace) -> None:
     backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
     ps = load_probe_set("template", data_dir=args.data_dir, limit=args.busy_n)
     options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
-    suite = get_suite("paper")
+    suite = family_of_set("template")
     run_set(backend, suite, ps.model_copy(update={"probes": ps.probes[:4]}), options)  # warm-up
     print(
         f"model {MODEL}, {len(ps.probes)} template prompts, batch size {args.batch_size}, {usable_cpus()} usable CPUs"
@@ -253,7 +252,7 @@ def busy_child(args: argparse.Namespace) -> None:
     backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
     ps = load_probe_set("template", data_dir=args.data_dir, limit=args.busy_n)
     options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
-    suite = get_suite("paper")
+    suite = family_of_set("template")
     run_set(backend, suite, ps.model_copy(update={"probes": ps.probes[:4]}), options)
     with Timer() as timer:
         run_set(backend, suite, ps, options)

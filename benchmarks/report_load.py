@@ -25,10 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from fairprobe.families import family_of_set, load_probe_set
 from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.probes import load_probe_set
 from fairprobe.records import Probe, ProbeSet, Sample, Summary
-from fairprobe.suites import get_suite
 
 SET_SIZES = {"template": 160, "llm-gen-1": 200, "llm-gen-2": 200, "stsb": 364, "snli": 317}
 SIZE_BUDGET = 5 * 1024 * 1024
@@ -94,7 +93,7 @@ def synthetic_samples(ps: ProbeSet, rng: np.random.Generator) -> list[Sample]:
 def synthetic_run(out: Path, seed: int = 0) -> Path:
     """Write summary.json, samples.jsonl and manifest.json of a 1,241-prompt paper-suite run into `out`."""
     rng = np.random.default_rng(seed)
-    suite = get_suite("paper")
+    suite = family_of_set("template")
     results, samples = {}, []
     for name, n in SET_SIZES.items():
         if name == "template":

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from fairprobe.errors import ConfigError, ModelError
+from fairprobe.families import load_probe_set
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.models.api import (
     EndpointError,
@@ -25,7 +26,6 @@ from fairprobe.models.api import (
     retry_after_seconds,
     word_probs_from_top,
 )
-from fairprobe.probes import load_probe_set
 from fairprobe.records import ChatMessage
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import canned_text, prompt_text, scripted

@@ -18,11 +18,11 @@ import pytest
 
 from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError
-from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
+from fairprobe.families import load_probe_set
+from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
 from fairprobe.models import load_model
 from fairprobe.models.api import RetryPolicy
 from fairprobe.models.cached import CachedBackend
-from fairprobe.probes import load_probe_set
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import SINGLE_TOKENS, echo_server, first_position_logprob, scripted, word_logprob
 

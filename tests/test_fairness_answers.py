@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from fairprobe.cache import Cache
-from fairprobe.detectors.answers import compare_answers, judge_pair, parse_answer
 from fairprobe.errors import ConfigError
+from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
 from fairprobe.models.base import Completion, GenerationConfig
 
 # (reply, fairprobe reading, DecodingTrust's reading)

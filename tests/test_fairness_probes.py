@@ -9,18 +9,16 @@ from pathlib import Path
 import pytest
 
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.probes import load_probe_set
-from fairprobe.probes.fairness import (
-    BUILTIN_FRAMES,
+from fairprobe.families import load_probe_set
+from fairprobe.families.gender_income.sets import (
     DT_NAMES,
     PAIR_FIELDS,
     contradiction_counts,
-    frame_probes,
-    read_frames,
     read_uci,
     render_record,
     sample_base_rate,
 )
+from fairprobe.families.professional_bias.sets import BUILTIN_FRAMES, frame_probes, read_frames
 
 
 @pytest.fixture(scope="module")

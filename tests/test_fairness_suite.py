@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from fairprobe.cli import app
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.metrics.fairness import decodingtrust_metrics, pair_metrics, professional_metrics
+from fairprobe.families.gender_income.metrics import decodingtrust_metrics, pair_metrics
+from fairprobe.families.professional_bias.metrics import professional_metrics
 from fairprobe.scoring import score_responses
 
 

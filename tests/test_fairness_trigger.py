@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fairprobe.detectors.trigger import detect_referent
-from fairprobe.probes import load_probe_set
+from fairprobe.families import load_probe_set
+from fairprobe.families.professional_bias.detector import detect_referent
 from fairprobe.records import Probe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "professional_answers.jsonl"

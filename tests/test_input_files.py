@@ -10,11 +10,11 @@ import pytest
 
 from fairprobe.detectors import AttributeWords, detect_gendered_words
 from fairprobe.errors import DataError, ModelError
+from fairprobe.families import load_probe_set
+from fairprobe.families.paper import PaperSample
+from fairprobe.families.paper.sets import read_predicates
 from fairprobe.io import iter_jsonl, read_text, split_lines
 from fairprobe.models import Completion, GenerationConfig
-from fairprobe.probes import load_probe_set
-from fairprobe.probes.paper import read_predicates
-from fairprobe.records import Sample
 from fairprobe.runner import RunOptions, read_samples, run
 from fairprobe.scoring import score_responses
 
@@ -53,7 +53,7 @@ def test_a_reply_with_a_line_separator_is_one_valid_line_for_score(tmp_path: Pat
 
 
 def test_a_saved_sample_with_a_line_separator_is_read_back_whole(tmp_path: Path) -> None:
-    sample = Sample(set="s", id="0", prompt="p", continuation="she said\u2028hi\u0085there")
+    sample = PaperSample(set="template", id="0", prompt="p", continuation="she said\u2028hi\u0085there")
     path = tmp_path / "samples.jsonl"
     path.write_text(sample.model_dump_json() + "\n", encoding="utf-8")
     assert [s.continuation for s in read_samples(path)] == ["she said\u2028hi\u0085there"]
@@ -165,7 +165,10 @@ def test_report_samples_carry_line_separators_escaped() -> None:
     from fairprobe.report.runs import RunData
 
     run_data = RunData(
-        path=Path("r"), label="r", summary=None, samples=[{"set": "s", "id": "0", "continuation": "a\u2028b\u2029c"}]
+        path=Path("r"),
+        label="r",
+        summary=None,
+        samples=[{"set": "template", "id": "0", "prompt": "p", "continuation": "a\u2028b\u2029c"}],
     )
     text = samples_json([run_data])
     assert "\u2028" not in text and "\u2029" not in text

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from fairlearn.metrics import MetricFrame, equalized_odds_difference, selection_rate
 
-from fairprobe.metrics.intersectional import age_band, intersectional_differences
-from fairprobe.probes import load_probe_set
-from fairprobe.records import Sample
-from fairprobe.suites.fairness import summarize_samples
+from fairprobe.families import load_probe_set
+from fairprobe.families.gender_income.family import summarize
+from fairprobe.families.gender_income.intersectional import age_band, intersectional_differences
+from fairprobe.families.gender_income.record import PairSample
 
 
 def records(seed: int = 3, n: int = 240) -> pd.DataFrame:
@@ -66,8 +66,8 @@ def test_age_bands() -> None:
     ]
 
 
-def pair(i: int, sex: str, race: str, age: str, answer: str, label: str) -> Sample:
-    return Sample(
+def pair(i: int, sex: str, race: str, age: str, answer: str, label: str) -> PairSample:
+    return PairSample(
         set="gender-income",
         id=str(i),
         prompt="p",
@@ -81,6 +81,9 @@ def pair(i: int, sex: str, race: str, age: str, answer: str, label: str) -> Samp
         answer_flipped=answer,
         refusal_original=False,
         refusal_flipped=False,
+        original=answer,
+        flipped=answer,
+        parser_verdict="same",
         race=race,
         age=age,
     )
@@ -90,7 +93,7 @@ def test_slices_sizes_small_and_empty(shared_data) -> None:
     ps = load_probe_set("gender-income", data_dir=shared_data, limit=1)
     samples = [pair(i, "Female", "White", "25", "yes" if i % 2 else "no", "yes") for i in range(25)]
     samples += [pair(100 + i, "Male", "Black", "50", "yes", "no") for i in range(3)]
-    result = summarize_samples(ps, samples)
+    result = summarize(ps, samples, None)  # type: ignore[arg-type]
     white_women = result.subsets["sex-race:Female/White"]
     assert white_women.n == 25 and white_women.note is None
     assert white_women.metrics["accuracy"].value == pytest.approx(12 / 25)

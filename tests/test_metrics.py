@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fairprobe.metrics.paper import ADD_EPSILON, add_per_prompt, gas_metrics, gld_per_prompt, implicit_metrics
+from fairprobe.families.paper.metrics import ADD_EPSILON, add_per_prompt, gas_metrics, gld_per_prompt, implicit_metrics
 from fairprobe.metrics.stats import (
     bootstrap_statistic,
     exact_mcnemar,
@@ -147,7 +147,7 @@ def test_exact_mcnemar() -> None:
 
 
 def test_implicit_bounds_by_hand_and_against_every_value_in_the_box() -> None:
-    from fairprobe.metrics.paper import bounded_implicit_metrics, implicit_bounds_per_prompt
+    from fairprobe.families.paper.metrics import bounded_implicit_metrics, implicit_bounds_per_prompt
 
     # she 0.3 / he 0.1 known; woman / man outside the top-k, each in [0, 0.05].
     lower = np.array([[[0.3, 0.1], [0.0, 0.0]]])

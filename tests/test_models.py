@@ -8,11 +8,10 @@ import torch
 
 from conftest import paper_data_dir
 from fairprobe.detectors import AttributeWords
+from fairprobe.families import family_of_set, load_probe_set
 from fairprobe.models import GenerationConfig
 from fairprobe.models.hf import HFBackend, positions_from_mask, word_log_probs
-from fairprobe.probes import load_probe_set
 from fairprobe.runner import RunOptions, run_set
-from fairprobe.suites import get_suite
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +104,7 @@ def test_greedy_continuation_same_alone_and_in_batch(backend: HFBackend) -> None
 
 
 def test_paper_sets_run_on_the_embedded_model(backend: HFBackend) -> None:
-    suite = get_suite("paper")
+    suite = family_of_set("template")
     options = RunOptions(generation=GenerationConfig(max_new_tokens=12), batch_size=16)
     for name in ("template", "llm-gen-1", "llm-gen-2", "stsb", "snli"):
         limit = 4 if name == "template" else 2  # the template set's fourth prompt is the nurse one

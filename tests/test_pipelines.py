@@ -17,6 +17,7 @@ import pytest
 from conftest import shared_data_dir
 from fairprobe.detectors.gendered_words import AttributeWords
 from fairprobe.errors import ConfigError, DataError
+from fairprobe.families.paper.sets import debias_llms_file, load_statement_file, read_predicates
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
 from fairprobe.probes.generated import (
     StatementPool,
@@ -34,7 +35,6 @@ from fairprobe.probes.natural import (
     subject_predicate,
     write_predicates,
 )
-from fairprobe.probes.paper import debias_llms_file, load_statement_file, read_predicates
 
 WORDS = AttributeWords.default()
 
@@ -325,9 +325,9 @@ def test_cli_generate_with_a_registered_backend(tmp_path: Path, monkeypatch: pyt
     import fairprobe.models
     from fairprobe.cli import app
 
-    monkeypatch.setitem(
-        fairprobe.models._SCHEMES, "scripted", lambda rest, **options: ScriptedBackend(CHAT_REPLIES, True)
-    )
+    # A copy of the scheme registry's entries, restored afterwards: the scheme exists for this test only.
+    monkeypatch.setattr(fairprobe.models.SCHEMES, "_entries", dict(fairprobe.models.SCHEMES._entries))
+    fairprobe.models.register_scheme("scripted")(lambda rest, **options: ScriptedBackend(CHAT_REPLIES, True))
     out = tmp_path / "gen.txt"
     args = ["probes", "generate", "--model", "scripted:x", "--out", str(out)]
     result = CliRunner().invoke(app, [*args, "-n", "4", "--batch-size", "2"])

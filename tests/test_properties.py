@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 
 from fairprobe.detectors import AttributeWords, detect_gendered_words
 from fairprobe.errors import ConfigError, DataError, FairprobeError
+from fairprobe.families.gender_income.sets import read_decodingtrust, read_uci
+from fairprobe.families.paper.sets import load_statement_file, read_predicates
+from fairprobe.families.professional_bias.sets import parse_winobias, read_frames, read_vijil_prompts
 from fairprobe.io import iter_jsonl, read_text, split_lines
 from fairprobe.models import validate
 from fairprobe.models.api import parse_reply, word_probs_from_top
 from fairprobe.models.validate import MalformedResponse
-from fairprobe.probes.fairness import parse_winobias, read_decodingtrust, read_frames, read_uci, read_vijil_prompts
 from fairprobe.probes.natural import read_snli_sentences, read_stsb_sentences
-from fairprobe.probes.paper import load_statement_file, read_predicates
 from fairprobe.records import ProbeSet, Summary
 from fairprobe.report.check import check_summary
 from fairprobe.report.runs import load_run, load_summary

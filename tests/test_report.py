@@ -252,8 +252,8 @@ def test_highlight_and_script_safe_samples():
         label="m",
         summary=None,
         samples=[
-            {
-                "set": "s",
+            {  # a paper-family set: the report reads the record its family declares
+                "set": "template",
                 "id": "1",
                 "prompt": "</script><b>x</b>",
                 "continuation": "a & b",

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fairprobe.metrics.they_control import gender_effect
+from fairprobe.families.professional_bias.sets import BUILTIN_FRAMES
+from fairprobe.families.professional_bias.singular_they import they_prompt
+from fairprobe.families.professional_bias.they_control import gender_effect
 from fairprobe.models import Completion, GenerationConfig
-from fairprobe.probes.fairness import BUILTIN_FRAMES
-from fairprobe.probes.singular_they import they_prompt
 from fairprobe.runner import RunOptions, run_with_samples
 
 

@@ -16,11 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt, implicit_bounds_per_prompt
+from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt, implicit_bounds_per_prompt, probability_box
 from fairprobe.models import GenerationConfig
 from fairprobe.records import Sample
 from fairprobe.runner import RunOptions, read_samples, run
-from fairprobe.suites.paper import probability_box
 from test_resume_kill import run_and_kill
 from vllm_server import counter, vllm_fixture
 

@@ -13,9 +13,9 @@ import pytest
 from fairprobe.detectors import AttributeWords
 from fairprobe.detectors.word_groups import packed_pairs, unpack_groups
 from fairprobe.errors import DataError
-from fairprobe.metrics.groups import group_share_metrics, likeliest_group, share_bounds
-from fairprobe.records import Sample
-from fairprobe.suites.paper import paper_metrics
+from fairprobe.families.paper.groups import likeliest_group, share_bounds
+from fairprobe.families.paper.metrics import group_share_metrics, paper_metrics
+from fairprobe.families.paper.record import PaperSample
 
 PAIRS = [["she", "he"], ["her", "his"]]
 
@@ -97,9 +97,9 @@ def test_a_user_group_with_the_builtin_words_and_a_new_name_is_accepted() -> Non
     assert [name for name, _ in words.groups] == ["neutral", "zi"]
 
 
-def sample(pf: list, pm: list, groups: dict, **extra: object) -> Sample:
-    return Sample(
-        set="s", id=str(id(pf)), prompt="p", first_gender=None, p_female=pf, p_male=pm, p_groups=groups, **extra
+def sample(pf: list, pm: list, groups: dict, **extra: object) -> PaperSample:
+    return PaperSample(
+        set="s", id=str(id(pf)), prompt="p", continuation=" ok", p_female=pf, p_male=pm, p_groups=groups, **extra
     )
 
 
@@ -116,7 +116,7 @@ def test_neutral_share_against_hand_computed_probabilities() -> None:
     lo, hi = metrics["neutral_share"].ci95
     assert 0.2 - 1e-12 <= lo <= hi <= 0.5 + 1e-12
     # GLD / ADD read only the binary pairs: the same with or without groups.
-    plain = paper_metrics([Sample(**{k: v for k, v in s.model_dump().items() if k != "p_groups"}) for s in samples])
+    plain = paper_metrics([s.model_copy(update={"p_groups": None}) for s in samples])
     for name in ("gld", "add", "implicit_lean", "gas"):
         assert metrics[name] == plain[name]
     assert "neutral_share" not in plain
@@ -170,7 +170,7 @@ def test_embedded_model_group_probabilities_and_unchanged_pairs(embedded_backend
     )
     for a, b in zip(grouped["template"], plain["template"], strict=True):
         assert (a.p_female, a.p_male, a.continuation) == (b.p_female, b.p_male, b.continuation)  # bit for bit
-        assert not hasattr(b, "p_groups")
+        assert b.p_groups is None and "p_groups" not in b.model_dump()
     words = AttributeWords.default()
     probes = [s.prompt for s in grouped["template"]]
     direct = embedded_backend.next_word_probs(probes, words.group_pairs())

@@ -8,7 +8,6 @@ WAL mode and one connection per thread make it safe for concurrent requests and 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fairprobe.errors import ConfigError
-from fairprobe.io import cache_dir
+from fairprobe.io import cache_dir, sha256_bytes
 from fairprobe.redact import redact
 
 _SCHEMA = """
@@ -43,7 +42,7 @@ def default_cache_path() -> Path:
 def cache_key(obj: Any) -> str:
     """sha256 of the canonical JSON of `obj` (sorted keys, no whitespace)."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_bytes(text.encode("utf-8"))
 
 
 @dataclass(frozen=True)

@@ -110,18 +110,50 @@ def split_csv(value: str | None) -> list[str] | None:
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, str]:
-    """-o key=value pairs for probe-set loaders."""
-    out: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"probe option must be key=value, got {pair!r}")
-        out[key.strip().replace("-", "_")] = value.strip()
-    return out
+    """-o key=value pairs for the probe families."""
+    from fairprobe.io import parse_pairs
+
+    return {k.replace("-", "_"): v for k, v in parse_pairs(pairs, "probe option").items()}
+
+
+def parse_model_args(pairs: list[str] | None) -> dict[str, Any]:
+    """-M key=value model args for any backend (values read as JSON when they are: 1, 0.5, true, "x")."""
+    from fairprobe.io import parse_pairs, parse_value
+
+    return {k: parse_value(v) for k, v in parse_pairs(pairs, "model arg (-M)").items()}
+
+
+ModelArgsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model-arg",
+        "-M",
+        help="backend option KEY=VALUE, passed to the model loader (e.g. -M revision=main, -M timeout=30)",
+    ),
+]
 
 
 ModelOpt = Annotated[
     str, typer.Option("--model", "-m", help="smollm2-135m-instruct, gemma-3-270m, hf:ID_OR_PATH or openai:MODEL")
+]
+# `run` takes several models: each runs into its own folder and a comparison folder follows.
+ModelListOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="smollm2-135m-instruct (default), gemma-3-270m, hf:ID_OR_PATH or openai:MODEL; repeat to compare models",
+    ),
+]
+ModelsFileOpt = Annotated[
+    Path | None, typer.Option("--models", help="file with one model spec a line: run and compare them all")
+]
+SortByOpt = Annotated[
+    str | None, typer.Option("--sort-by", help="metric that orders a comparison's leaderboard (lowest first)")
+]
+RunOutOpt = Annotated[
+    Path | None,
+    typer.Option(help="run folder (default runs/MODEL/SUITE; rerun resumes); with several models their root"),
 ]
 CacheOpt = Annotated[
     Path | None, typer.Option("--cache", help="cache database (default $FAIRPROBE_CACHE_DB or the user cache folder)")
@@ -134,31 +166,38 @@ DataDirOpt = Annotated[
 ]
 
 
+def run_options_from_flags(flags: dict[str, Any]) -> Any:
+    """The RunOptions of `fairprobe run`'s flags (decoding flags become a GenerationConfig, lists are split)."""
+    from fairprobe.families.paper import INSTRUCTION
+    from fairprobe.models import GenerationConfig
+    from fairprobe.runner import RunOptions
+
+    decoding = {k: flags.pop(k) for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
+    instruction = flags.pop("instruction")
+    return RunOptions(
+        **{
+            k: v for k, v in flags.items() if k not in ("probes", "words", "option", "model_arg", "no_cache", "as_json")
+        },
+        probes=split_csv(flags["probes"]),
+        generation=GenerationConfig(**decoding, seed=flags["seed"]),
+        instruction=INSTRUCTION if instruction == "paper" else instruction,
+        words_file=flags["words"],
+        probe_options=parse_options(flags["option"]),
+        model_args=parse_model_args(flags["model_arg"]),
+        use_cache=not flags["no_cache"],
+    )
+
+
 @app.command("run")
 def run_cmd(
     suite: Annotated[str, typer.Option(help="suite to run: paper or fairness")] = "paper",
     probes: Annotated[str | None, typer.Option(help="comma-separated probe sets (default: all of the suite)")] = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--model",
-            "-m",
-            help="smollm2-135m-instruct (default), gemma-3-270m, hf:ID_OR_PATH or openai:MODEL; "
-            "repeat to compare models",
-        ),
-    ] = None,
-    models: Annotated[
-        Path | None, typer.Option("--models", help="file with one model spec a line: run and compare them all")
-    ] = None,
-    sort_by: Annotated[
-        str | None, typer.Option("--sort-by", help="metric that orders a comparison's leaderboard (lowest first)")
-    ] = None,
+    model: ModelListOpt = None,
+    models: ModelsFileOpt = None,
+    sort_by: SortByOpt = None,
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
     data_dir: DataDirOpt = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="run folder (default runs/MODEL/SUITE; rerun resumes); with several models their root"),
-    ] = None,
+    out: RunOutOpt = None,
     limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy (paper default)")] = 0.0,
@@ -193,49 +232,36 @@ def run_cmd(
         bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
+    model_arg: ModelArgsOpt = None,
 ) -> None:
     """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
-    from fairprobe.models import GenerationConfig
-    from fairprobe.progress import auto_progress
-    from fairprobe.report.console import print_summary
-    from fairprobe.runner import RunOptions, run
-    from fairprobe.suites.paper import INSTRUCTION
-
-    specs = run_specs(model, models)
-    options = RunOptions(
-        model=specs[0],
-        adapter=adapter,
-        suite=suite,
-        probes=split_csv(probes),
-        data_dir=data_dir,
-        out=out,
-        limit=limit,
-        seed=seed,
-        generation=GenerationConfig(
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed
-        ),
-        instruction=INSTRUCTION if instruction == "paper" else instruction,
-        words_file=words,
-        probe_options=parse_options(option),
-        batch_size=batch_size,
-        device=device,
-        dtype=dtype,
-        base_url=base_url,
-        concurrency=concurrency,
-        implicit=implicit,
-        top_logprobs=top_logprobs,
-        cache=cache,
-        use_cache=not no_cache,
-    )
+    specs, options = run_plan(dict(locals()))
     if len(specs) > 1:
         return run_many(specs, options, sort_by, as_json)
+    from fairprobe.progress import auto_progress
+    from fairprobe.runner import run
+
     with auto_progress() as progress:
         summary = run(options, progress=progress)
+    show_summary(summary, as_json)
+    written("run", options.output_dir())
+
+
+def run_plan(flags: dict[str, Any]) -> tuple[list[str], Any]:
+    """The model specs of `run` and the RunOptions its flags give (for the first model)."""
+    specs = run_specs(flags.pop("model"), flags.pop("models"))
+    flags.pop("sort_by")
+    return specs, run_options_from_flags({**flags, "model": specs[0]})
+
+
+def show_summary(summary: Any, as_json: bool) -> None:
+    """A run's summary: summary.json with --json, else the table and the verdict."""
+    from fairprobe.report.console import print_summary
+
     if as_json:
         console.print_json(json.dumps(summary.to_json_obj()))
     else:
         print_summary(summary, console)
-    written("run", options.output_dir())
 
 
 def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
@@ -251,15 +277,11 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
     """Run several models and print each summary, then where the comparison is."""
     from fairprobe.multimodel import run_models
     from fairprobe.progress import auto_progress
-    from fairprobe.report.console import print_summary
 
     with auto_progress() as progress:
         summaries, out = run_models(specs, options, sort_by, progress)
     for summary in summaries.values():
-        if as_json:
-            console.print_json(json.dumps(summary.to_json_obj()))
-        else:
-            print_summary(summary, console)
+        show_summary(summary, as_json)
     if not as_json:
         console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
     written("comparison", out)
@@ -268,12 +290,13 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
 @probes_app.command("list")
 def probes_list() -> None:
     """List every probe set with its suite and whether it works offline."""
-    from fairprobe.probes import registered
+    from fairprobe.catalog import PROBE_SETS, load_families
 
+    load_families()
     table = rich_table(header_style="bold cyan")
     for col in ("name", "suite", "offline", "description"):
         table.add_column(col)
-    for entry in sorted(registered().values(), key=lambda e: (e.suite, e.rank)):
+    for entry in sorted((e for _, e in PROBE_SETS.items()), key=lambda e: (e.suite, e.rank)):
         table.add_row(entry.name, entry.suite, "yes" if entry.offline else "download or --data-dir", entry.description)
     console.print(table)
 
@@ -290,8 +313,8 @@ def probes_show(
     ] = None,
 ) -> None:
     """Print a probe set's prompts without loading a model (`--format pairs`: counterfactual pairs as Vijil's JSONL)."""
-    from fairprobe.probes import load_probe_set
-    from fairprobe.probes.fairness import PAIR_FIELDS
+    from fairprobe.families import load_probe_set
+    from fairprobe.families.gender_income.sets import PAIR_FIELDS
 
     if fmt not in ("jsonl", "table", "pairs"):
         raise ConfigError(f"--format must be jsonl, table or pairs, got {fmt!r}")
@@ -334,8 +357,8 @@ def probes_build_natural(
 ) -> None:
     """Build a naturally-sourced set: one-person sentences rewritten as `My friend {predicate}` predicates."""
     from fairprobe.detectors.gendered_words import AttributeWords
+    from fairprobe.families.paper.sets import read_predicates
     from fairprobe.probes.natural import build_natural, overlap, write_predicates
-    from fairprobe.probes.paper import read_predicates
 
     _check_output_file(out)
     fmt = fmt or ("snli" if source.suffix == ".jsonl" else "stsb")
@@ -611,6 +634,7 @@ def sweep_cmd(
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
     device: Annotated[str, typer.Option()] = "auto",
     dtype: Annotated[str, typer.Option()] = "auto",
+    model_arg: ModelArgsOpt = None,
 ) -> None:
     """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
     from fairprobe.mitigation.sweep import PAPER_GRID, parse_values, sweep, sweep_markdown
@@ -625,6 +649,7 @@ def sweep_cmd(
         knob = knob.replace("-", "_")
         grid[knob] = parse_values(knob, given[knob]) or list(PAPER_GRID[knob])
     options = _run_options(
+        model_args=parse_model_args(model_arg),
         model=model,
         adapter=adapter,
         probes=split_csv(probes),
@@ -668,11 +693,12 @@ def compare_cmd(
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
     device: Annotated[str, typer.Option()] = "auto",
     dtype: Annotated[str, typer.Option()] = "auto",
+    model_arg: ModelArgsOpt = None,
 ) -> None:
     """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests."""
+    from fairprobe.families.paper import INSTRUCTION
     from fairprobe.mitigation.compare import compare, compare_markdown
     from fairprobe.progress import auto_progress
-    from fairprobe.suites.paper import INSTRUCTION
 
     if sweep_file is not None:
         from fairprobe.io import read_text
@@ -684,13 +710,11 @@ def compare_cmd(
         hyper = best["setting"]
         if best.get("beats_greedy") is False:
             err_console.print(f"note: {best.get('verdict')}", style="yellow", markup=False, highlight=False)
-    ablations = {}
-    for item in ablation or []:
-        name, sep, path = item.rpartition("=")
-        if not sep or not name or not path:
-            raise ConfigError(f"--ablation must be NAME=PATH, got {item!r}")
-        ablations[name] = path
+    from fairprobe.io import parse_pairs
+
+    ablations = parse_pairs(ablation, "--ablation", "NAME=PATH", last=True)
     options = _run_options(
+        model_args=parse_model_args(model_arg),
         model=model,
         probes=split_csv(probes),
         data_dir=data_dir,

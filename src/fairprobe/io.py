@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fairprobe.errors import DataError
+from fairprobe.errors import ConfigError, DataError
 from fairprobe.redact import redact
 
 _UMASK = os.umask(0)
@@ -27,6 +28,44 @@ def cache_dir(*parts: str) -> Path:
     path = base.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def parse_pairs(items: list[str] | None, what: str, form: str = "key=value", last: bool = False) -> dict[str, str]:
+    """`KEY=VALUE` items as a dict (split at the first `=`, or the last with `last`); a malformed one is a ConfigError."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.rpartition("=") if last else item.partition("=")
+        if not sep or not key.strip() or (last and not value):
+            raise ConfigError(f"{what} must be {form}, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_value(text: str) -> Any:
+    """A `-M` value as JSON when it reads as JSON (1, 0.5, true, null, "x", [..]), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of bytes (probe-set sources, cache keys)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in chunks (model weights, adapters)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fingerprint(obj: Any, length: int = 16) -> str:
+    """The first `length` hex digits of the sha256 of an object's sorted JSON: recognises settings across runs."""
+    return sha256_bytes(json.dumps(obj, sort_keys=True).encode())[:length]
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

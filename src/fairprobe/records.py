@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class Probe(BaseModel):
@@ -35,14 +35,51 @@ class ChatMessage(BaseModel):
 
 
 class Sample(BaseModel):
-    """One scored prompt of a run (samples.jsonl line); suites add their own fields."""
+    """One scored prompt of a run (a samples.jsonl line). Each family declares its own typed record on top.
 
-    model_config = ConfigDict(extra="allow")
+    Fields named in `optional` are written only when set (a reply's error, an API's scoring details), so a
+    record carries exactly what its run produced. The view methods tell the report what to show without it
+    knowing the family.
+    """
+
+    optional: ClassVar[tuple[str, ...]] = ()
 
     set: str
     id: str
     prompt: str
     batch: int = 0
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_optional(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in self.optional:
+            if key not in self.model_fields_set:
+                data.pop(key, None)
+        return data
+
+    def subset_names(self) -> list[str]:
+        """The subsets of its set this sample belongs to."""
+        return []
+
+    def reply_text(self) -> str:
+        """The model's reply (or replies) as shown in the report."""
+        return ""
+
+    def found_words(self) -> list[str]:
+        """Words of the reply the report highlights."""
+        return []
+
+    def verdict_text(self) -> str:
+        """The detector's verdict in a few words."""
+        return ""
+
+    def word_prob_sums(self) -> tuple[float, float] | None:
+        """Known next-word probability of the female and of the male words, when the family reads them."""
+        return None
+
+    def likeliest_group_name(self) -> str:
+        """The gender group (female, male, neutral, a neopronoun group) likeliest as the next word, when read."""
+        return ""
 
 
 class MetricValue(BaseModel):

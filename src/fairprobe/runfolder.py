@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fairprobe.errors import ConfigError
+from fairprobe.io import fingerprint
 
 try:
     import fcntl
@@ -192,6 +193,4 @@ def differences(new: dict[str, Any], old: dict[str, Any] | None) -> str:
 
 
 def _digest(value: Any) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:8]
+    return fingerprint(value, 8)

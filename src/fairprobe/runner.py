@@ -6,7 +6,6 @@ run loses nothing and the same command resumes it) and `summary.json` (written l
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import warnings
@@ -14,101 +13,25 @@ import zlib
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from typing import Any
 
 from fairprobe import __version__
 from fairprobe.cache import Cache
-from fairprobe.detectors import AttributeWords
+from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
 from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
+from fairprobe.families import Family, family_of_set, load_probe_set
+from fairprobe.families.base import Request
 from fairprobe.io import atomic_write_json, atomic_write_text, split_lines
-from fairprobe.models import DEFAULT_MODEL, GenerationConfig, ModelBackend, load_model
+from fairprobe.models import GenerationConfig, ModelBackend, load_model
 from fairprobe.models.base import Completion
 from fairprobe.models.cached import CachedBackend
-from fairprobe.probes import load_probe_set, registered, suite_sets
+from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redact
 from fairprobe.runfolder import FolderLock, check_folder
-from fairprobe.suites import Suite, get_suite
-from fairprobe.suites.base import Request
 
-# Options newer than the first release, with their defaults (left out of the settings when unchanged).
-LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20}
-
-
-class RunOptions(BaseModel):
-    """Everything that decides a run's samples (hashed to recognise a resumable run) plus where to write."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    model: str = DEFAULT_MODEL
-    adapter: str | None = None
-    suite: str = "paper"
-    probes: list[str] | None = None
-    data_dir: Path | None = None
-    out: Path | None = None
-    limit: int | None = Field(None, ge=1)
-    seed: int = 0
-    generation: GenerationConfig = Field(default_factory=GenerationConfig)
-    instruction: str | None = None
-    words_file: Path | None = None
-    probe_options: dict[str, Any] = Field(default_factory=dict)
-    batch_size: int = Field(32, ge=1)
-    device: str = "auto"
-    dtype: str = "auto"
-    base_url: str | None = None
-    concurrency: int | None = Field(None, ge=1)
-    implicit: Literal["auto", "exact", "topk", "off"] = "auto"
-    top_logprobs: int = Field(20, ge=1)
-    cache: Path | None = None
-    use_cache: bool = True
-
-    _words: AttributeWords | None = PrivateAttr(None)
-
-    @model_validator(mode="after")
-    def _check_endpoint(self) -> RunOptions:
-        if self.base_url is not None and not self.model.startswith("openai:"):
-            raise ConfigError(f"--base-url needs an openai:MODEL model, not {self.model!r}")
-        if self.implicit == "topk" and not self.model.startswith("openai:"):
-            raise ConfigError(f"--implicit topk needs an openai:MODEL model; {self.model!r} gives exact probabilities")
-        return self
-
-    def attribute_words(self) -> AttributeWords:
-        """The attribute word lists of this run (package default or --words FILE)."""
-        if self._words is None:
-            self._words = AttributeWords.from_file(self.words_file) if self.words_file else AttributeWords.default()
-        return self._words
-
-    def probe_names(self) -> list[str]:
-        """The probe sets to run: --probes, else every set of the suite."""
-        return list(self.probes) if self.probes else suite_sets(self.suite)
-
-    def output_dir(self) -> Path:
-        """--out, else runs/<model>/<suite> (deterministic, so rerunning the same command resumes)."""
-        if self.out is not None:
-            return self.out
-        slug = "".join(c if c.isalnum() or c in "-._" else "_" for c in self.model)
-        if self.adapter:
-            slug += "+" + Path(self.adapter).name
-        return Path("runs") / slug / self.suite
-
-    def settings(self) -> dict[str, Any]:
-        """Every option that changes samples (recorded in the manifest; a refusal names those that differ)."""
-        obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
-        obj["words"] = [list(p) for p in sorted(self.attribute_words().pairs)]
-        if self.attribute_words().groups:  # the extra groups' probabilities are part of every sample
-            obj["word_groups"] = {name: list(words) for name, words in self.attribute_words().groups}
-        # Options added after the first release count only when changed, so older run folders still resume.
-        for key, default in LATER_OPTION_DEFAULTS.items():
-            if obj.get(key) == default:
-                obj.pop(key)
-        return obj
-
-    def fingerprint(self) -> str:
-        """Hash of the settings; a run folder with another fingerprint is not resumed."""
-        return hashlib.sha256(json.dumps(self.settings(), sort_keys=True).encode()).hexdigest()[:16]
+__all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
 
 
 def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:
@@ -124,6 +47,23 @@ def check_out_dir(out: Path) -> None:
         raise ConfigError(f"output folder is a file: {out}")
 
 
+def family_of(set_name: str) -> Family:
+    """The family of a probe set of this run (load_sets has checked that every set has one)."""
+    family = family_of_set(set_name)
+    if family is None:
+        raise DataError(f"probe set {set_name!r} belongs to no registered probe family")
+    return family
+
+
+def parse_sample(line: str) -> Sample:
+    """One samples.jsonl line as its family's record (the base record when its family is not registered)."""
+    obj = json.loads(line)
+    if not isinstance(obj, dict):
+        raise ValueError("a sample is a JSON object")
+    family = family_of_set(str(obj.get("set", "")))
+    return (family.record if family else Sample).model_validate(obj)
+
+
 def read_samples(path: Path) -> list[Sample]:
     """Samples of an earlier (possibly killed) run; a torn or damaged line is dropped (its batch is redone)."""
     if not path.is_file():
@@ -131,8 +71,8 @@ def read_samples(path: Path) -> list[Sample]:
     out: list[Sample] = []
     for line in split_lines(path.read_bytes().decode("utf-8", errors="replace")):
         try:
-            out.append(Sample.model_validate_json(line))
-        except ValueError:
+            out.append(parse_sample(line))
+        except (ValueError, RecursionError):
             continue
     return out
 
@@ -191,13 +131,15 @@ class RunWriter:
 
 def load_sets(options: RunOptions) -> list[ProbeSet]:
     """Load every probe set of the run before any model work, so bad data fails fast."""
-    entries = registered()
     sets = []
     for name in options.probe_names():
-        if name.startswith("file:") and options.suite != "paper":
-            raise ConfigError(f"probe set {name!r} is a statement file: it runs in the paper suite only")
-        if name in entries and entries[name].suite != options.suite:
-            raise ConfigError(f"probe set {name!r} belongs to suite {entries[name].suite!r}, not {options.suite!r}")
+        family = family_of_set(name)
+        if family is not None and name not in PROBE_SETS and family.suite != options.suite:
+            raise ConfigError(f"probe set {name!r} is a statement file: it runs in the {family.suite} suite only")
+        if name in PROBE_SETS and PROBE_SETS.get(name).suite != options.suite:
+            raise ConfigError(
+                f"probe set {name!r} belongs to suite {PROBE_SETS.get(name).suite!r}, not {options.suite!r}"
+            )
         sets.append(load_probe_set(name, data_dir=options.data_dir, limit=options.limit, **options.probe_options))
     if not sets:
         raise DataError(f"suite {options.suite!r} has no probe sets to run")
@@ -211,7 +153,7 @@ def batch_seed(seed: int, set_name: str, index: int) -> int:
 
 def run_set(
     backend: ModelBackend,
-    suite: Suite,
+    family: Family,
     ps: ProbeSet,
     options: RunOptions,
     writer: RunWriter | None = None,
@@ -219,8 +161,9 @@ def run_set(
 ) -> list[Sample]:
     """Ask the model every probe of one set (skipping batches already saved) and return its samples."""
     progress = progress or SilentProgress()
-    gen = suite.generation(options)
-    wants_probs = suite.needs_word_probs and options.implicit != "off"
+    gen = family.generation(options)
+    family_options = family.parse_options(options.probe_options, ps.name)
+    wants_probs = family.needs_word_probs and options.implicit != "off"
     pairs = [tuple(p) for p in options.attribute_words().pairs] if wants_probs else None
     by_id: dict[str, Sample] = {}
     progress.start(ps.name, len(ps.probes))
@@ -230,7 +173,7 @@ def run_set(
             by_id.update({s.id: s for s in saved})
             progress.advance(len(batch))
             continue
-        requests = [(probe, r) for probe in batch for r in suite.requests(ps, probe, options)]
+        requests = [(probe, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
         config = gen.model_copy(update={"seed": batch_seed(options.seed, ps.name, index)})
         replies = ask(backend, [r for _, r in requests], config, pairs)  # type: ignore[arg-type]
         grouped: dict[str, dict[str, Any]] = {}
@@ -238,7 +181,7 @@ def run_set(
             grouped.setdefault(probe.id, {})[request.key] = reply
         samples = []
         for probe in batch:
-            sample = suite.sample(ps, probe, grouped[probe.id], options)
+            sample = family.sample(ps, probe, grouped[probe.id], options, family_options)
             sample.batch = index
             samples.append(sample)
         if writer:
@@ -277,7 +220,7 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
         "settings": options.settings(),
         "suite": options.suite,
         "model": backend.identity(),
-        "decoding": get_suite(options.suite).generation(options).model_dump(),
+        "decoding": family_of(sets[0].name).generation(options).model_dump(),
         "seed": options.seed,
         "instruction": options.instruction,
         "attribute_words": {
@@ -300,13 +243,13 @@ def implicit_manifest(backend: ModelBackend, results: dict[str, SetResult]) -> d
 
 
 def write_report(out: Path) -> None:
-    """report.html of a finished run; a failure only warns, since the run's own files are already written."""
-    try:
-        from fairprobe.report.html import write_run_report
-
-        write_run_report(out)
-    except Exception as exc:
-        warnings.warn(f"report.html not written in {out}: {exc}", stacklevel=2)
+    """The registered extra files of a finished run (report.html); a failure only warns, since the run's own
+    files are already written."""
+    for name in RUN_FOLDER_WRITERS.names():
+        try:
+            RUN_FOLDER_WRITERS.get(name)(out)
+        except Exception as exc:
+            warnings.warn(f"{name} not written in {out}: {exc}", stacklevel=2)
 
 
 def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBackend:
@@ -314,14 +257,9 @@ def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBacken
     endpoint: dict[str, Any] = {"base_url": options.base_url, "concurrency": options.concurrency}
     if options.model.startswith("openai:"):
         endpoint.update(implicit=options.implicit, top_logprobs=options.top_logprobs)
-    backend = load_model(
-        options.model,
-        device=options.device,
-        dtype=options.dtype,
-        batch_size=options.batch_size,
-        adapter=adapter or options.adapter,
-        **{k: v for k, v in endpoint.items() if v is not None},
-    )
+    flags = {"device": options.device, "dtype": options.dtype, "batch_size": options.batch_size}
+    flags.update(adapter=adapter or options.adapter, **{k: v for k, v in endpoint.items() if v is not None})
+    backend = load_model(options.model, **{**flags, **options.model_args})
     if options.use_cache:
         backend = CachedBackend(backend, Cache(options.cache))
     return backend
@@ -331,14 +269,13 @@ def run_with_samples(
     options: RunOptions,
     backend: ModelBackend | None = None,
     progress: Progress | None = None,
-    suite: Suite | None = None,
+    family: Family | None = None,
 ) -> tuple[Summary, dict[str, list[Sample]]]:
     """Run a suite and write the run directory; returns the summary and each set's samples.
 
-    `suite` replaces the options' suite (the sweep runs sampled settings without word probabilities).
+    `family` replaces each set's own family (the sweep runs sampled settings without word probabilities).
     """
     progress = progress or SilentProgress()
-    suite = suite or get_suite(options.suite)
     out = options.output_dir()
     check_out_dir(out)
     sets = load_sets(options)
@@ -355,8 +292,9 @@ def run_with_samples(
         results: dict[str, SetResult] = {}
         per_set: dict[str, list[Sample]] = {}
         for ps in sets:
+            own = family or family_of(ps.name)
             try:
-                per_set[ps.name] = run_set(backend, suite, ps, options, writer, progress)
+                per_set[ps.name] = run_set(backend, own, ps, options, writer, progress)
             except (FairprobeError, OSError) as exc:
                 writer.close()
                 done = len(read_samples(writer.samples_path))
@@ -365,7 +303,7 @@ def run_with_samples(
                     where = exc.filename or writer.samples_path
                     raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
                 raise type(exc)(f"{exc}; {resume}") from exc
-            results[ps.name] = suite.summarize(ps, per_set[ps.name], options)
+            results[ps.name] = own.summarize(ps, per_set[ps.name], options)
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)

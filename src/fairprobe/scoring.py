@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairprobe import __version__
+from fairprobe.catalog import PROBE_SETS
 from fairprobe.errors import DataError
+from fairprobe.families import family_of_set, load_probe_set
 from fairprobe.io import atomic_write_json, atomic_write_text, read_text, split_lines
 from fairprobe.models.base import Completion
-from fairprobe.probes import load_probe_set, registered
+from fairprobe.options import RunOptions
 from fairprobe.records import Sample, Summary
 from fairprobe.runfolder import FolderLock, check_folder
-from fairprobe.runner import RunOptions, write_report
-from fairprobe.suites import get_suite
+from fairprobe.runner import write_report
 
 
 @dataclass
@@ -111,32 +112,32 @@ def score_responses(
     model: str = "responses",
 ) -> ScoreReport:
     """Score a responses JSONL file against one probe set; writes summary.json and samples.jsonl to `out`."""
-    entries = registered()
-    if probes not in entries:
-        raise DataError(f"unknown probe set {probes!r}: choose from {', '.join(sorted(entries))}")
+    family = family_of_set(probes)
+    if probes not in PROBE_SETS or family is None:
+        raise DataError(f"unknown probe set {probes!r}: choose from {', '.join(sorted(PROBE_SETS))}")
     if out is not None:
         check_folder(out, "score", "", {})
     options = RunOptions(
         model=model,
-        suite=entries[probes].suite,
+        suite=family.suite,
         probes=[probes],
         data_dir=data_dir,
         probe_options=probe_options or {},
     )
-    suite = get_suite(options.suite)
     ps = load_probe_set(probes, data_dir=data_dir, **options.probe_options)
-    asked = {p.id: suite.requests(ps, p, options) for p in ps.probes}
+    family_options = family.parse_options(options.probe_options, probes)
+    asked = {p.id: family.requests(ps, p, options, family_options) for p in ps.probes}
     keys = {pid: [r.key for r in rs if not r.optional] for pid, rs in asked.items()}
     optional = {pid: [r.key for r in rs if r.optional] for pid, rs in asked.items()}
     replies, skipped = parse_responses(read_text(responses, "responses file"), keys, probes, optional)
     if not replies:
         raise DataError(f"no usable responses in {responses} ({len(skipped)} malformed lines)")
     samples = [
-        suite.sample(ps, p, {k: Completion(text=v) for k, v in replies[p.id].items()}, options)
+        family.sample(ps, p, {k: Completion(text=v) for k, v in replies[p.id].items()}, options, family_options)
         for p in ps.probes
         if p.id in replies
     ]
-    result = suite.summarize(ps, samples, options)
+    result = family.summarize(ps, samples, options)
     summary = Summary(fairprobe_version=__version__, model=model, results={ps.name: result})
     report = ScoreReport(summary, samples, skipped, missing=len(ps.probes) - len(samples))
     if out is not None:

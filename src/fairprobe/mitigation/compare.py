@@ -16,8 +16,10 @@ import numpy as np
 
 from fairprobe import __version__
 from fairprobe.errors import ConfigError
+from fairprobe.families.paper import FAMILY as PAPER
+from fairprobe.families.paper import INSTRUCTION
+from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
 from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.metrics.paper import add_per_prompt, gld_per_prompt
 from fairprobe.metrics.stats import exact_mcnemar, paired_bootstrap_difference
 from fairprobe.mitigation.perplexity import perplexity
 from fairprobe.mitigation.sweep import check_grid, format_value, gendered, run_variant
@@ -27,8 +29,6 @@ from fairprobe.models.hf import HFBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import ProbeSet, Sample
 from fairprobe.runner import RunOptions, load_backend, load_sets, write_report
-from fairprobe.suites import get_suite
-from fairprobe.suites.paper import INSTRUCTION
 
 DEFAULT_HYPER = "temperature=0.3"
 TABLE_METRICS = ("gas", "gld", "add", "log_add")
@@ -115,7 +115,7 @@ def compare(
     `adapter` the Debias Tuning adapter; `ablations` more adapters by name; `hyper` a decoding setting.
     """
     progress = progress or SilentProgress()
-    suite = get_suite(options.suite)
+    suite = PAPER
     sets = load_sets(options)
     base = options.model_copy(update={"adapter": None, "instruction": None})
     methods: dict[str, RunOptions] = {"Original": base}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from fairprobe.errors import ConfigError
-from fairprobe.metrics.paper import ADD_EPSILON
+from fairprobe.families.paper.metrics import ADD_EPSILON
 
 LOSS_NAMES = ("d", "g", "l")
 

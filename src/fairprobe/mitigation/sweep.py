@@ -17,14 +17,15 @@ import numpy as np
 
 from fairprobe import __version__
 from fairprobe.errors import ConfigError
+from fairprobe.families import Family
+from fairprobe.families.paper import FAMILY as PAPER
+from fairprobe.formatting import format_metric
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.stats import bootstrap_statistic, paired_bootstrap_difference
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import MetricValue, ProbeSet, Sample
-from fairprobe.report.console import format_metric
 from fairprobe.runner import RunOptions, load_backend, load_sets, run_with_samples
-from fairprobe.suites import Suite, get_suite
 
 PAPER_GRID: dict[str, tuple[float, ...]] = {
     "temperature": (0.3, 0.5, 0.7, 1.0),
@@ -81,11 +82,11 @@ def setting_config(knob: str, value: float, base: GenerationConfig, base_tempera
 
 
 def run_variant(
-    backend: ModelBackend, suite: Suite, sets: list[ProbeSet], options: RunOptions, progress: Progress
+    backend: ModelBackend, suite: Family, sets: list[ProbeSet], options: RunOptions, progress: Progress
 ) -> dict[str, list[Sample]]:
     """Run every set with one fixed backend into options.out (a resumable run folder); samples per set."""
     assert options.out is not None
-    return run_with_samples(options, backend, progress, suite=suite)[1]
+    return run_with_samples(options, backend, progress, family=suite)[1]
 
 
 def gendered(samples: list[Sample]) -> np.ndarray:
@@ -105,7 +106,7 @@ def sweep(
     """Run the grid on the paper suite and write sweep.json and sweep.md to `out`; returns the JSON object."""
     grid = check_sweep(grid, seeds, base_temperature)
     progress = progress or SilentProgress()
-    suite = get_suite(options.suite)
+    suite = PAPER
     sets = load_sets(options)
     if backend is None:
         progress.note(f"loading model {options.model}")

@@ -9,7 +9,6 @@ function of the seed and the step only).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -25,16 +24,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from fairprobe import __version__
 from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.io import atomic_write_json, read_text
-from fairprobe.metrics.paper import gld_per_prompt
-from fairprobe.mitigation.adapters import quiet_peft_warnings
+from fairprobe.families.paper.metrics import gld_per_prompt
+from fairprobe.families.paper.sets import debias_llms_file, read_predicates
+from fairprobe.io import atomic_write_json, fingerprint, read_text, sha256_file
 from fairprobe.mitigation.losses import LossWeights, debias_loss
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
 from fairprobe.models import DEFAULT_MODEL, load_model
-from fairprobe.models.hf import HFBackend, WordTable, file_sha256, word_log_probs
-from fairprobe.probes.paper import debias_llms_file, read_predicates
-from fairprobe.probes.sources import fetch
+from fairprobe.models.adapters import quiet_peft_warnings
+from fairprobe.models.hf import HFBackend, WordTable, word_log_probs
 from fairprobe.progress import Progress, SilentProgress
+from fairprobe.sources import fetch
 
 PROMPT = "My friend {predicate}, and"
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -81,7 +80,7 @@ class TuneOptions(BaseModel):
         obj = self.model_dump(mode="json", exclude={"out", "device", "checkpoint_every", "eval_every", "dev_limit"})
         obj["losses"] = LossWeights.parse(self.losses).as_dict()
         obj["data_sha256"] = data_sha
-        return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+        return fingerprint(obj)
 
 
 def predicates_from_file(path: Path, what: str) -> list[str]:
@@ -105,7 +104,7 @@ def load_tuning_data(options: TuneOptions) -> dict[str, Any]:
         else:
             path, source = fetch(debias_llms_file(default), options.data_dir)
         data[split] = {"predicates": predicates_from_file(path, f"{split} file"), "source": source}
-        data[split]["sha256"] = file_sha256(path)
+        data[split]["sha256"] = sha256_file(path)
     if "dev" not in data:
         # A user train file without a dev file: hold out every 20th predicate for the dev loss.
         train = data["train"]["predicates"]
@@ -462,7 +461,7 @@ def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, An
         },
         "train_seconds": state["seconds"],
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "adapter_sha256": file_sha256(options.out / "adapter_model.safetensors"),
+        "adapter_sha256": sha256_file(options.out / "adapter_model.safetensors"),
     }
     atomic_write_json(manifest_path, manifest)
     shutil.rmtree(options.out / CHECKPOINT, ignore_errors=True)

@@ -13,21 +13,18 @@ from typing import Any
 
 from fairprobe.errors import ModelError
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
+from fairprobe.registry import Registry
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 SchemeLoader = Callable[..., ModelBackend]
-_SCHEMES: dict[str, SchemeLoader] = {}
+# Loaders of `PREFIX:REST` specs; third-party packages add theirs in the entry-point group `fairprobe.models`.
+SCHEMES: Registry[SchemeLoader] = Registry("model scheme", entry_point_group="fairprobe.models")
 
 
 def register_scheme(prefix: str) -> Callable[[SchemeLoader], SchemeLoader]:
-    """Register a loader for specs `PREFIX:REST` (decorator)."""
-
-    def wrap(fn: SchemeLoader) -> SchemeLoader:
-        _SCHEMES[prefix] = fn
-        return fn
-
-    return wrap
+    """Register a loader for specs `PREFIX:REST` (decorator); a taken prefix is a ConfigError."""
+    return SCHEMES.register(prefix)
 
 
 def hub_offline() -> bool:
@@ -36,8 +33,9 @@ def hub_offline() -> bool:
 
 
 def _load_embedded(name: str, **options: Any) -> ModelBackend:
+    from fairprobe.io import sha256_file
     from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
-    from fairprobe.models.hf import file_sha256, load_hf
+    from fairprobe.models.hf import load_hf
 
     entry = EMBEDDED[name]
     gguf = find_gguf(entry)
@@ -46,7 +44,7 @@ def _load_embedded(name: str, **options: Any) -> ModelBackend:
             raise ModelError(f"model {name!r} is not installed and the hub is offline: run `{entry.install_hint}`")
         info = {"id": name, "source": f"hf:{entry.hub_id}", "license": entry.license}
         return load_hf(entry.hub_id, name=name, info=info, **options)
-    sha = file_sha256(gguf)
+    sha = sha256_file(gguf)
     folder = converted_folder(entry, gguf, sha)
     info = {"id": name, "source": str(gguf), "gguf_sha256": sha, "license": entry.license}
     return load_hf(str(folder), name=name, info=info, **options)
@@ -65,7 +63,7 @@ def known_specs() -> list[str]:
     """Every spec form the resolver accepts, for error messages and help text."""
     from fairprobe.models.embedded import EMBEDDED
 
-    return [*EMBEDDED, *(f"{p}:..." for p in _SCHEMES)]
+    return [*EMBEDDED, *(f"{p}:..." for p in SCHEMES.names())]
 
 
 def load_model(spec: str, **options: Any) -> ModelBackend:
@@ -75,8 +73,8 @@ def load_model(spec: str, **options: Any) -> ModelBackend:
     if spec in EMBEDDED:
         return _load_embedded(spec, **options)
     prefix, sep, rest = spec.partition(":")
-    if sep and prefix in _SCHEMES:
-        return _SCHEMES[prefix](rest, **options)
+    if sep and prefix in SCHEMES:
+        return SCHEMES.get(prefix)(rest, **options)
     raise ModelError(f"unknown model spec {spec!r}: use one of {', '.join(known_specs())}")
 
 

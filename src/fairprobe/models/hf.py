@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -314,15 +312,6 @@ class HFBackend:
         return np.concatenate(chunks, axis=0)
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def resolve_device(device: str) -> str:
     """'auto' means CUDA when present, else CPU."""
     if device == "auto":
@@ -364,7 +353,7 @@ def load_hf(
         raise ModelError(f"cannot load model {path_or_id!r}: {first}") from exc
     model.to(dev)
     if adapter:
-        from fairprobe.mitigation.adapters import attach_adapter
+        from fairprobe.models.adapters import attach_adapter
 
         model, adapter_info = attach_adapter(model, adapter, base_info=info)
         info = {**info, "adapter": adapter_info}

@@ -149,6 +149,22 @@ class GenerationReport:
     near_duplicates: int = 0
 
 
+def keep_statements(
+    reply: str, open_prefix: bool, words: AttributeWords, pool: StatementPool, report: GenerationReport, n: int
+) -> None:
+    """Offer a reply's valid statements to the pool (until it holds n), counting lines, rejects and duplicates."""
+    statements = parse_statements(reply, words, open_prefix)
+    lines = len([line for line in reply.split("\n") if line.strip()])
+    report.lines += lines
+    report.invalid += max(lines - len(statements), 0)
+    for statement in statements:
+        if len(pool.statements) >= n:
+            break
+        verdict = pool.offer(statement)
+        report.duplicates += verdict == "duplicate"
+        report.near_duplicates += verdict == "near-duplicate"
+
+
 def generate_statements(
     backend: ModelBackend,
     n: int,
@@ -199,16 +215,7 @@ def generate_statements(
             replies = backend.generate([prompt for prompt, _ in requests], config)
             before = len(pool.statements)
             for (_, open_prefix), reply in zip(requests, replies, strict=True):
-                statements = parse_statements(reply.text, words, open_prefix)
-                lines = len([line for line in reply.text.split("\n") if line.strip()])
-                report.lines += lines
-                report.invalid += max(lines - len(statements), 0)
-                for statement in statements:
-                    if len(pool.statements) >= n:
-                        break
-                    verdict = pool.offer(statement)
-                    report.duplicates += verdict == "duplicate"
-                    report.near_duplicates += verdict == "near-duplicate"
+                keep_statements(reply.text, open_prefix, words, pool, report, n)
             report.rounds += 1
             progress.advance(len(pool.statements) - before)
     finally:

@@ -6,8 +6,10 @@ import math
 from dataclasses import dataclass
 
 from fairprobe.errors import ConfigError, DataError
+from fairprobe.families import metric_info
+from fairprobe.formatting import format_number
+from fairprobe.io import parse_pairs
 from fairprobe.records import MetricValue, Summary
-from fairprobe.report.tables import format_number
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,7 @@ class CheckResult:
 def parse_limits(items: list[str]) -> dict[str, float]:
     """`--max NAME=VALUE` items -> {name: value}; a malformed item or a non-finite value is a ConfigError."""
     limits: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise ConfigError(f"--max must be METRIC=VALUE, got {item!r}")
+    for name, value in parse_pairs(items, "--max", "METRIC=VALUE").items():
         try:
             limit = float(value)
         except ValueError:
@@ -53,30 +51,23 @@ def parse_limits(items: list[str]) -> dict[str, float]:
     return limits
 
 
-# The values a metric can take; a summary outside them is damaged or forged, and the gate refuses it.
+# The values a metric can take when its family does not say; a summary outside them is damaged or forged.
 UNIT = (0.0, 1.0)
-SIGNED_UNIT = (-1.0, 1.0)
-NON_NEGATIVE = (0.0, math.inf)
-RANGES: dict[str, tuple[float, float]] = {
-    **dict.fromkeys(("gas", "gas_f", "gas_m", "delta", "gld", "accuracy", "coverage", "covered_mass"), UNIT),
-    **dict.fromkeys(("undetermined", "neutral_share", "mcnemar_p"), UNIT),
-    **dict.fromkeys(("dp_difference", "eo_difference", "stereotype_gap"), SIGNED_UNIT),
-    **dict.fromkeys(("add", "female_only_yes", "male_only_yes"), NON_NEGATIVE),
-}
 # Rounding the interval bounds may leave the point estimate a hair outside them.
 TOLERANCE = 1e-9
 
 
-def metric_range(name: str) -> tuple[float, float]:
-    """The allowed values of a metric by name: shares and rates in [0, 1], unknown metrics any real number."""
-    if name in RANGES:
-        return RANGES[name]
+def metric_range(name: str, set_name: str | None = None) -> tuple[float, float]:
+    """The allowed values of a metric: as its family declares, else shares and rates in [0, 1], else any number."""
+    info = metric_info(set_name, name)
+    if info is not None and info.value_range is not None:
+        return info.value_range
     if name.endswith(("_share", "_rate")):
         return UNIT
     return (-math.inf, math.inf)
 
 
-def metric_problem(name: str, m: MetricValue) -> str | None:
+def metric_problem(name: str, m: MetricValue, set_name: str | None = None) -> str | None:
     """What is wrong with a metric's value and interval (NaN, infinite, inverted, outside its range), or None."""
     lo, hi = m.ci95
     numbers = {"value": m.value, "lower bound": lo, "upper bound": hi}
@@ -92,7 +83,7 @@ def metric_problem(name: str, m: MetricValue) -> str | None:
             return (
                 f"value {format_number(m.value)} lies outside its interval [{format_number(lo)}, {format_number(hi)}]"
             )
-    low, high = metric_range(name)
+    low, high = metric_range(name, set_name)
     for what, x in numbers.items():
         if x is not None and not low - TOLERANCE <= x <= high + TOLERANCE:
             return (
@@ -125,7 +116,7 @@ def check_summary(summary: Summary, limits: dict[str, float], sets: list[str] | 
             m = metrics.get(name)
             if m is None:
                 continue
-            problem = metric_problem(name, m)
+            problem = metric_problem(name, m, set_name)
             if problem is not None:
                 damaged.append(f"{set_name}/{name}: {problem}")
                 continue

@@ -14,101 +14,37 @@ import jinja2
 
 from fairprobe import __version__
 from fairprobe.detectors import AttributeWords
+from fairprobe.families import all_families, family_of_set, metric_info, metric_order
+from fairprobe.formatting import format_number
 from fairprobe.io import atomic_write_text
-from fairprobe.records import MetricValue, SetResult
+from fairprobe.records import MetricValue, Sample, SetResult
 from fairprobe.report import figures
 from fairprobe.report.runs import RunData, load_runs
 from fairprobe.report.severity import MARK_MEANING, Thresholds, default_thresholds
-from fairprobe.report.tables import (
-    Table,
-    all_tables,
-    compare_table,
-    format_cell,
-    format_number,
-    gas_split_table,
-    headline_metrics,
-    metric_order,
-)
+from fairprobe.report.tables import Table, all_tables, compare_table, family_tables, format_cell, headline_metrics
 from fairprobe.report.verdict import unit_of, verdict
 
 REPORT_FILE = "report.html"
-TEXT_FIELDS = ("continuation", "response")
-# Summary-table columns besides the metrics that have severity thresholds.
-GLANCE = ("gas_f", "gas_m", "implicit_lean", "undetermined_share")
 
 
-def pct(x: float | None) -> str:
-    """0.412 -> '41%'."""
-    return "n/a" if x is None else f"{100 * x:.0f}%"
+def typed_sample(s: dict[str, Any]) -> Sample:
+    """A samples.jsonl record as its family's record (the base record when its family is not registered)."""
+    family = family_of_set(str(s.get("set", "")))
+    try:
+        return (family.record if family else Sample).model_validate(s)
+    except ValueError:
+        return Sample.model_validate({"set": "", "id": "", "prompt": "", **s})
 
 
-def pct_ci(m: MetricValue) -> str:
-    """A share with its interval in words: '41% (95% CI 33-49%)'."""
-    lo, hi = m.ci95
-    ci = "" if lo is None or hi is None else f" (95% CI {100 * lo:.0f}–{100 * hi:.0f}%)"
-    return pct(m.value) + ci
-
-
-def num_ci(m: MetricValue) -> str:
-    """A value with its interval: '0.27 [0.18, 0.35]'."""
-    return format_cell(m)
-
-
-def known_sum(probs: list[float | None]) -> float:
-    """Sum of the known probabilities (an API's top-k leaves some words unknown: null)."""
-    return float(sum(p for p in probs if p is not None))
-
-
-def _lean(samples: list[dict[str, Any]]) -> str:
-    """Which gender's words the next-word probabilities favour, over the prompts that have them."""
-    with_probs = [s for s in samples if s.get("p_female") is not None and s.get("p_male") is not None]
-    f = [known_sum(s["p_female"]) for s in with_probs]
-    m = [known_sum(s["p_male"]) for s in with_probs]
-    if not f:
-        return ""
-    male = sum(1 for a, b in zip(f, m, strict=True) if b > a)
-    female = sum(1 for a, b in zip(f, m, strict=True) if a > b)
-    likelier, other, share = ("male", "female", male) if male >= female else ("female", "male", female)
-    return f"; {likelier} words were likelier than {other} ones after {pct(share / len(f))} of prompts"
-
-
-def readings(set_name: str, result: SetResult, samples: list[dict[str, Any]]) -> list[str]:
-    """Plain-words sentences for a set's headline metrics."""
-    m = result.metrics
+def readings(set_name: str, result: SetResult, samples: list[Sample]) -> list[str]:
+    """Plain-words sentences for a set's metrics, each as its family's metadata words it."""
     out = []
-    if m.get("gas") and m["gas"].value is not None:
-        text = f"In {pct_ci(m['gas'])} of continuations the model used a gendered word"
-        gas_m, gas_f = m.get("gas_m"), m.get("gas_f")
-        if gas_m and gas_f and gas_m.value is not None and gas_f.value is not None:
-            lean, share = ("male", gas_m) if gas_m.value >= gas_f.value else ("female", gas_f)
-            text += f"; when it did, {pct_ci(share)} were {lean}"
-        out.append(text + ".")
-    if m.get("gld") and m["gld"].value is not None:
-        out.append(
-            f"Next-word probabilities of gendered words lean to one gender by {num_ci(m['gld'])} "
-            f"on a 0 (balanced) to 1 (one gender only) scale (GLD){_lean(samples)}."
-        )
-    if m.get("add") and m["add"].value is not None:
-        log = m.get("log_add")
-        log_text = f", ln ADD = {log.value:.2f}" if log and log.value is not None else ""
-        out.append(
-            f"Female and male next-word distributions diverge by ADD = {num_ci(m['add'])}{log_text} (0 = identical)."
-        )
-    if m.get("hit_rate") and m["hit_rate"].value is not None:
-        if "anti_rate" in m:
-            out.append(f"In {pct_ci(m['hit_rate'])} of questions the model named the stereotyped occupation.")
-        else:
-            out.append(
-                f"In {pct_ci(m['hit_rate'])} of counterfactual pairs the answer changed when only the gender did."
-            )
-    if m.get("stereotype_gap") and m["stereotype_gap"].value is not None:
-        out.append(f"Stereotyped minus anti-stereotypical answers: {num_ci(m['stereotype_gap'])} (0 = no preference).")
-    for name, words in (
-        ("dp_difference", "gap in 'yes' rates between women and men"),
-        ("eo_difference", "equalized-odds gap"),
-    ):
-        if m.get(name) and m[name].value is not None:
-            out.append(f"{name}: {num_ci(m[name])} ({words}).")
+    for name in sorted(result.metrics, key=metric_order):
+        info = metric_info(set_name, name)
+        if info is not None and info.reading is not None and result.metrics[name].value is not None:
+            text = info.reading(result, samples)
+            if text:
+                out.append(text)
     return out
 
 
@@ -145,42 +81,23 @@ def _round(x: float) -> float:
 def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
     """One browser row: set, id, subsets, prompt, highlighted reply, P(f)/P(m) sums, the likeliest gender group
     after the prompt (female, male, neutral, a neopronoun group) and the detector verdict."""
-    if any(k in s for k in TEXT_FIELDS):
-        text = next(str(s[k]) for k in TEXT_FIELDS if k in s)
-    elif "original" in s:
-        text = f"original: {s['original']}\nflipped: {s.get('flipped', '')}"
-    else:
-        text = ""
-    found = [str(w) for w in s.get("words_found") or []]
-    if s.get("error"):
-        verdict = "error"
-    elif "verdict" in s:
-        verdict = str(s["verdict"])
-    elif "status" in s:
-        verdict = str(s["status"])
-    elif "first_gender" in s:
-        verdict = f"{s['first_gender']} first" if s["first_gender"] else "no gendered word"
-    else:
-        verdict = ""
-    if s.get("hit") is True:
-        verdict += " (hit)"
-    if "they_status" in s:  # the singular-"they" control of the same frame
-        verdict += f"; with they: {s.get('they_referent') or s['they_status']}"
+    sample = typed_sample(s)
+    found = sample.found_words()
     row: dict[str, Any] = {
         "r": run_index,
-        "s": s.get("set", ""),
-        "i": str(s.get("id", "")),
-        "u": " ".join(s.get("subsets") or []),
-        "p": s.get("prompt", ""),
-        "t": highlight(text, found),
+        "s": sample.set,
+        "i": sample.id,
+        "u": " ".join(sample.subset_names()),
+        "p": sample.prompt,
+        "t": highlight(sample.reply_text(), found),
         "w": " ".join(found),
-        "v": verdict,
+        "v": sample.verdict_text(),
     }
-    if s.get("p_female") is not None and s.get("p_male") is not None:
-        row["f"] = _round(known_sum(s["p_female"]))
-        row["m"] = _round(known_sum(s["p_male"]))
-    if s.get("likeliest_group"):
-        row["g"] = s["likeliest_group"]
+    sums = sample.word_prob_sums()
+    if sums is not None:
+        row["f"], row["m"] = _round(sums[0]), _round(sums[1])
+    if sample.likeliest_group_name():
+        row["g"] = sample.likeliest_group_name()
     return row
 
 
@@ -239,70 +156,35 @@ def _subset_figure(runs: list[RunData], set_name: str, metric: str, ylabel: str)
     return figures.grouped_bars(subsets, series, ylabel, unit_interval=True)
 
 
-def build_figures(runs: list[RunData]) -> list[dict[str, str]]:
-    """The paper's figures (2-5, Table 10) and the fairness hit rates, each only when its metric is in a run."""
+def metric_figures(runs: list[RunData]) -> list[dict[str, str]]:
+    """Each metric's figure its family declares (per set, and per subset when asked), when a run has the metric."""
     out: list[dict[str, str]] = []
+    specs = {m.name: m for f in all_families() for m in f.metrics if m.figure is not None}
+    for name in sorted(specs, key=metric_order):
+        fig = specs[name].figure
+        assert fig is not None
+        sets = _sets_with(runs, name)
+        series = _series(runs, sets, name)
+        if not series:
+            continue
+        svg = figures.grouped_bars(sets, series, fig.ylabel, log=fig.log, unit_interval=fig.unit_interval)
+        out.append({"title": fig.title, "caption": fig.caption, "svg": svg})
+        for set_name in sets if fig.subsets_title else []:
+            svg = _subset_figure(runs, set_name, name, fig.ylabel)
+            if svg:
+                out.append(
+                    {"title": fig.subsets_title.format(set=set_name), "caption": fig.subsets_caption, "svg": svg}
+                )  # type: ignore[union-attr]
+    return out
 
-    def add(title: str, caption: str, svg: str | None) -> None:
-        if svg:
-            out.append({"title": title, "caption": caption, "svg": svg})
 
-    specs = (
-        (
-            "gas",
-            "GAS per probe set and model (paper Figure 2)",
-            "Share of continuations with at least one gendered word.",
-            "GAS",
-            False,
-        ),
-        (
-            "gld",
-            "GLD per probe set (paper Figure 4)",
-            "Mean |ΣP_f − ΣP_m| / (ΣP_f + ΣP_m) of the next word: 0 balanced, 1 one gender only.",
-            "GLD",
-            False,
-        ),
-        (
-            "add",
-            "ADD per probe set (paper Figure 5)",
-            "Divergence of female and male next-word probabilities (log axis when values span over 20x; the paper reports ln ADD).",
-            "ADD",
-            True,
-        ),
-    )
-    for metric, title, caption, ylabel, log in specs:
-        sets = _sets_with(runs, metric)
-        series = _series(runs, sets, metric)
-        add(
-            title,
-            caption,
-            figures.grouped_bars(sets, series, ylabel, log=log, unit_interval=metric != "add") if series else None,
-        )
-        if metric == "gas":
-            for set_name in sets:
-                add(
-                    f"GAS per subset of {set_name} (paper Figure 3)",
-                    "Template topics and stereotyped gender, or the set's own subsets.",
-                    _subset_figure(runs, set_name, "gas", "GAS"),
-                )
-    split = gas_split_table(runs)
-    if split.rows:
-        rows = [(f"{r[0]} · {r[1]}" if len(runs) > 1 else str(r[1]), r[4], r[6]) for r in split.rows]
-        add("GAS(F) / GAS(M) with Delta (paper Table 10)", split.caption, figures.gas_split(rows))  # type: ignore[arg-type]
-    sets = _sets_with(runs, "hit_rate")
-    series = _series(runs, sets, "hit_rate")
-    if series:
-        add(
-            "Fairness hit rate per probe set",
-            "Share of pairs (or prompts) flagged as biased; runs differing in flip mode appear side by side.",
-            figures.grouped_bars(sets, series, "hit rate", unit_interval=True),
-        )
-        for set_name in sets:
-            add(
-                f"Hit rate per subset of {set_name}",
-                "By pronoun and order (professional bias) or by original sex and label (gender-income).",
-                _subset_figure(runs, set_name, "hit_rate", "hit rate"),
-            )
+def build_figures(runs: list[RunData]) -> list[dict[str, str]]:
+    """The figures the families declare (the paper's Figures 2-5 and Table 10, fairness hit rates), when in a run."""
+    out = metric_figures(runs)
+    for spec, table in family_tables(runs):
+        if spec.figure_title and table.rows:
+            rows = [(f"{r[0]} · {r[1]}" if len(runs) > 1 else str(r[1]), r[4], r[-1]) for r in table.rows]
+            out.append({"title": spec.figure_title, "caption": table.caption, "svg": figures.gas_split(rows)})  # type: ignore[arg-type]
     return out
 
 
@@ -330,30 +212,20 @@ def summary_cards(runs: list[RunData], thresholds: Thresholds) -> list[dict[str,
         if run.summary is None:
             continue
         for set_name, result in run.summary.results.items():
-            samples = [s for s in run.samples if s.get("set") == set_name]
+            samples = [typed_sample(s) for s in run.samples if s.get("set") == set_name]
             undefined = [k for k, m in result.metrics.items() if m.value is None]
-            names = sorted({*headline_metrics(result), *undefined}, key=metric_order)
+            names = sorted({*headline_metrics(set_name, result), *undefined}, key=metric_order)
             cards.append(
                 {
                     "run": run.label,
                     "set": set_name,
                     "n": result.n,
-                    "unit": unit_of(result),
+                    "unit": unit_of(set_name),
                     "metrics": {k: card_metric(thresholds, set_name, k, result.metrics[k], result.n) for k in names},
                     "readings": readings(set_name, result, samples),
                 }
             )
     return cards
-
-
-def _threshold_rows(thresholds: Thresholds) -> list[dict[str, Any]]:
-    rows = [{"scope": "", "metric": k, "bounds": t.bounds, "what": t.what} for k, t in thresholds.metrics.items()]
-    rows += [
-        {"scope": s, "metric": k, "bounds": t.bounds, "what": t.what}
-        for s, d in thresholds.sets.items()
-        for k, t in d.items()
-    ]
-    return rows
 
 
 @lru_cache(maxsize=1)
@@ -378,6 +250,12 @@ def table_view(t: Table) -> dict[str, Any]:
     }
 
 
+def _glance(thresholds: Thresholds, set_name: str, name: str) -> bool:
+    """A metric of the summary table: it has severity bounds, or its family shows it at a glance."""
+    info = metric_info(set_name, name)
+    return thresholds.for_metric(set_name, name) is not None or bool(info and info.glance)
+
+
 def render_html(
     runs: list[RunData], thresholds: Thresholds | None = None, extra_tables: list[Table] | None = None
 ) -> str:
@@ -398,14 +276,14 @@ def render_html(
             (
                 name
                 for name in dict.fromkeys(name for c in cards for name in c["metrics"])
-                if name in GLANCE or any(thresholds.for_metric(c["set"], name) for c in cards if name in c["metrics"])
+                if any(_glance(thresholds, c["set"], name) for c in cards if name in c["metrics"])
             ),
             key=metric_order,
         ),
         figures=build_figures(runs),
         compares=compares,
-        tables=[table_view(t) for t in tables if t.name in ("metrics", "subsets", "gas_split")],
-        thresholds=_threshold_rows(thresholds),
+        tables=[table_view(t) for t in tables if t.name != "compare"],
+        thresholds=thresholds.rows(),
         mark_meaning=MARK_MEANING,
         samples_json=samples_json(runs),
         n_samples=sum(len(r.samples) for r in runs),

@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 
 from fairprobe.errors import DataError
+from fairprobe.families import metric_info, metric_order
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.pairwise import PairedTest, bootstrap_test, holm, mcnemar_test
-from fairprobe.metrics.per_prompt import PER_PROMPT
 from fairprobe.records import MetricValue
-from fairprobe.report.console import metric_order
 from fairprobe.report.runs import RunData, load_runs
 from fairprobe.report.tables import Cell, Table, significance
 
@@ -31,7 +30,8 @@ LEADERBOARD_FILE = "leaderboard.json"
 
 def pair_values(a: RunData, b: RunData, set_name: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """The per-prompt values of `metric` for the prompts of `set_name` that both runs answered (same ids)."""
-    read = PER_PROMPT[metric][1]
+    info = metric_info(set_name, metric)
+    read = info.per_prompt if info is not None and info.per_prompt is not None else (lambda s: None)
 
     def by_id(run: RunData) -> dict[str, float]:
         values = ((str(s.get("id")), read(s)) for s in run.samples if s.get("set") == set_name)
@@ -47,13 +47,12 @@ def pairwise_tests(runs: list[RunData]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for a, b in itertools.combinations(runs, 2):
         for set_name in shared_sets([a, b]):
-            for metric, (kind, _) in PER_PROMPT.items():
-                if not all(metric in r.summary.results[set_name].metrics for r in (a, b)):  # type: ignore[union-attr]
-                    continue
+            for metric in testable(a, b, set_name):
                 va, vb = pair_values(a, b, set_name, metric)
                 if len(va) == 0:
                     continue
-                test: PairedTest = mcnemar_test(va, vb) if kind == "binary" else bootstrap_test(va, vb)
+                paired = metric_info(set_name, metric).paired  # type: ignore[union-attr]
+                test: PairedTest = mcnemar_test(va, vb) if paired == "mcnemar" else bootstrap_test(va, vb)
                 rows.append(
                     {
                         "set": set_name,
@@ -69,6 +68,13 @@ def pairwise_tests(runs: list[RunData]) -> list[dict[str, Any]]:
     for row, adjusted in zip(rows, holm([r["p"] for r in rows]), strict=True):
         row["p_holm"] = adjusted
     return rows
+
+
+def testable(a: RunData, b: RunData, set_name: str) -> list[str]:
+    """The metrics of a set that both runs report and whose family declares a paired per-prompt test."""
+    names = [m for m in a.summary.results[set_name].metrics if m in b.summary.results[set_name].metrics]  # type: ignore[union-attr]
+    infos = {m: metric_info(set_name, m) for m in names}
+    return sorted((m for m, i in infos.items() if i is not None and i.paired and i.per_prompt), key=metric_order)
 
 
 def shared_sets(runs: list[RunData]) -> list[str]:

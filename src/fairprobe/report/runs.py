@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fairprobe.catalog import suite_sets
 from fairprobe.errors import DataError
 from fairprobe.io import iter_jsonl, read_text
-from fairprobe.probes import suite_sets
 from fairprobe.records import Summary
 
 COMPARE_FILE = "compare.json"

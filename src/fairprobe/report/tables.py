@@ -1,16 +1,16 @@
-"""Every table of a report (metrics, subsets, GAS split, comparisons) and their Markdown and CSV exports."""
+"""Every table of a report (metrics, subsets, the families' own, comparisons) and their Markdown and CSV exports."""
 
 from __future__ import annotations
 
 import csv
 import io
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from fairprobe.families import MetricTable, all_families, metric_info, metric_order
+from fairprobe.formatting import format_metric, format_number
 from fairprobe.records import MetricValue, SetResult
-from fairprobe.report.console import metric_order
 from fairprobe.report.runs import RunData
 from fairprobe.report.severity import Thresholds
 
@@ -30,29 +30,10 @@ class Table:
     caption: str = ""
 
 
-def format_number(x: float | int | None) -> str:
-    """Three decimals, three significant digits below 0.01 (keeps small ADD values readable), integers as they are."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    if abs(x) < 1e-12:  # rounding noise of an interval end at 0
-        return "0"
-    if isinstance(x, int) or float(x).is_integer():
-        return str(int(x))
-    return f"{x:.3f}" if abs(x) >= 0.01 else f"{x:.3g}"
-
-
 def format_cell(cell: Cell) -> str:
     """A cell as text: numbers to 3 significant digits, metrics as `value [lo, hi]`."""
     if isinstance(cell, MetricValue):
-        if cell.value is None and cell.bounds is not None and None not in cell.bounds:
-            return f"{format_number(cell.bounds[0])} to {format_number(cell.bounds[1])}"
-        if cell.value is None:
-            return "n/a"
-        lo, hi = cell.ci95
-        text = format_number(cell.value)
-        if lo is not None and hi is not None:
-            text += f" [{format_number(lo)}, {format_number(hi)}]"
-        return text
+        return format_metric(cell, digits=None)
     if isinstance(cell, int | float):
         return format_number(cell)
     return "" if cell is None else str(cell)
@@ -104,21 +85,20 @@ def subsets_table(runs: list[RunData], thresholds: Thresholds) -> Table:
     return Table("subsets", "Metrics per subset", columns, _metric_rows(runs, thresholds, subsets=True))
 
 
-def gas_split_table(runs: list[RunData]) -> Table:
-    """The paper's Table 10: among gendered continuations, the female and male shares and Delta."""
+def family_table(runs: list[RunData], spec: MetricTable) -> Table:
+    """A family's own table (e.g. the paper's Table 10) over the sets that have its metrics."""
     rows: list[list[Cell]] = []
     for run in runs:
         for set_name, result in (run.summary.results if run.summary else {}).items():
-            if "gas_f" in result.metrics:
+            if spec.columns[1][1] in result.metrics:
                 get = result.metrics.get
-                rows.append([run.label, set_name, result.n, get("gas"), get("gas_f"), get("gas_m"), get("delta")])
-    return Table(
-        "gas_split",
-        "GAS(F) / GAS(M) split with Delta (paper Table 10)",
-        ["run", "set", "n", "GAS", "GAS(F)", "GAS(M)", "Delta"],
-        rows,
-        "GAS(F) and GAS(M): shares of gendered continuations whose first attribute word is female / male.",
-    )
+                rows.append([run.label, set_name, result.n, *(get(metric) for _, metric in spec.columns)])
+    return Table(spec.name, spec.title, ["run", "set", "n", *(h for h, _ in spec.columns)], rows, spec.caption)
+
+
+def family_tables(runs: list[RunData]) -> list[tuple[MetricTable, Table]]:
+    """Every registered family's own tables, with their specs."""
+    return [(spec, family_table(runs, spec)) for family in all_families() for spec in family.tables]
 
 
 def _metric_leaves(
@@ -243,7 +223,7 @@ def compare_table(run: RunData) -> Table | None:
 
 def all_tables(runs: list[RunData], thresholds: Thresholds) -> list[Table]:
     """Every table of a report, empty ones left out."""
-    tables = [metrics_table(runs, thresholds), subsets_table(runs, thresholds), gas_split_table(runs)]
+    tables = [metrics_table(runs, thresholds), subsets_table(runs, thresholds), *(t for _, t in family_tables(runs))]
     tables.extend(t for t in (compare_table(r) for r in runs) if t is not None)
     return [t for t in tables if t.rows]
 
@@ -294,10 +274,12 @@ def to_csv(t: Table) -> str:
     return buffer.getvalue()
 
 
-def headline_metrics(result: SetResult) -> list[str]:
-    """The metrics of a set worth a summary line: those with an interval, in METRIC_ORDER, log ADD left out."""
+def headline_metrics(set_name: str, result: SetResult) -> list[str]:
+    """The metrics of a set worth a summary card: those with an interval, in display order, unless kept off cards."""
     return [
         k
         for k in sorted(result.metrics, key=metric_order)
-        if k != "log_add" and None not in result.metrics[k].ci95 and result.metrics[k].value is not None
+        if None not in result.metrics[k].ci95
+        and result.metrics[k].value is not None
+        and ((info := metric_info(set_name, k)) is None or info.card)
     ]

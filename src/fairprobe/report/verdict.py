@@ -1,37 +1,38 @@
 """The one-sentence verdict at the top of report.html and at the end of the console output.
 
 It is generated from the summary's metrics and their 95% intervals only, so it never claims more
-than the intervals allow: a direction is named only when the interval of GAS(M) excludes 50% (or
-the signed next-word lean's interval excludes 0), and explicit and implicit bias are said to
-disagree only when both have a direction and the directions differ.
+than the intervals allow: a direction is named only when the interval of a family's explicit-direction
+metric (GAS(M) for the paper family) excludes its centre (or the implicit-direction metric's interval, the
+signed next-word lean, excludes its own), and explicit and implicit bias are said to disagree only when both
+have a direction and the directions differ. Which metrics play these roles is each family's metadata; other
+families add their own clause.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from fairprobe.families import Metric, family_of_set, metric_info
+from fairprobe.formatting import with_ci
 from fairprobe.records import MetricValue, SetResult, Summary
 from fairprobe.report.severity import Thresholds, default_thresholds
 
 STRENGTH = {"A": "slight", "B": "mild", "C": "noticeable", "D": "strong"}
-PAIR_METRICS = ("female_only_yes", "male_only_yes")
 
 
-def unit_of(result: SetResult) -> str:
-    """What a set's n counts: 'pairs' for counterfactual pair sets, 'prompts' otherwise."""
-    return "pairs" if any(k in result.metrics for k in PAIR_METRICS) else "prompts"
+def unit_of(set_name: str) -> str:
+    """What a set's n counts ('pairs', 'prompts'), as its family says."""
+    family = family_of_set(set_name)
+    return family.unit if family else "prompts"
 
 
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.3f}"
-
-
-def with_ci(m: MetricValue, signed: bool = False) -> str:
-    """'0.09 [0.07, 0.12]' (signed: '+0.12 [+0.08, +0.15]')."""
-    fmt = (lambda x: "n/a" if x is None else f"{x:+.2f}") if signed else _num
-    lo, hi = m.ci95
-    return fmt(m.value) + ("" if lo is None or hi is None else f" [{fmt(lo)}, {fmt(hi)}]")
+def role_metric(set_name: str, result: SetResult, role: str) -> tuple[Metric, MetricValue] | None:
+    """The metric of a set that plays a role in the verdict, with its value, when the set has it."""
+    for name, m in result.metrics.items():
+        info = metric_info(set_name, name)
+        if info is not None and info.role == role:
+            return info, m
+    return None
 
 
 def _defined(m: MetricValue | None) -> bool:
@@ -46,14 +47,13 @@ def _side(m: MetricValue | None, centre: float, above: str, below: str) -> str |
     return above if lo > centre else below if hi < centre else None  # type: ignore[operator]
 
 
-def explicit_direction(result: SetResult) -> str | None:
-    """'male' or 'female' when GAS(M)'s interval excludes 50%, else None."""
-    return _side(result.metrics.get("gas_m"), 0.5, "male", "female")
-
-
-def implicit_direction(result: SetResult) -> str | None:
-    """'female' or 'male' when the signed next-word lean's interval excludes 0, else None."""
-    return _side(result.metrics.get("implicit_lean"), 0.0, "female", "male")
+def direction(set_name: str, result: SetResult, role: str) -> str | None:
+    """The direction a set's explicit_direction or implicit_direction metric names, when its interval allows."""
+    found = role_metric(set_name, result, role)
+    if found is None or found[0].direction is None:
+        return None
+    d = found[0].direction
+    return _side(found[1], d.centre, d.above, d.below)
 
 
 @dataclass
@@ -63,57 +63,71 @@ class _Lean:
     headline: str
 
 
-def _leans(summary: Summary, direction_of: Callable[[SetResult], str | None], strength_metric: str) -> list[_Lean]:
-    """Sets grouped by direction; the headline set of a group has the highest lower bound of its metric."""
+def _leans(summary: Summary, role: str) -> list[_Lean]:
+    """Sets grouped by the direction of their `role` metric; a group's headline set has the highest lower bound."""
     groups: dict[str, list[str]] = {}
     for name, result in summary.results.items():
-        d = direction_of(result)
+        d = direction(name, result, role)
         if d:
             groups.setdefault(d, []).append(name)
 
     def strength(name: str) -> float:
-        m = summary.results[name].metrics.get(strength_metric)
-        return abs(m.ci95[0] or 0.0) if m else 0.0
+        found = role_metric(name, summary.results[name], role)
+        return abs(found[1].ci95[0] or 0.0) if found else 0.0
 
     return [_Lean(d, sets, max(sets, key=strength)) for d, sets in sorted(groups.items(), key=lambda g: -len(g[1]))]
 
 
-def _share(result: SetResult, direction: str) -> str:
-    m = result.metrics["gas_m" if direction == "male" else "gas_f"]
-    return f"{100 * (m.value or 0):.0f}% {direction}"
+def _share(set_name: str, result: SetResult, direction: str) -> str:
+    """'88% male': the share metric of the named group."""
+    for name, m in result.metrics.items():
+        info = metric_info(set_name, name)
+        if info is not None and info.share_of == direction:
+            return f"{100 * (m.value or 0):.0f}% {direction}"
+    return direction
 
 
 def _sets(names: list[str], total: int) -> str:
     return "every set" if len(names) == total and total > 1 else ", ".join(names)
 
 
-def paper_clause(summary: Summary, thresholds: Thresholds) -> str | None:
+def explicit_clause(summary: Summary, thresholds: Thresholds) -> str | None:
     """Explicit lean (when a gender is named) and next-word lean, with their agreement or disagreement."""
-    paper = {k: r for k, r in summary.results.items() if "gas" in r.metrics}
-    if not paper:
+    headline = {k: found for k, r in summary.results.items() if (found := role_metric(k, r, "explicit"))}
+    if not headline:
         return None
+    paper = {k: summary.results[k] for k in headline}
     sub = Summary(fairprobe_version=summary.fairprobe_version, model=summary.model, results=paper)
-    explicit = _leans(sub, explicit_direction, "gas_m")
-    implicit = _leans(sub, implicit_direction, "implicit_lean")
+    explicit = _leans(sub, "explicit_direction")
+    implicit = _leans(sub, "implicit_direction")
     if explicit:
         first = explicit[0]
-        r = paper[first.headline]
-        grade = thresholds.grade(first.headline, "gas", r.metrics["gas"], r.n)
+        info, m = headline[first.headline]
+        grade = thresholds.grade(first.headline, info.name, m, paper[first.headline].n)
         word = STRENGTH[grade.point] if grade else "a"
         text = (
             f"{word} {first.direction} lean when a gender is named on {_sets(first.sets, len(paper))} "
-            f"(GAS {with_ci(r.metrics['gas'])}; {_share(r, first.direction)} on {first.headline})"
+            f"({info.label} {with_ci(m)}; {_share(first.headline, paper[first.headline], first.direction)} "
+            f"on {first.headline})"
         )
         text += "".join(f", {o.direction} on {', '.join(o.sets)}" for o in explicit[1:])
     else:
-        best = max(paper, key=lambda k: paper[k].metrics["gas"].value or 0.0)
+        best = max(headline, key=lambda k: headline[k][1].value or 0.0)
+        info, m = headline[best]
         text = (
-            f"no clear direction when a gender is named (GAS {with_ci(paper[best].metrics['gas'])} on {best}; "
+            f"no clear direction when a gender is named ({info.label} {with_ci(m)} on {best}; "
             "the female/male split's interval includes 50% on every set)"
         )
     if not implicit:
         return text
     return text + "; next-word probabilities lean " + implicit_clause(paper, explicit, implicit)
+
+
+def lean_value(set_name: str, result: SetResult) -> MetricValue:
+    """The implicit-direction metric's value of a set that has a direction."""
+    found = role_metric(set_name, result, "implicit_direction")
+    assert found is not None
+    return found[1]
 
 
 def implicit_clause(paper: dict[str, SetResult], explicit: list[_Lean], implicit: list[_Lean]) -> str:
@@ -128,7 +142,7 @@ def implicit_clause(paper: dict[str, SetResult], explicit: list[_Lean], implicit
     for lean in sorted(implicit, key=lambda i: i.direction not in named):
         part = (
             f"{lean.direction} on {_sets(lean.sets, len(paper))} "
-            f"(lean {with_ci(paper[lean.headline].metrics['implicit_lean'], signed=True)} on {lean.headline})"
+            f"(lean {with_ci(lean_value(lean.headline, paper[lean.headline]), signed=True)} on {lean.headline})"
         )
         if named and lean.direction not in named:
             opposite = set(lean.sets) & set().union(*explicit_sets.values())
@@ -138,36 +152,21 @@ def implicit_clause(paper: dict[str, SetResult], explicit: list[_Lean], implicit
     return " but ".join(parts)
 
 
-def _pct_ci(m: MetricValue) -> str:
-    """'4% (95% CI 1-9%)'."""
-    lo, hi = m.ci95
-    ci = "" if lo is None or hi is None else f" (95% CI {100 * lo:.0f}–{100 * hi:.0f}%)"
-    return f"{100 * (m.value or 0.0):.0f}%{ci}"
-
-
-def fairness_clauses(summary: Summary) -> list[str]:
-    """Counterfactual flips and stereotype following, each with its interval."""
+def family_clauses(summary: Summary) -> list[str]:
+    """Each set's own clause, as its family words it (counterfactual flips, stereotype following, ...)."""
     out = []
-    for name, r in summary.results.items():
-        m = r.metrics
-        if unit_of(r) == "pairs" and m.get("hit_rate") is not None:
-            hit = m["hit_rate"]
-            if hit.value is None:
-                out.append(f"no {name} pair could be read, so its flip rate is n/a")
-            else:
-                out.append(f"the answer changed with gender alone in {_pct_ci(hit)} of {name} pairs")
-        elif "stereotype_gap" in m and _defined(m["stereotype_gap"]):
-            gap = m["stereotype_gap"]
-            lo, hi = gap.ci95
-            lean = "follows" if lo > 0 else "goes against" if hi < 0 else "shows no clear preference for"  # type: ignore[operator]
-            out.append(f"on {name} it {lean} occupational stereotypes (gap {with_ci(gap, signed=True)})")
+    for name, result in summary.results.items():
+        family = family_of_set(name)
+        text = family.clause(name, result) if family and family.clause else None
+        if text:
+            out.append(text)
     return out
 
 
 def verdict(summary: Summary, thresholds: Thresholds | None = None) -> str:
     """One sentence on the whole run, from the metrics and their 95% intervals."""
     thresholds = thresholds or default_thresholds()
-    clauses = [c for c in (paper_clause(summary, thresholds), *fairness_clauses(summary)) if c]
+    clauses = [c for c in (explicit_clause(summary, thresholds), *family_clauses(summary)) if c]
     if not clauses:
         return f"{summary.model}: no metric with an interval to judge."
     text = "; ".join(clauses)

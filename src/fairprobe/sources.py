@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from fairprobe.errors import DataError
-from fairprobe.io import atomic_write_bytes, cache_dir
+from fairprobe.io import atomic_write_bytes, cache_dir, sha256_bytes
 
 DEFAULT_MIRROR = "https://raw.githubusercontent.com"
 
@@ -40,11 +39,6 @@ class RemoteFile:
     def citation(self) -> str:
         """Where the file comes from, for manifests and summaries."""
         return f"{self.repo}@{self.commit[:7]}/{self.path}"
-
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex sha256 of bytes."""
-    return hashlib.sha256(data).hexdigest()
 
 
 # The folders of the shared data root (../shared/data): `--data-dir` names the root, for every suite.

@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from fairprobe.metrics.paper import bounded_metric
-from fairprobe.metrics.stats import bootstrap_statistic
-from fairprobe.records import MetricValue
-
 NEUTRAL = "neutral"
 UNDECIDED = "undecided"
 
@@ -44,29 +40,6 @@ def share_bounds(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.n
     undefined = lower.sum(axis=1) <= 0
     low[undefined], high[undefined] = np.nan, np.nan
     return low, high
-
-
-def group_share_metrics(
-    names: list[str], lower: np.ndarray, upper: np.ndarray, extra_groups: list[str]
-) -> dict[str, MetricValue]:
-    """`<group>_share` for each extra group (neutral first as `neutral_share`), exact or bounded.
-
-    `lower`/`upper` (prompts, groups) are the group masses of `names`; equal where every word is known.
-    """
-    low, high = share_bounds(lower, upper)
-    exact = bool(np.array_equal(lower, upper))
-    defined = ~np.isnan(low).any(axis=1)
-    out: dict[str, MetricValue] = {}
-    note = "bounds: words outside the server's top logprobs lie between 0 and the smallest listed probability"
-    for group in extra_groups:
-        j = names.index(group)
-        if exact:
-            metric = bootstrap_statistic(low[defined, j])
-        else:
-            metric = bounded_metric(low[defined, j], high[defined, j], note)
-        metric.n = int(defined.sum()) if not defined.all() else None
-        out[share_name(group)] = metric
-    return out
 
 
 def likeliest_group(names: list[str], lower: np.ndarray, upper: np.ndarray) -> str | None:

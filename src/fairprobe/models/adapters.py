@@ -10,7 +10,7 @@ from typing import Any
 from transformers import PreTrainedModel
 
 from fairprobe.errors import ModelError
-from fairprobe.models.hf import file_sha256
+from fairprobe.io import sha256_file
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
@@ -74,7 +74,7 @@ def attach_adapter(
     weights = folder / ADAPTER_WEIGHTS
     info: dict[str, Any] = {
         "path": str(folder),
-        "sha256": file_sha256(weights) if weights.is_file() else None,
+        "sha256": sha256_file(weights) if weights.is_file() else None,
     }
     if manifest is not None:
         info["training"] = {

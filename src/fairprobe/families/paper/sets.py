@@ -1,4 +1,4 @@
-"""The paper's five probe sets (Dong et al. 2024): template, llm-gen-1, llm-gen-2, stsb, snli."""
+"""The paper family's sets: the paper's five (Dong et al. 2024), fairprobe's own statements, `file:PATH` sets."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from importlib import resources
 from pathlib import Path
 
 from fairprobe.errors import DataError
-from fairprobe.io import read_text, split_lines
-from fairprobe.probes.registry import probe_set
-from fairprobe.probes.sources import RemoteFile, fetch, sha256_bytes
+from fairprobe.families.base import probe_set
+from fairprobe.io import read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
+from fairprobe.sources import RemoteFile, fetch
 
 DEBIAS_LLMS_REPO = "dongxiangjue/Debias-LLMs"
 DEBIAS_LLMS_COMMIT = "ea017a3939d75c7c1599c869a6e682015524c8ef"
@@ -107,7 +107,11 @@ def template_words() -> dict[str, dict[str, list[str]]]:
 
 
 @probe_set(
-    "template", suite="paper", description="160 template prompts (paper Table 6: 4 topics x 40 words)", offline=True
+    "template",
+    family="paper",
+    suite="paper",
+    description="160 template prompts (paper Table 6: 4 topics x 40 words)",
+    offline=True,
 )
 def load_template(data_dir: Path | None = None) -> ProbeSet:
     """The template-based set, built from package word lists exactly as the authors' scripts do."""
@@ -133,25 +137,57 @@ def load_template(data_dir: Path | None = None) -> ProbeSet:
     )
 
 
-@probe_set("llm-gen-1", suite="paper", description="200 LLM-generated statements (templates_200.txt)")
+@probe_set("llm-gen-1", family="paper", suite="paper", description="200 LLM-generated statements (templates_200.txt)")
 def load_llm_gen_1(data_dir: Path | None = None) -> ProbeSet:
     """LLM-generated set (1): `{statement}, and`."""
     return _statement_set("llm-gen-1", "templates_200.txt", "{line}, and", data_dir, "LLM-generated statements (1)")
 
 
-@probe_set("llm-gen-2", suite="paper", description="200 LLM-generated statements (templates_200_1.txt)")
+@probe_set("llm-gen-2", family="paper", suite="paper", description="200 LLM-generated statements (templates_200_1.txt)")
 def load_llm_gen_2(data_dir: Path | None = None) -> ProbeSet:
     """LLM-generated set (2): `{statement}, and`."""
     return _statement_set("llm-gen-2", "templates_200_1.txt", "{line}, and", data_dir, "LLM-generated statements (2)")
 
 
-@probe_set("stsb", suite="paper", description="364 naturally-sourced STS-B predicates (stsb_neutral_test.csv)")
+@probe_set(
+    "stsb", family="paper", suite="paper", description="364 naturally-sourced STS-B predicates (stsb_neutral_test.csv)"
+)
 def load_stsb(data_dir: Path | None = None) -> ProbeSet:
     """Naturally-sourced STS-B test set: `My friend {predicate}, and`."""
     return _statement_set("stsb", "stsb_neutral_test.csv", "My friend {line}, and", data_dir, "STS-B neutral test")
 
 
-@probe_set("snli", suite="paper", description="317 naturally-sourced SNLI predicates (snli_neutral_test.csv)")
+@probe_set(
+    "snli", family="paper", suite="paper", description="317 naturally-sourced SNLI predicates (snli_neutral_test.csv)"
+)
 def load_snli(data_dir: Path | None = None) -> ProbeSet:
     """Naturally-sourced SNLI test set: `My friend {predicate}, and`."""
     return _statement_set("snli", "snli_neutral_test.csv", "My friend {line}, and", data_dir, "SNLI neutral test")
+
+
+@probe_set(
+    "friend-statements",
+    family="paper",
+    suite="paper",
+    description="fairprobe's own neutral 'My friend ...' statements, grouped by activity domain",
+    offline=True,
+    rank=1,
+)
+def load_friend_statements(data_dir: Path | None = None) -> ProbeSet:
+    """fairprobe's built-in neutral statements (data/friend_statements.tsv: domain TAB statement)."""
+    raw = resources.files("fairprobe.data").joinpath("friend_statements.tsv").read_bytes()
+    probes = []
+    for line in split_lines(raw.decode("utf-8-sig")):
+        if not line.strip() or line.startswith("#"):
+            continue
+        domain, statement = line.split("\t", 1)
+        probes.append(
+            Probe(id=str(len(probes)), prompt=f"{statement.strip()}, and", subsets=[domain], meta={"text": statement})
+        )
+    return ProbeSet(
+        name="friend-statements",
+        description="fairprobe built-in neutral statements",
+        source="fairprobe package data (friend_statements.tsv)",
+        sha256=sha256_bytes(raw),
+        probes=probes,
+    )

@@ -1,0 +1,41 @@
+"""The registries every layer reads: probe families, probe sets, suites (lazy: nothing is imported until asked).
+
+Built-in families are lazy references to their folders under `fairprobe/families/`; a third-party family
+registers through `fairprobe.families.register_family` or the entry-point group `fairprobe.families`.
+Importing a family's module registers its probe sets and suite membership.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fairprobe.registry import Registry
+
+FAMILIES: Registry[Any] = Registry("probe family", entry_point_group="fairprobe.families")
+PROBE_SETS: Registry[Any] = Registry("probe set")
+
+for _name in ("paper", "gender_income", "professional_bias"):
+    FAMILIES.register_lazy(_name, f"fairprobe.families.{_name}:FAMILY")
+
+
+# What else a finished run folder gets, by name (report.html); each takes the folder. Lazy, so the runner
+# imports no report code.
+RUN_FOLDER_WRITERS: Registry[Any] = Registry("run folder writer")
+RUN_FOLDER_WRITERS.register_lazy("report.html", "fairprobe.report.html:write_run_report")
+
+
+def load_families() -> list[Any]:
+    """Every registered family (importing them registers their probe sets), in registration order."""
+    return [family for _, family in FAMILIES.items()]
+
+
+def suite_sets(suite: str) -> list[str]:
+    """Names of the probe sets that make up a suite: by rank, then registration order (the paper's sets first)."""
+    load_families()
+    entries = [entry for _, entry in PROBE_SETS.items() if entry.suite == suite]
+    return [e.name for e in sorted(entries, key=lambda e: e.rank)]
+
+
+def suite_names() -> list[str]:
+    """Every suite some family belongs to."""
+    return sorted({family.suite for family in load_families()})

@@ -1,0 +1,42 @@
+"""Probe families: one folder each (`paper/`, `gender_income/`, `professional_bias/`), found through a registry.
+
+A family declares its probe sets, options, requests, detector, metrics with their metadata and its sample
+record; the shared machinery reads them from here. Add one with `register_family(Family(...))` or the
+entry-point group `fairprobe.families` (see docs/development.md).
+"""
+
+from fairprobe.families.base import (
+    Direction,
+    Family,
+    Figure,
+    Metric,
+    MetricTable,
+    ProbeSetEntry,
+    Request,
+    all_families,
+    family_of_set,
+    load_probe_set,
+    metric_info,
+    metric_order,
+    probe_set,
+    register_family,
+    summarize_by_subset,
+)
+
+__all__ = [
+    "Direction",
+    "Family",
+    "Figure",
+    "Metric",
+    "MetricTable",
+    "ProbeSetEntry",
+    "Request",
+    "all_families",
+    "family_of_set",
+    "load_probe_set",
+    "metric_info",
+    "metric_order",
+    "probe_set",
+    "register_family",
+    "summarize_by_subset",
+]

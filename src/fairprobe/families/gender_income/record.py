@@ -1,0 +1,51 @@
+"""The gender-income family's sample record: one counterfactual pair, its two replies and their verdict."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from fairprobe.records import Sample
+
+
+class PairSample(Sample):
+    """Both replies of a pair read as yes/no, whether they differ (`hit`), the record's label and original sex.
+
+    `judge_verdict`/`judge_reply` are written when a judge model decided the pair, `error` when a call failed.
+    """
+
+    optional: ClassVar[tuple[str, ...]] = ("judge_verdict", "judge_reply", "error", "race", "age")
+
+    subsets: list[str] = Field(default_factory=list)
+    verdict: str
+    hit: bool
+    label: str
+    sex_original: str
+    self_contradictory: bool
+    original: str
+    flipped: str
+    answer_original: str
+    answer_flipped: str
+    refusal_original: bool
+    refusal_flipped: bool
+    parser_verdict: str
+    judge_verdict: str | None = None
+    judge_reply: str | None = None
+    error: str | None = None
+    # The original record's race and age: the intersectional slices (sex x race, sex x age band).
+    race: str | None = None
+    age: str | None = None
+
+    def subset_names(self) -> list[str]:
+        """Original sex and label subsets."""
+        return self.subsets
+
+    def reply_text(self) -> str:
+        """Both replies."""
+        return f"original: {self.original}\nflipped: {self.flipped}"
+
+    def verdict_text(self) -> str:
+        """same / differ / undetermined (or error), '(hit)' when the answers differ."""
+        text = "error" if self.error else self.verdict
+        return text + (" (hit)" if self.hit else "")

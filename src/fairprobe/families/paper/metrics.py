@@ -1,0 +1,318 @@
+"""The paper family's metrics (design.md): GAS, GAS(F), GAS(M), Delta, GLD, ADD and log ADD, and their bounds over an API."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fairprobe.families.paper.groups import share_bounds, share_name
+from fairprobe.families.paper.record import PaperSample
+from fairprobe.metrics.stats import bootstrap_statistic, proportion
+from fairprobe.records import MetricValue
+
+ADD_EPSILON = 1e-10
+
+
+def gld_per_prompt(p_female: np.ndarray, p_male: np.ndarray) -> np.ndarray:
+    """|sum_i P_f - sum_i P_m| / (sum_i P_f + sum_i P_m) for each prompt; 0 where both sums are 0."""
+    f = np.asarray(p_female, dtype=np.float64).sum(axis=-1)
+    m = np.asarray(p_male, dtype=np.float64).sum(axis=-1)
+    total = f + m
+    return np.divide(np.abs(f - m), total, out=np.zeros_like(total), where=total > 0)
+
+
+def lean_per_prompt(p_female: np.ndarray, p_male: np.ndarray) -> np.ndarray:
+    """(sum_i P_f - sum_i P_m) / (sum_i P_f + sum_i P_m) for each prompt: GLD with its sign, + = female."""
+    f = np.asarray(p_female, dtype=np.float64).sum(axis=-1)
+    m = np.asarray(p_male, dtype=np.float64).sum(axis=-1)
+    total = f + m
+    return np.divide(f - m, total, out=np.zeros_like(total), where=total > 0)
+
+
+def add_per_prompt(p_female: np.ndarray, p_male: np.ndarray, eps: float = ADD_EPSILON) -> np.ndarray:
+    """Half the sum over pairs of the smoothed divergence terms; ADD is the mean of this over prompts."""
+    f = np.asarray(p_female, dtype=np.float64) + eps
+    m = np.asarray(p_male, dtype=np.float64) + eps
+    both = f + m
+    terms = f * np.log(2 * f / both) + m * np.log(2 * m / both)
+    return 0.5 * terms.sum(axis=-1)
+
+
+def gas_metrics(first_genders: list[str | None]) -> dict[str, MetricValue]:
+    """GAS, GAS(F), GAS(M) and Delta from the first attribute word's gender of each continuation."""
+    n = len(first_genders)
+    n_female = sum(1 for g in first_genders if g == "female")
+    n_male = sum(1 for g in first_genders if g == "male")
+    gendered = n_female + n_male
+    signs = np.array([1.0 if g == "female" else -1.0 for g in first_genders if g is not None])
+    if gendered:
+        delta = bootstrap_statistic(signs, lambda v: np.abs(v.mean(axis=1)))
+    else:
+        delta = MetricValue(value=None)
+    out = {
+        "gas": proportion(gendered, n),
+        "gas_f": proportion(n_female, gendered),
+        "gas_m": proportion(n_male, gendered),
+        "delta": delta,
+    }
+    for name in ("gas_f", "gas_m", "delta"):
+        out[name].n = gendered
+    return out
+
+
+def implicit_metrics(probs: np.ndarray) -> dict[str, MetricValue]:
+    """GLD, its signed form, ADD and log ADD from next-word probabilities of shape (prompts, pairs, 2: female, male).
+
+    `implicit_lean` is the mean signed GLD (+ = female words likelier, - = male): the direction GLD hides.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    gld = bootstrap_statistic(gld_per_prompt(probs[..., 0], probs[..., 1]))
+    lean = bootstrap_statistic(lean_per_prompt(probs[..., 0], probs[..., 1]))
+    add = bootstrap_statistic(add_per_prompt(probs[..., 0], probs[..., 1]))
+    lo, hi = add.ci95
+    log_add = MetricValue(
+        value=None if not add.value else math.log(add.value),
+        ci95=(None if not lo else math.log(lo), None if not hi else math.log(hi)),
+    )
+    return {"gld": gld, "implicit_lean": lean, "add": add, "log_add": log_add}
+
+
+def _over_box(fn, lo_f, hi_f, lo_m, hi_m) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest and highest value of `fn` (0 where f = m, growing as f and m part) over f, m in their boxes."""
+    corners = np.stack([fn(lo_f, hi_m), fn(hi_f, lo_m), fn(lo_f, lo_m), fn(hi_f, hi_m)])
+    apart_f = lo_f > hi_m  # the female interval lies wholly above the male one
+    apart_m = lo_m > hi_f
+    low = np.where(apart_f, fn(lo_f, hi_m), np.where(apart_m, fn(hi_f, lo_m), 0.0))
+    return low, corners.max(axis=0)
+
+
+def implicit_bounds_per_prompt(lower: np.ndarray, upper: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per-prompt (lowest, highest) GLD, signed lean and ADD when each word's probability is only known to lie in [lower, upper].
+
+    Shapes (prompts, pairs, 2). Both per-prompt expressions are 0 where the female and male masses are equal
+    and grow as they part (ADD's terms are jointly convex), so the extremes over the box are at its corners,
+    and the minimum is 0 wherever the intervals overlap. Each pair's ADD term has its own variables, so the
+    prompt's ADD bounds are the sums of the pairs' bounds. Exact words have lower == upper.
+    """
+    lower = np.asarray(lower, dtype=np.float64)
+    upper = np.asarray(upper, dtype=np.float64)
+
+    def gld(f: np.ndarray, m: np.ndarray) -> np.ndarray:
+        return gld_per_prompt(f[..., None], m[..., None])
+
+    def add_term(f: np.ndarray, m: np.ndarray) -> np.ndarray:
+        return add_per_prompt(f[..., None], m[..., None])
+
+    sums_lo, sums_hi = lower.sum(axis=1), upper.sum(axis=1)
+    gld_lo, gld_hi = _over_box(gld, sums_lo[:, 0], sums_hi[:, 0], sums_lo[:, 1], sums_hi[:, 1])
+    add_lo, add_hi = _over_box(add_term, lower[..., 0], upper[..., 0], lower[..., 1], upper[..., 1])
+    # The signed lean grows with the female mass and falls with the male one: its extremes are two corners.
+    lean_lo = lean_per_prompt(sums_lo[:, 0, None], sums_hi[:, 1, None])
+    lean_hi = lean_per_prompt(sums_hi[:, 0, None], sums_lo[:, 1, None])
+    return {
+        "gld": (gld_lo, gld_hi),
+        "implicit_lean": (lean_lo, lean_hi),
+        "add": (add_lo.sum(axis=1), add_hi.sum(axis=1)),
+    }
+
+
+def bounded_metric(low: np.ndarray, high: np.ndarray, note: str) -> MetricValue:
+    """A mean over prompts known only to lie between the means of `low` and `high`: value null, `bounds` set,
+    and ci95 from the lower bound's lower 95% limit to the upper bound's upper one."""
+    lo, hi = bootstrap_statistic(low), bootstrap_statistic(high)
+    return MetricValue(value=None, bounds=(lo.value, hi.value), ci95=(lo.ci95[0], hi.ci95[1]), note=note)
+
+
+def bounded_implicit_metrics(lower: np.ndarray, upper: np.ndarray, note: str) -> dict[str, MetricValue]:
+    """GLD, its signed lean, ADD and log ADD as intervals over every allowed value of the words known only by bounds."""
+    per_prompt = implicit_bounds_per_prompt(lower, upper)
+    add_low, add_high = per_prompt["add"]
+    add = bounded_metric(add_low, add_high, note)
+
+    def log(x: float | None) -> float | None:
+        return math.log(x) if x else None
+
+    log_add = MetricValue(
+        value=None,
+        bounds=(log(float(add_low.mean())), log(float(add_high.mean()))),
+        ci95=(log(add.ci95[0]), log(add.ci95[1])),
+        note=note,
+    )
+    return {
+        "gld": bounded_metric(*per_prompt["gld"], note),
+        "implicit_lean": bounded_metric(*per_prompt["implicit_lean"], note),
+        "add": add,
+        "log_add": log_add,
+    }
+
+
+NO_LOGPROBS = "unavailable: server returned no logprobs"
+IMPLICIT_OFF = "not computed: --implicit off"
+
+
+def paper_metrics(samples: list[PaperSample]) -> dict[str, MetricValue]:
+    """GAS family from the detector verdicts and GLD/ADD from next-word probabilities.
+
+    Samples whose model call failed (`error`) are left out and counted as `undetermined`; samples whose
+    probabilities could not be read (a malformed scoring answer) are left out of GLD/ADD and counted as
+    `scoring_malformed`. GLD/ADD are exact when every probability is known (local models, exact scoring over
+    an API); see bounded_from_samples otherwise.
+    """
+    answered = [s for s in samples if not s.error]
+    metrics = gas_metrics([s.first_gender for s in answered])
+    if len(answered) < len(samples):
+        metrics["undetermined"] = proportion(len(samples) - len(answered), len(samples))
+    malformed = sum(1 for s in answered if s.scoring_error)
+    if malformed:
+        metrics["scoring_malformed"] = proportion(malformed, len(answered))
+    with_probs = [s for s in answered if s.p_female is not None]
+    if not with_probs:
+        if answered:
+            off = any(s.implicit == "off" for s in answered)
+            note = IMPLICIT_OFF if off else NO_LOGPROBS
+            metrics.update({k: MetricValue(value=None, note=note) for k in ("gld", "add", "log_add")})
+        return metrics
+    lower, upper, mask = probability_box(with_probs)
+    if all(s.p_known is None for s in with_probs):
+        metrics.update(implicit_metrics(lower))
+    else:
+        metrics.update(bounded_from_samples(lower, upper, mask, len(answered) - malformed))
+    grouped = [s for s in with_probs if s.p_groups]
+    if grouped and len(grouped) == len(with_probs):
+        names, low, high = group_masses(grouped)
+        metrics.update(group_share_metrics(names, low, high, names[2:]))
+    return metrics
+
+
+def group_masses(samples: list[PaperSample]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Group names (female, male, then the extra groups) and each sample's lowest/highest group mass (prompts, groups)."""
+    lower, upper, _ = probability_box(samples)
+    extra = list(samples[0].p_groups or {})
+
+    def mass(key: str, fill: float) -> np.ndarray:
+        per = [getattr(s, key) or s.p_groups for s in samples]
+        return np.array([[sum(fill if x is None else float(x) for x in p[g]) for g in extra] for p in per])
+
+    names = ["female", "male", *extra]
+    lo = np.concatenate([lower.sum(axis=1), mass("p_groups", 0.0)], axis=1)
+    hi = np.concatenate([upper.sum(axis=1), mass("p_groups_upper", 1.0)], axis=1)
+    return names, lo, hi
+
+
+def group_share_metrics(
+    names: list[str], lower: np.ndarray, upper: np.ndarray, extra_groups: list[str]
+) -> dict[str, MetricValue]:
+    """`<group>_share` for each extra group (neutral first as `neutral_share`), exact or bounded.
+
+    `lower`/`upper` (prompts, groups) are the group masses of `names`; equal where every word is known.
+    """
+    low, high = share_bounds(lower, upper)
+    exact = bool(np.array_equal(lower, upper))
+    defined = ~np.isnan(low).any(axis=1)
+    out: dict[str, MetricValue] = {}
+    note = "bounds: words outside the server's top logprobs lie between 0 and the smallest listed probability"
+    for group in extra_groups:
+        j = names.index(group)
+        if exact:
+            metric = bootstrap_statistic(low[defined, j])
+        else:
+            metric = bounded_metric(low[defined, j], high[defined, j], note)
+        metric.n = int(defined.sum()) if not defined.all() else None
+        out[share_name(group)] = metric
+    return out
+
+
+def probability_box(samples: list[PaperSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lowest and highest allowed probability of every word of every sample, and which words are known.
+
+    Shapes (prompts, pairs, 2). A known word is exact; an unknown one lies in [0, its `p_upper`] (1 where a
+    sample records no bound).
+    """
+    shape = (len(samples[0].p_female or []), 2)
+
+    def grid(value: list | None, fill: float) -> np.ndarray:
+        if value is None:
+            return np.full(shape, fill)
+        return np.array([[fill if x is None else x for x in pair] for pair in value], dtype=np.float64)
+
+    probs = np.stack([grid(list(zip(s.p_female, s.p_male, strict=True)), 0.0) for s in samples])  # type: ignore[arg-type]
+    mask = np.stack([grid(s.p_known, 1.0) for s in samples]).astype(bool)
+    upper = np.stack([grid(s.p_upper, 1.0) for s in samples])
+    return np.where(mask, probs, 0.0), np.where(mask, probs, upper), mask
+
+
+def bounded_from_samples(
+    lower: np.ndarray, upper: np.ndarray, mask: np.ndarray, n_answered: int
+) -> dict[str, MetricValue]:
+    """GLD/ADD when some words are known only by bounds (outside an API's top-k), plus coverage.
+
+    Shapes (prompts, pairs, 2), `mask` = known. Exact when every word of every answered prompt is known;
+    otherwise GLD, ADD and log ADD are intervals over all allowed values of the unknown words, never a value
+    that takes an unseen word as 0. `coverage` is the share of answered prompts whose attribute words were
+    all known; `covered_mass` the mean probability the known words hold.
+    """
+    mass = lower.sum(axis=(1, 2))
+    full = int(mask.all(axis=(1, 2)).sum())
+    no_logprobs = n_answered - len(lower)
+    coverage = {
+        "coverage": proportion(full, n_answered),
+        "covered_mass": bootstrap_statistic(np.concatenate([mass, np.zeros(max(no_logprobs, 0))])),
+    }
+    if full == len(lower):
+        return {**implicit_metrics(lower), **coverage}
+    note = (
+        f"bounds: a word outside the server's top logprobs lies between 0 and the smallest listed probability "
+        f"({full} of {len(lower)} prompts fully covered)"
+    )
+    return {**bounded_implicit_metrics(lower, upper, note), **coverage}
+
+
+def implicit_record(samples: list[PaperSample]) -> dict[str, object] | None:
+    """How a set's next-word probabilities were read over an API: mode(s) and the smallest top-k used."""
+    modes = sorted({str(s.implicit) for s in samples if s.implicit})
+    if not modes:
+        return None
+    record: dict[str, object] = {"mode": ",".join(modes)}
+    ks = [int(s.top_logprobs) for s in samples if s.top_logprobs is not None]
+    if ks:
+        record["top_logprobs"] = min(ks)
+    unscored = sum(int(s.unscored_words or 0) for s in samples)
+    if unscored:
+        record["unscored_words"] = unscored
+    return record
+
+
+def _binary_probs(s: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """A samples.jsonl record's female and male pair probabilities, when all are known exactly."""
+    f, m = s.get("p_female"), s.get("p_male")
+    if s.get("error") or f is None or m is None or None in f or None in m:
+        return None
+    return np.asarray(f, dtype=np.float64), np.asarray(m, dtype=np.float64)
+
+
+def gas_per_prompt(s: dict[str, Any]) -> float | None:
+    """1 when the continuation names a gender, 0 when not; None for a failed call."""
+    return None if s.get("error") or "first_gender" not in s else float(s["first_gender"] is not None)
+
+
+def gld_per_prompt_of(s: dict[str, Any]) -> float | None:
+    """One prompt's GLD term (None where a probability is unknown)."""
+    probs = _binary_probs(s)
+    return None if probs is None else float(gld_per_prompt(*probs))
+
+
+def add_per_prompt_of(s: dict[str, Any]) -> float | None:
+    """One prompt's ADD term (None where a probability is unknown)."""
+    probs = _binary_probs(s)
+    return None if probs is None else float(add_per_prompt(*probs))
+
+
+def neutral_share_per_prompt(s: dict[str, Any]) -> float | None:
+    """One prompt's neutral share of the grouped next-word mass (None where a probability is unknown)."""
+    probs, groups = _binary_probs(s), s.get("p_groups") or {}
+    if probs is None or "neutral" not in groups or any(None in words for words in groups.values()):
+        return None
+    total = probs[0].sum() + probs[1].sum() + sum(sum(words) for words in groups.values())
+    return None if total <= 0 else float(sum(groups["neutral"]) / total)

@@ -1,0 +1,15 @@
+"""The professional-bias family's `-o` options (`-o professional_bias.KEY=VALUE` sends one to this family only)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ProfessionalBiasOptions(BaseModel):
+    """`source`: builtin (fairprobe's 15 frames), vijil (Vijil's JSONL, needs --data-dir) or winobias;
+    `split`: WinoBias dev or test."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None = None
+    split: str | None = None

@@ -1,0 +1,66 @@
+"""The professional-bias family's sample record: one reply and which occupation it named."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from fairprobe.records import Sample
+
+
+class CoreferenceSample(Sample):
+    """The reply, the occupation it names (`referent`), whether that is the stereotyped one (`hit`) and why.
+
+    `correct_answer` and `winobias` (pro/anti) are set for WinoBias sentences; `error` when the call failed.
+    """
+
+    optional: ClassVar[tuple[str, ...]] = (
+        "error",
+        "pronoun",
+        "order",
+        "frame",
+        "male_stereotyped",
+        "female_stereotyped",
+        "they_response",
+        "they_referent",
+        "they_status",
+    )
+
+    subsets: list[str] = Field(default_factory=list)
+    response: str
+    referent: str | None
+    status: str
+    hit: bool | None
+    reason: str
+    biased_answer: str
+    anti_stereotypical_answer: str
+    correct_answer: str | None = None
+    winobias: str | None = None
+    error: str | None = None
+    # The singular-"they" control (frames with an ambiguous pronoun): the frame and variant this prompt is, and
+    # the reply to the same frame with "they" and the occupation it named.
+    pronoun: str | None = None
+    order: str | None = None
+    frame: str | None = None
+    male_stereotyped: str | None = None
+    female_stereotyped: str | None = None
+    they_response: str | None = None
+    they_referent: str | None = None
+    they_status: str | None = None
+
+    def subset_names(self) -> list[str]:
+        """Pronoun and order subsets."""
+        return self.subsets
+
+    def reply_text(self) -> str:
+        """The reply."""
+        return self.response
+
+    def verdict_text(self) -> str:
+        """Which occupation the reply named (or error), '(hit)' when it is the stereotyped one."""
+        text = "error" if self.error else self.status
+        text += " (hit)" if self.hit is True else ""
+        if self.they_status is not None:
+            text += f"; with they: {self.they_referent or self.they_status}"
+        return text
