@@ -149,7 +149,7 @@ ModelsFileOpt = Annotated[
     Path | None, typer.Option("--models", help="file with one model spec a line: run and compare them all")
 ]
 SortByOpt = Annotated[
-    str | None, typer.Option("--sort-by", help="metric that orders a comparison's leaderboard (lowest first)")
+    str | None, typer.Option("--sort-by", help="metric that orders a comparison's leaderboard (best first)")
 ]
 RunOutOpt = Annotated[
     Path | None,

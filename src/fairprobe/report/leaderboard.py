@@ -1,7 +1,7 @@
 """The comparison of several models run on the same probe sets: leaderboard and pairwise tests.
 
 `leaderboard.json` (kind "leaderboard") lists the model run folders, every metric of every set per model with
-its 95% interval (rows sorted by a chosen metric, lowest first, n/a last), and for every pair of models the
+its 95% interval (rows sorted by a chosen metric, best first as its family declares, n/a last), and for every pair of models the
 tests on the prompts both answered: exact McNemar for binary per-prompt outcomes (GAS, hit rate), paired
 bootstrap for continuous ones (GLD, ADD, neutral share), with Holm-adjusted p-values over all the tests of
 the comparison. `fairprobe report COMPARISON_DIR` renders it with the models' runs (figures with one bar
@@ -83,9 +83,14 @@ def shared_sets(runs: list[RunData]) -> list[str]:
     return [s for s in first if all(r.summary and s in r.summary.results for r in runs)]
 
 
-def _sort_key(metric: str, row: dict[str, Any]) -> tuple[int, float]:
+def _sort_key(set_name: str, metric: str, row: dict[str, Any]) -> tuple[int, float]:
+    """Best first by the metric's declared direction (lower, higher, or nearer zero; else lowest first), n/a last."""
     value = (row["metrics"].get(metric) or {}).get("value")
-    return (1, 0.0) if value is None else (0, float(value))
+    if value is None:
+        return (1, 0.0)
+    info = metric_info(set_name, metric)
+    better = info.better if info is not None else "lower"
+    return (0, -float(value) if better == "higher" else abs(float(value)) if better == "zero" else float(value))
 
 
 def board(runs: list[RunData], sort_by: str | None) -> dict[str, dict[str, Any]]:
@@ -101,7 +106,7 @@ def board(runs: list[RunData], sort_by: str | None) -> dict[str, dict[str, Any]]
                 rows.append({"model": run.label, "n": result.n, "metrics": metrics})
         first = next(iter(rows[0]["metrics"]), None) if rows else None
         key = sort_by if sort_by and any(sort_by in r["metrics"] for r in rows) else first
-        rows.sort(key=lambda row: _sort_key(key or "", row))
+        rows.sort(key=lambda row: _sort_key(set_name, key or "", row))
         out[set_name] = {"sort_by": key, "rows": rows}
     return out
 
@@ -127,7 +132,7 @@ def leaderboard_tables(obj: dict[str, Any]) -> list[Table]:
             [rank, r["model"], r["n"], *[_cell(r["metrics"].get(m)) for m in metrics]]
             for rank, r in enumerate(entry["rows"], start=1)
         ]
-        caption = f"Sorted by {entry['sort_by']} (lowest first, n/a last); value [95% CI]."
+        caption = f"Sorted by {entry['sort_by']} (best first by its declared direction, n/a last); value [95% CI]."
         tables.append(
             Table(
                 f"leaderboard_{set_name}", f"Leaderboard: {set_name}", ["rank", "model", "n", *metrics], rows, caption
