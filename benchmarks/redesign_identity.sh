@@ -15,15 +15,24 @@ DATA="${FAIRPROBE_DATA:-$ROOT/../shared/data}"
 export FAIRPROBE_THREADS=1 HF_HUB_OFFLINE=1
 
 if [ "${1:-}" = compare ]; then
-    before="$2" after="$3" status=0
+    # Byte for byte; a file that differs is compared again with each side's own folder path replaced by OUT
+    # (score and compare record the responses file and adapter paths they were given).
+    before="$(cd "$2" && pwd)" after="$(cd "$3" && pwd)" status=0
     for f in $(cd "$before" && find . -name summary.json -o -name samples.jsonl -o -name compare.json \
         -o -name adapter_model.safetensors | sort); do
-        if cmp "$before/$f" "$after/$f"; then echo "identical  $f"; else echo "DIFFERENT  $f"; status=1; fi
+        if cmp -s "$before/$f" "$after/$f"; then
+            echo "identical  $f"
+        elif diff <(sed "s#$before#OUT#g" "$before/$f") <(sed "s#$after#OUT#g" "$after/$f") > /dev/null; then
+            echo "identical  $f (but for the output folder path written in it)"
+        else
+            echo "DIFFERENT  $f"; status=1
+        fi
     done
-    # The tune manifest holds wall-clock times: compare everything else.
-    strip='del(.train_seconds, .started, .finished, .seconds_per_step, .fairprobe_version)'
-    if diff <(jq -S "$strip" "$before/tune/adapter/manifest.json") <(jq -S "$strip" "$after/tune/adapter/manifest.json"); then
-        echo "identical  ./tune/adapter/manifest.json (times aside)"
+    # The tune manifest holds wall-clock times, and a fingerprint that hashes the (different) file paths.
+    strip='del(.train_seconds, .started, .finished, .seconds_per_step, .fairprobe_version, .fingerprint)'
+    if diff <(jq -S "$strip" "$before/tune/adapter/manifest.json" | sed "s#$before#OUT#g") \
+        <(jq -S "$strip" "$after/tune/adapter/manifest.json" | sed "s#$after#OUT#g"); then
+        echo "identical  ./tune/adapter/manifest.json (times, fingerprint and output folder path aside)"
     else
         echo "DIFFERENT  ./tune/adapter/manifest.json"; status=1
     fi

@@ -202,7 +202,7 @@ def test_malformed_answers_are_recorded_as_undetermined(tmp_path: Path, answer: 
     samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
     assert len(samples) == 6
     assert samples[bad].error.startswith("malformed response") and samples[bad].continuation == ""
-    assert samples[bad].words_found == [] and not hasattr(samples[bad], "p_female")
+    assert samples[bad].words_found == [] and "p_female" not in samples[bad].model_dump()
     m = metrics(summary)
     assert m["undetermined"]["value"] == pytest.approx(1 / 6)
     assert m["gas"]["value"] == 1.0  # over the 5 answered prompts: no fake "no gendered word" answer

@@ -114,10 +114,13 @@ def test_a_bad_first_position_is_a_malformed_answer_for_its_prompt(tmp_path: Pat
         result = exact_run(url, tmp_path)
     samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
     if fault == "positive":  # a logprob above 0 makes the whole generation answer malformed (undetermined)
-        assert samples[BAD].error.startswith("malformed response") and not hasattr(samples[BAD], "p_female")
+        assert samples[BAD].error.startswith("malformed response") and "p_female" not in samples[BAD].model_dump()
         assert result["metrics"]["undetermined"]["value"] == pytest.approx(1 / 6)
         return
-    assert samples[BAD].scoring_error.startswith("malformed scoring answer") and not hasattr(samples[BAD], "p_female")
+    assert (
+        samples[BAD].scoring_error.startswith("malformed scoring answer")
+        and "p_female" not in samples[BAD].model_dump()
+    )
     assert result["metrics"]["scoring_malformed"]["value"] == pytest.approx(1 / 6)
 
 
@@ -142,9 +145,9 @@ def test_a_bad_echo_is_a_malformed_answer_for_its_prompt_and_the_run_goes_on(tmp
         result = exact_run(url, tmp_path)
     samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
     bad = samples[BAD]
-    assert bad.scoring_error.startswith("malformed scoring answer") and not hasattr(bad, "p_female")
+    assert bad.scoring_error.startswith("malformed scoring answer") and "p_female" not in bad.model_dump()
     assert bad.continuation  # the continuation itself was fine and is kept
-    assert all(hasattr(s, "p_female") for p, s in samples.items() if p != BAD)
+    assert all(s.p_female is not None for p, s in samples.items() if p != BAD)
     m = result["metrics"]
     assert m["scoring_malformed"]["value"] == pytest.approx(1 / 6)
     probs = expected_probs()

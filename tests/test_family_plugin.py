@@ -20,23 +20,9 @@ from fairprobe import cli
 from fairprobe.catalog import FAMILIES, PROBE_SETS
 from fairprobe.families import register_family
 from fairprobe.formatting import format_number
+from test_cli_failures import fairprobe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "families"
-
-
-def fairprobe(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the CLI's entry point in this process: (exit code, stdout, stderr)."""
-    old = sys.argv
-    sys.argv = ["fairprobe", *args]
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

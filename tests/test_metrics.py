@@ -174,3 +174,30 @@ def test_implicit_bounds_by_hand_and_against_every_value_in_the_box() -> None:
     m = bounded_implicit_metrics(lower, upper, "bounds: test")
     assert m["gld"].value is None and m["gld"].bounds == (pytest.approx(1 / 3), pytest.approx(5 / 9))
     assert m["log_add"].bounds[0] == pytest.approx(math.log(known))
+
+
+def test_wilson_interval_agrees_with_scipy() -> None:
+    # scipy's binomtest(...).proportion_ci(method="wilson") gives the same endpoints up to float rounding
+    # (at most 3.3e-16 apart over every k <= n <= 400); the hand formula stays so that summary.json stays
+    # byte-identical across releases (scipy differs in the last bit on about half of all intervals).
+    from scipy import stats as scipy_stats
+
+    from fairprobe.metrics.stats import wilson_interval
+
+    for n in (1, 2, 7, 30, 160, 364):
+        for k in range(n + 1):
+            ci = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+            lo, hi = wilson_interval(k, n)
+            assert lo == pytest.approx(ci.low, abs=1e-12) and hi == pytest.approx(ci.high, abs=1e-12)
+    assert wilson_interval(0, 0) == (None, None)
+
+
+def test_gas_indicator_marks_continuations_with_a_gendered_word() -> None:
+    from fairprobe.families.paper import PaperSample
+    from fairprobe.families.paper.metrics import gas_indicator
+
+    samples = [
+        PaperSample(set="t", id=str(i), prompt="p", continuation="c", first_gender=g)
+        for i, g in enumerate(["female", None, "male", None])
+    ]
+    assert gas_indicator(samples).tolist() == [1.0, 0.0, 1.0, 0.0]

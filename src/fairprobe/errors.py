@@ -32,14 +32,15 @@ class RunInterrupted(Exception):
         self.done = done
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first non-blank line of a message, stripped ('' when there is none): error messages stay one line."""
     lines = [line.strip() for line in str(text).strip().split("\n") if line.strip()]
     return lines[0] if lines else ""
 
 
 def _os_message(exc: OSError) -> str:
     """An OS error as 'what: where' (read-only file system, disk full, permission, a FIFO ...)."""
-    what = exc.strerror or _first_line(str(exc)) or type(exc).__name__
+    what = exc.strerror or first_line(str(exc)) or type(exc).__name__
     where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
     hint = ""
     if exc.errno == errno.ENOSPC:
@@ -56,7 +57,7 @@ def describe_failure(exc: BaseException) -> str | None:
     torch errors (out of memory, device and dtype problems); a library is consulted only if already imported.
     """
     if isinstance(exc, FairprobeError):
-        return _first_line(str(exc))
+        return first_line(str(exc))
     pydantic = sys.modules.get("pydantic")
     if pydantic is not None and isinstance(exc, pydantic.ValidationError):
         first = exc.errors()[0]
@@ -66,17 +67,17 @@ def describe_failure(exc: BaseException) -> str | None:
         return _os_message(exc)
     if isinstance(exc, sqlite3.Error):
         return (
-            f"cache database error: {_first_line(str(exc))} (clear it with `fairprobe cache clear`, or delete the file)"
+            f"cache database error: {first_line(str(exc))} (clear it with `fairprobe cache clear`, or delete the file)"
         )
     if isinstance(exc, MemoryError):
         return "out of memory: use a smaller --batch-size or --limit, or shorter prompts"
     httpx = sys.modules.get("httpx")
     if httpx is not None and isinstance(exc, httpx.HTTPError | httpx.InvalidURL):
-        return f"HTTP error: {_first_line(str(exc)) or type(exc).__name__}"
+        return f"HTTP error: {first_line(str(exc)) or type(exc).__name__}"
     if type(exc).__module__.split(".")[0] == "torch" or (
         isinstance(exc, RuntimeError) and "torch" in sys.modules and _from_torch(exc)
     ):
-        return f"torch error: {_first_line(str(exc)) or type(exc).__name__} (try --device cpu, --dtype float32 or a smaller --batch-size)"
+        return f"torch error: {first_line(str(exc)) or type(exc).__name__} (try --device cpu, --dtype float32 or a smaller --batch-size)"
     return None
 
 

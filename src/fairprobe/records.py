@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
@@ -32,6 +33,11 @@ class ChatMessage(BaseModel):
 
     role: str
     content: str
+
+
+def message_dicts(messages: Sequence[ChatMessage | Mapping[str, str]]) -> list[dict[str, str]]:
+    """Chat messages as the role/content dicts chat templates, endpoints and cache keys take."""
+    return [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in messages]
 
 
 class Sample(BaseModel):

@@ -76,8 +76,8 @@ class Metric:
     the verdict reads ("explicit": the strength of explicit bias; "explicit_direction" / "implicit_direction":
     signed measures with a `direction`); `share_of` names the group a share counts. `card=False` keeps it off the report's summary cards. `value_range` is the span
     `fairprobe check` accepts (default: [0, 1] for names ending in _share or _rate, any number otherwise).
-    `per_prompt` reads one sample's value (a samples.jsonl record; None where the prompt does not count) so a
-    model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
+    `per_prompt` maps a set's typed samples to one value each (a numpy array; NaN where a prompt does not count)
+    so a model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
     McNemar), "bootstrap" for continuous ones (paired bootstrap).
     """
 
@@ -98,7 +98,7 @@ class Metric:
     value_range: tuple[float, float] | None = None
     figure: Figure | None = None
     paired: Literal["mcnemar", "bootstrap"] | None = None
-    per_prompt: Callable[[dict[str, Any]], float | None] | None = None
+    per_prompt: Callable[[Sequence[Any]], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -196,13 +196,6 @@ class ProbeSetEntry:
     offline: bool
     loader: Loader
     rank: int = 0
-
-
-def hit_per_prompt(sample: dict[str, Any]) -> float | None:
-    """A sample's stereotype hit as 0/1; None for a failed call or an undetermined pair (they count in no rate)."""
-    if sample.get("error") or "hit" not in sample or sample.get("verdict") == "undetermined":
-        return None
-    return float(bool(sample["hit"]))
 
 
 def register_family(family: Family) -> Family:

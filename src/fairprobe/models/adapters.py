@@ -9,7 +9,7 @@ from typing import Any
 
 from transformers import PreTrainedModel
 
-from fairprobe.errors import ModelError
+from fairprobe.errors import ModelError, first_line
 from fairprobe.io import sha256_file
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -69,7 +69,7 @@ def attach_adapter(
     try:
         merged = PeftModel.from_pretrained(model, str(folder), is_trainable=False).merge_and_unload()
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(str(exc)) or type(exc).__name__
         raise ModelError(f"cannot load adapter {folder}: {first}") from exc
     weights = folder / ADAPTER_WEIGHTS
     info: dict[str, Any] = {

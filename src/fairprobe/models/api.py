@@ -53,7 +53,7 @@ from fairprobe.models.prompt_scoring import (
     tokenize_body,
 )
 from fairprobe.models.validate import AnswerLimits, MalformedResponse
-from fairprobe.records import ChatMessage
+from fairprobe.records import message_dicts
 from fairprobe.redact import API_KEY_ENV, redact, register_secret, shorten
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -586,7 +586,7 @@ class OpenAIBackend:
             elif want_probs and self._logprobs:
                 body["logprobs"] = self._logprobs
             return "/completions", body
-        body["messages"] = [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in prompt]
+        body["messages"] = message_dicts(prompt)
         if want_probs and self._logprobs:
             body.update(logprobs=True, top_logprobs=self._logprobs)
         return "/chat/completions", body

@@ -8,14 +8,14 @@ import numpy as np
 
 from fairprobe.cache import Cache, cache_key
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
-from fairprobe.records import ChatMessage
+from fairprobe.records import message_dicts
 
 
 def prompt_json(prompt: Prompt) -> str | list[dict[str, str]]:
     """A prompt as plain JSON (chat messages as role/content dicts) for hashing."""
     if isinstance(prompt, str):
         return prompt
-    return [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in prompt]
+    return message_dicts(prompt)
 
 
 def decoding_key(config: GenerationConfig) -> dict[str, Any]:

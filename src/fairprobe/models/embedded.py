@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairprobe.errors import ModelError
+from fairprobe.errors import ModelError, first_line
 from fairprobe.io import cache_dir
 
 
@@ -95,7 +95,7 @@ def converted_folder(entry: EmbeddedModel, gguf: Path, sha: str) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except (OSError, ValueError, ImportError) as exc:
-        raise ModelError(f"cannot read GGUF model {gguf}: {str(exc).splitlines()[0]}") from exc
+        raise ModelError(f"cannot read GGUF model {gguf}: {first_line(str(exc)) or type(exc).__name__}") from exc
     # The dequantised weights are plain tensors; drop the GGUF marker so they save as safetensors.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

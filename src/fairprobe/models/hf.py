@@ -20,9 +20,9 @@ from transformers import (
 from transformers import GenerationConfig as HFGenerationConfig
 from transformers.utils import logging as transformers_logging
 
-from fairprobe.errors import ModelError
+from fairprobe.errors import ModelError, first_line
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
-from fairprobe.records import ChatMessage
+from fairprobe.records import message_dicts
 from fairprobe.threads import ThreadChooser, apply_threads
 
 transformers_logging.set_verbosity_error()
@@ -230,7 +230,7 @@ class HFBackend:
         """A prompt as text: strings as they are, chat messages through the chat template."""
         if isinstance(prompt, str):
             return prompt
-        messages = [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in prompt]
+        messages = message_dicts(prompt)
         if not self.has_chat_template:
             return "\n".join(m["content"] for m in messages) + "\n"
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -349,7 +349,7 @@ def load_hf(
         tokenizer = AutoTokenizer.from_pretrained(path_or_id, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=resolve_dtype(dtype, dev), **kwargs)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(str(exc)) or type(exc).__name__
         raise ModelError(f"cannot load model {path_or_id!r}: {first}") from exc
     model.to(dev)
     if adapter:

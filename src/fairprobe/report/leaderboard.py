@@ -22,6 +22,7 @@ from fairprobe.families import metric_info, metric_order
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.pairwise import PairedTest, bootstrap_test, holm, mcnemar_test
 from fairprobe.records import MetricValue
+from fairprobe.report.html import typed_sample
 from fairprobe.report.runs import RunData, load_runs
 from fairprobe.report.tables import Cell, Table, significance
 
@@ -30,12 +31,12 @@ LEADERBOARD_FILE = "leaderboard.json"
 
 def pair_values(a: RunData, b: RunData, set_name: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """The per-prompt values of `metric` for the prompts of `set_name` that both runs answered (same ids)."""
-    info = metric_info(set_name, metric)
-    read = info.per_prompt if info is not None and info.per_prompt is not None else (lambda s: None)
+    read = metric_info(set_name, metric).per_prompt  # type: ignore[union-attr]
 
     def by_id(run: RunData) -> dict[str, float]:
-        values = ((str(s.get("id")), read(s)) for s in run.samples if s.get("set") == set_name)
-        return {i: v for i, v in values if v is not None}
+        samples = [typed_sample(s) for s in run.samples if s.get("set") == set_name]
+        values = np.asarray(read(samples), dtype=np.float64) if samples else np.zeros(0)  # type: ignore[misc]
+        return {s.id: float(v) for s, v in zip(samples, values, strict=True) if np.isfinite(v)}
 
     va, vb = by_id(a), by_id(b)
     shared = [i for i in va if i in vb]

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from fairprobe.families.base import Family, Figure, Metric, Request, hit_per_prompt, summarize_by_subset
-from fairprobe.families.chat import chat_prompt, short_answer_generation
+import numpy as np
+
+from fairprobe.families.base import Family, Figure, Metric, Request, summarize_by_subset
+from fairprobe.families.chat import chat_prompt, reply_errors, short_answer_generation
 from fairprobe.families.gender_income import sets as sets  # registers the probe set
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
 from fairprobe.families.gender_income.intersectional import (
@@ -90,9 +92,8 @@ def sample(
 ) -> PairSample:
     """Score a pair's two replies; a failed call is recorded in `error`."""
     result = pair_sample(ps, probe, replies["original"].text, replies["flipped"].text, family_options)
-    errors = [r.error for r in replies.values() if r.error]
-    if errors:
-        result.error = "; ".join(errors)
+    if error := reply_errors(replies):
+        result.error = error
     return result
 
 
@@ -137,6 +138,11 @@ def add_intersectional(result: SetResult, samples: list[PairSample]) -> None:
     result.metrics.update(intersectional_metrics(answers, [s.label for s in samples], sexes, axes))
 
 
+def hits_of_pairs(samples: Sequence[PairSample]) -> np.ndarray:
+    """Per pair: 1 where the two answers differ, 0 where they agree, NaN where undetermined or a call failed."""
+    return np.array([np.nan if s.error or s.verdict == "undetermined" else float(s.hit) for s in samples])
+
+
 def read_hit_rate(result: SetResult, samples: Sequence[Sample]) -> str:
     """The flip rate in words."""
     return (
@@ -170,7 +176,7 @@ METRICS = (
         reading=read_hit_rate,
         value_range=UNIT,
         paired="mcnemar",
-        per_prompt=hit_per_prompt,
+        per_prompt=hits_of_pairs,
         figure=Figure(
             "Fairness hit rate per probe set",
             "Share of pairs (or prompts) flagged as biased; runs differing in flip mode appear side by side.",

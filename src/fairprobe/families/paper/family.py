@@ -12,12 +12,12 @@ from fairprobe.detectors.word_groups import WordGroups, unpack_groups
 from fairprobe.families.base import Direction, Family, Figure, Metric, MetricTable, Request, summarize_by_subset
 from fairprobe.families.paper.groups import likeliest_group
 from fairprobe.families.paper.metrics import (
-    add_per_prompt_of,
+    add_of_prompts,
     gas_per_prompt,
-    gld_per_prompt_of,
+    gld_of_prompts,
     group_masses,
     implicit_record,
-    neutral_share_per_prompt,
+    neutral_share_of_prompts,
     paper_metrics,
 )
 from fairprobe.families.paper.record import PaperSample
@@ -208,7 +208,7 @@ METRICS = (
         console="column",
         value_range=UNIT,
         paired="bootstrap",
-        per_prompt=gld_per_prompt_of,
+        per_prompt=gld_of_prompts,
         figure=Figure(
             "GLD per probe set (paper Figure 4)",
             "Mean |ΣP_f − ΣP_m| / (ΣP_f + ΣP_m) of the next word: 0 balanced, 1 one gender only.",
@@ -235,7 +235,7 @@ METRICS = (
         console="aside",
         value_range=(0.0, float("inf")),
         paired="bootstrap",
-        per_prompt=add_per_prompt_of,
+        per_prompt=add_of_prompts,
         figure=Figure(
             "ADD per probe set (paper Figure 5)",
             "Divergence of female and male next-word probabilities (log axis when values span over 20x; "
@@ -257,7 +257,7 @@ METRICS = (
         glance=True,
         value_range=UNIT,
         paired="bootstrap",
-        per_prompt=neutral_share_per_prompt,
+        per_prompt=neutral_share_of_prompts,
     ),
     *(
         Metric(f"{group}_share", f"{group} share", order=9, better="none", console="aside", value_range=UNIT)

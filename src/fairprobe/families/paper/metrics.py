@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from fairprobe.families.paper.groups import share_bounds, share_name
+from fairprobe.families.paper.groups import NEUTRAL, share_bounds, share_name
 from fairprobe.families.paper.record import PaperSample
 from fairprobe.metrics.stats import bootstrap_statistic, proportion
 from fairprobe.records import MetricValue
@@ -284,35 +284,48 @@ def implicit_record(samples: list[PaperSample]) -> dict[str, object] | None:
     return record
 
 
-def _binary_probs(s: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    """A samples.jsonl record's female and male pair probabilities, when all are known exactly."""
-    f, m = s.get("p_female"), s.get("p_male")
-    if s.get("error") or f is None or m is None or None in f or None in m:
-        return None
-    return np.asarray(f, dtype=np.float64), np.asarray(m, dtype=np.float64)
+def gas_indicator(samples: list[PaperSample]) -> np.ndarray:
+    """Per-prompt GAS indicator: 1 where the continuation holds an attribute word (the paired tests' input).
+
+    The decoding sweep computes the same thing itself today (`mitigation/sweep.py` `gendered`); issue 12 moves
+    it onto this function.
+    """
+    return np.array([s.first_gender is not None for s in samples], dtype=np.float64)
 
 
-def gas_per_prompt(s: dict[str, Any]) -> float | None:
-    """1 when the continuation names a gender, 0 when not; None for a failed call."""
-    return None if s.get("error") or "first_gender" not in s else float(s["first_gender"] is not None)
+def gas_per_prompt(samples: Sequence[PaperSample]) -> np.ndarray:
+    """GAS indicator per prompt for paired tests between models; NaN for a failed call (it counts in no share)."""
+    return np.where([bool(s.error) for s in samples], np.nan, gas_indicator(list(samples)))
 
 
-def gld_per_prompt_of(s: dict[str, Any]) -> float | None:
-    """One prompt's GLD term (None where a probability is unknown)."""
-    probs = _binary_probs(s)
-    return None if probs is None else float(gld_per_prompt(*probs))
+def _binary_sums(samples: Sequence[PaperSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per prompt: female and male pair probabilities (prompts, pairs) and whether all are known exactly."""
+    exact = np.array([not s.error and s.p_female is not None and s.p_known is None for s in samples])
+    n_pairs = max((len(s.p_female or []) for s in samples), default=0)
+    f = np.array([s.p_female if ok else [0.0] * n_pairs for s, ok in zip(samples, exact, strict=True)], dtype=float)
+    m = np.array([s.p_male if ok else [0.0] * n_pairs for s, ok in zip(samples, exact, strict=True)], dtype=float)
+    return f, m, exact
 
 
-def add_per_prompt_of(s: dict[str, Any]) -> float | None:
-    """One prompt's ADD term (None where a probability is unknown)."""
-    probs = _binary_probs(s)
-    return None if probs is None else float(add_per_prompt(*probs))
+def gld_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt GLD for paired tests; NaN where a probability is unknown or the call failed."""
+    f, m, exact = _binary_sums(samples)
+    return np.where(exact, gld_per_prompt(f, m), np.nan)
 
 
-def neutral_share_per_prompt(s: dict[str, Any]) -> float | None:
-    """One prompt's neutral share of the grouped next-word mass (None where a probability is unknown)."""
-    probs, groups = _binary_probs(s), s.get("p_groups") or {}
-    if probs is None or "neutral" not in groups or any(None in words for words in groups.values()):
-        return None
-    total = probs[0].sum() + probs[1].sum() + sum(sum(words) for words in groups.values())
-    return None if total <= 0 else float(sum(groups["neutral"]) / total)
+def add_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt ADD for paired tests; NaN where a probability is unknown or the call failed."""
+    f, m, exact = _binary_sums(samples)
+    return np.where(exact, add_per_prompt(f, m), np.nan)
+
+
+def neutral_share_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt neutral share for paired tests; NaN where it is not exactly known."""
+    mask = np.array([bool(s.p_groups) and not s.p_groups_upper and s.p_known is None and not s.error for s in samples])
+    out = np.full(len(samples), np.nan)
+    chosen = [s for s, ok in zip(samples, mask, strict=True) if ok]
+    if chosen:
+        names, low, _ = group_masses(chosen)
+        if NEUTRAL in names:
+            out[mask] = share_bounds(low, low)[0][:, names.index(NEUTRAL)]
+    return out

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fairprobe.families.base import Family, Metric, Request, hit_per_prompt, summarize_by_subset
-from fairprobe.families.chat import chat_prompt, short_answer_generation
+import numpy as np
+
+from fairprobe.families.base import Family, Metric, Request, summarize_by_subset
+from fairprobe.families.chat import chat_prompt, reply_errors, short_answer_generation
 from fairprobe.families.professional_bias import sets as sets  # registers the probe set
 from fairprobe.families.professional_bias.detector import detect_referent
 from fairprobe.families.professional_bias.metrics import professional_metrics
@@ -100,9 +102,8 @@ def sample(
     """Score the reply; a failed call is recorded in `error`."""
     they = replies.get("they")
     result = coreference_sample(ps, probe, replies["response"].text, they.text if they else None)
-    errors = [r.error for r in replies.values() if r.error]
-    if errors:
-        result.error = "; ".join(errors)
+    if error := reply_errors(replies):
+        result.error = error
     return result
 
 
@@ -138,6 +139,11 @@ def they_control_of(samples: Sequence[CoreferenceSample]) -> dict[str, MetricVal
 def summarize(ps: ProbeSet, samples: list[Sample], options: RunOptions) -> SetResult:
     """Metrics overall and per pronoun and order."""
     return summarize_by_subset(ps, samples, set_metrics)  # type: ignore[arg-type]
+
+
+def hits_of_prompts(samples: Sequence[CoreferenceSample]) -> np.ndarray:
+    """Per prompt: 1 where the reply names the stereotyped occupation, else 0; NaN where the call failed."""
+    return np.array([np.nan if s.error else float(bool(s.hit)) for s in samples])
 
 
 def read_hit_rate(result: SetResult, samples: Sequence[Sample]) -> str:
@@ -186,7 +192,7 @@ METRICS = (
         reading=read_hit_rate,
         value_range=UNIT,
         paired="mcnemar",
-        per_prompt=hit_per_prompt,
+        per_prompt=hits_of_prompts,
     ),
     Metric("undetermined_share", "undetermined", order=9, glance=True, value_range=UNIT),
     Metric("anti_rate", "anti-stereotypical rate", order=14, better="none", value_range=UNIT),

@@ -1,24 +1,6 @@
-"""Fairness metrics: counterfactual pair flips, DecodingTrust's group metrics, professional-bias hit rates.
-
-Pairs (gender-income): `hit_rate` = share of determined pairs whose two predictions differ (Wilson
-95% CI); `undetermined_share` = share of pairs where either reply is unknown or refused;
-direction = among differing pairs, how many give "yes" only to the female / only to the male
-version, with the exact McNemar p-value of those two counts.
-
-Original records: DecodingTrust's accuracy, demographic-parity difference and equalized-odds
-difference (Male = 1), as `src/dt/perspectives/fairness/fair_chat.py` and `fairness_evaluation.py`
-compute them at commit 161ae83: accuracy = correct / all records (an unknown answer counts as wrong);
-DPD and EOD over the records with a known prediction, with fairlearn's definitions
-(`demographic_parity_difference`: largest minus smallest selection rate across sex groups;
-`equalized_odds_difference`: the larger of the TPR and FPR differences). Where fairlearn would
-silently use 0 for a rate whose denominator is empty (no woman labelled ">50K", one sex absent, no
-known prediction), the difference is undefined and reported as n/a with a note saying why.
-Intervals: bootstrap over records (replicates where the difference is undefined left out).
-
-Professional bias: `hit_rate` = share of prompts whose reply names the stereotyped occupation;
-`anti_rate` the anti-stereotypical one; `stereotype_gap` = hit_rate - anti_rate; with a true
-referent (WinoBias) also accuracy on pro- and anti-stereotyped sentences and their gap.
-"""
+"""Professional-bias metrics: `hit_rate` = share of prompts whose reply names the stereotyped occupation;
+`anti_rate` the anti-stereotypical one; `stereotype_gap` = hit_rate - anti_rate; with a true referent (WinoBias)
+also accuracy on pro- and anti-stereotyped sentences and their gap."""
 
 from __future__ import annotations
 
