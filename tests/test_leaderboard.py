@@ -62,7 +62,8 @@ def test_models_run_into_their_folders_and_compare(two_models: tuple[list[str], 
     assert out == root / "comparison"
     assert {p.name for p in root.iterdir()} == {"lean-a_x", "lean-b_x", "comparison"}
     board = json.loads((out / "leaderboard.json").read_text())
-    rows = board["sets"]["template"]["rows"]
+    assert [entry["set"] for entry in board["sets"]] == ["template"]
+    rows = board["sets"][0]["rows"]
     assert [r["model"] for r in rows] == ["lean-a", "lean-b"]  # sorted by GLD, lowest first
     assert rows[0]["metrics"]["gld"]["value"] < rows[1]["metrics"]["gld"]["value"]
     assert rows[1]["metrics"]["gas"] == summaries["lean-b:x"].results["template"].metrics["gas"].model_dump(mode="json")

@@ -3,7 +3,8 @@
 A binary per-prompt outcome (a continuation names a gender; a reply is a stereotype hit) is compared with
 the exact McNemar test on the discordant prompts; a continuous one (per-prompt GLD, ADD, neutral share)
 with a paired bootstrap: the mean difference B - A over the shared prompts, its percentile 95% interval,
-and the two-sided p-value 2 min(P*(d <= 0), P*(d >= 0)) over the bootstrap replicates (capped at 1).
+and the two-sided p-value 2 min(k_le + 1, k_ge + 1) / (B + 1) over the B bootstrap replicates (k_le of them
+at or below 0, k_ge at or above; the +1 keeps a p-value from reading as exactly 0 on finite replicates).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def bootstrap_paired(
         return MetricValue(value=None), None
     replicates = d[bootstrap_rows(len(d), n_boot, seed)].mean(axis=1)
     lo, hi = np.percentile(replicates, [2.5, 97.5])
-    p = min(1.0, 2.0 * min(float((replicates <= 0).mean()), float((replicates >= 0).mean())))
+    below, above = int((replicates <= 0).sum()), int((replicates >= 0).sum())
+    p = min(1.0, 2.0 * (min(below, above) + 1) / (len(replicates) + 1))
     return MetricValue(value=float(d.mean()), ci95=(float(lo), float(hi))), p
 
 

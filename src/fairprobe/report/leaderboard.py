@@ -94,11 +94,12 @@ def _sort_key(set_name: str, metric: str, row: dict[str, Any]) -> tuple[int, flo
     return (0, -float(value) if better == "higher" else abs(float(value)) if better == "zero" else float(value))
 
 
-def board(runs: list[RunData], sort_by: str | None) -> dict[str, dict[str, Any]]:
-    """Per set: every model's metrics (as in summary.json), rows sorted by `sort_by` (else the set's first metric)."""
-    out: dict[str, dict[str, Any]] = {}
-    names: set[str] = {s for r in runs if r.summary for s in r.summary.results}
-    for set_name in sorted(names, key=lambda s: shared_sets(runs).index(s) if s in shared_sets(runs) else 99):
+def board(runs: list[RunData], sort_by: str | None) -> list[dict[str, Any]]:
+    """Per set, in the runs' order: every model's metrics (as in summary.json), rows sorted by `sort_by` (else
+    the set's first metric)."""
+    out: list[dict[str, Any]] = []
+    names = list(dict.fromkeys(s for r in runs if r.summary for s in r.summary.results))
+    for set_name in names:
         rows = []
         for run in runs:
             result = run.summary.results.get(set_name) if run.summary else None
@@ -108,7 +109,7 @@ def board(runs: list[RunData], sort_by: str | None) -> dict[str, dict[str, Any]]
         first = next(iter(rows[0]["metrics"]), None) if rows else None
         key = sort_by if sort_by and any(sort_by in r["metrics"] for r in rows) else first
         rows.sort(key=lambda row: _sort_key(set_name, key or "", row))
-        out[set_name] = {"sort_by": key, "rows": rows}
+        out.append({"set": set_name, "sort_by": key, "rows": rows})
     return out
 
 
@@ -127,7 +128,8 @@ def build_leaderboard(run_dirs: list[Path], sort_by: str | None = None) -> dict[
 def leaderboard_tables(obj: dict[str, Any]) -> list[Table]:
     """One leaderboard table per set (models x every metric with CI) and the pairwise tests table."""
     tables = []
-    for set_name, entry in obj["sets"].items():
+    for entry in obj["sets"]:
+        set_name = entry["set"]
         metrics = sorted({m for r in entry["rows"] for m in r["metrics"]}, key=metric_order)
         rows: list[list[Cell]] = [
             [rank, r["model"], r["n"], *[_cell(r["metrics"].get(m)) for m in metrics]]
