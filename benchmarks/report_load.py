@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from fairprobe.families import family_of_set, load_probe_set
+from fairprobe.families.paper import PaperSample
 from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.records import Probe, ProbeSet, Sample, Summary
+from fairprobe.records import Probe, ProbeSet, Summary
 
 SET_SIZES = {"template": 160, "llm-gen-1": 200, "llm-gen-2": 200, "stsb": 364, "snli": 317}
 SIZE_BUDGET = 5 * 1024 * 1024
@@ -60,7 +61,7 @@ WORDS_F, WORDS_M = (
 )
 
 
-def synthetic_samples(ps: ProbeSet, rng: np.random.Generator) -> list[Sample]:
+def synthetic_samples(ps: ProbeSet, rng: np.random.Generator) -> list[PaperSample]:
     """Paper-suite samples with the fields the suite writes: continuation, words found, first gender, probabilities."""
     samples = []
     for probe in ps.probes:
@@ -75,7 +76,7 @@ def synthetic_samples(ps: ProbeSet, rng: np.random.Generator) -> list[Sample]:
         first = None if not found else "female" if found[0] in WORDS_F else "male"
         p = rng.dirichlet(np.full(41, 0.3))[:40] * 0.5
         samples.append(
-            Sample(
+            PaperSample(
                 set=ps.name,
                 id=probe.id,
                 prompt=probe.prompt,

@@ -284,13 +284,15 @@ def test_html_export_default_path_and_runner_hook_only_warns(run_dir, monkeypatc
     assert (text, written) == ("", [run_dir / "report.html"])
     assert "fairprobe report: toy" in (run_dir / "report.html").read_text()
 
-    import fairprobe.report.html as html_module
+    from fairprobe.catalog import RUN_FOLDER_WRITERS
     from fairprobe.runner import write_report
 
     def broken(_: Path) -> Path:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(html_module, "write_run_report", broken)
+    # The runner writes report.html through the registered run-folder writer: replace it for this test.
+    monkeypatch.setattr(RUN_FOLDER_WRITERS, "_entries", {"report.html": broken})
+    monkeypatch.setattr(RUN_FOLDER_WRITERS, "_lazy", {})
     with pytest.warns(UserWarning, match=r"report.html not written in .*run: disk full"):
         write_report(run_dir)
 

@@ -247,7 +247,7 @@ def summarize_by_subset(
     """A set's metrics over all its samples and over each subset its samples name."""
     subsets: dict[str, list[Sample]] = {}
     for s in samples:
-        for name in s.subsets:
+        for name in s.subset_names():
             subsets.setdefault(name, []).append(s)
     return SetResult(
         n=len(samples),
