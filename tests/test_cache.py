@@ -108,6 +108,17 @@ def test_cached_backend_asks_only_misses_and_returns_identical_values(tmp_path: 
     assert inner.asked == ["a", "bb", "ccc", "a", "a", "a"]
 
 
+def test_model_args_are_part_of_the_key_but_the_api_key_is_not(tmp_path: Path) -> None:
+    inner = CountingBackend()
+    cache = Cache(tmp_path / "c.sqlite")
+    CachedBackend(inner, cache).generate(["a"], GenerationConfig())
+    CachedBackend(inner, cache, {"api_key": "sk-1"}).generate(["a"], GenerationConfig())
+    assert inner.asked == ["a"]  # no args and an API key alone: the same question
+    CachedBackend(inner, cache, {"revision": "v2", "api_key": "sk-2"}).generate(["a"], GenerationConfig())
+    CachedBackend(inner, cache, {"revision": "v2"}).generate(["a"], GenerationConfig())
+    assert inner.asked == ["a", "a"]  # another revision is another model
+
+
 def test_errors_are_not_cached(tmp_path: Path) -> None:
     inner = CountingBackend()
     model = CachedBackend(inner, Cache(tmp_path / "c.sqlite"))

@@ -261,7 +261,7 @@ def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBacken
     flags.update(adapter=adapter or options.adapter, **{k: v for k, v in endpoint.items() if v is not None})
     backend = load_model(options.model, **{**flags, **options.model_args})
     if options.use_cache:
-        backend = CachedBackend(backend, Cache(options.cache))
+        backend = CachedBackend(backend, Cache(options.cache), options.model_args)
     return backend
 
 

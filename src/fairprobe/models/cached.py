@@ -80,9 +80,11 @@ class CachedBackend:
     callback, so answers already paid for are kept even when a later request of the batch fails.
     """
 
-    def __init__(self, inner: ModelBackend, cache: Cache) -> None:
+    def __init__(self, inner: ModelBackend, cache: Cache, model_args: dict[str, Any] | None = None) -> None:
         self.inner = inner
         self.cache = cache
+        # -M model args may change the answers (a revision, a chat template); a key leaves out none but the API key.
+        self._model_args = {k: v for k, v in sorted((model_args or {}).items()) if k != "api_key"}
         self.name = inner.name
         self.has_chat_template = inner.has_chat_template
         self._identity = inner.identity()
@@ -97,12 +99,14 @@ class CachedBackend:
     def keys(
         self, prompts: list[Prompt], config: GenerationConfig, word_pairs: list[tuple[str, str]] | None
     ) -> list[str]:
-        """One content address per prompt: model identity, decoding parameters, prompt and word pairs."""
-        base = {
+        """One content address per prompt: model identity and args, decoding parameters, prompt and word pairs."""
+        base: dict[str, Any] = {
             "model": self._identity,
             "decoding": decoding_key(config),
             "word_pairs": None if word_pairs is None else [list(p) for p in word_pairs],
         }
+        if self._model_args:
+            base["model_args"] = self._model_args
         return [cache_key({**base, "prompt": prompt_json(p)}) for p in prompts]
 
     def generate(
