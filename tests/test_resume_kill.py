@@ -96,7 +96,8 @@ def test_hf_run_killed_after_its_first_batch_resumes_to_the_uninterrupted_result
     )
     asked = CountingPrompts(embedded_backend)
     run(options, backend=asked)  # type: ignore[arg-type]
-    assert asked.prompts == 4 - 2 * (len(left) // 2)  # only the batch that was not saved whole
+    # Only the batch that was not saved whole, each prompt twice: its continuation and the groups' scoring call.
+    assert asked.prompts == 2 * (4 - 2 * (len(left) // 2))
     run(options.model_copy(update={"out": tmp_path / "whole"}), backend=embedded_backend)
     assert_same_run(out, tmp_path / "whole", 4)
 
