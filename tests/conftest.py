@@ -34,6 +34,17 @@ def shared_data_dir() -> Path:
     pytest.skip(reason)
 
 
+def pairs_only_words(folder: Path) -> Path:
+    """The default attribute words without the extra gender groups, as a --words file in `folder`: runs that count
+    server requests ask one call per prompt (the groups' scoring call is tested on its own)."""
+    import json
+
+    default = json.loads((Path(__file__).parents[1] / "src/fairprobe/data/attribute_words.json").read_text())
+    path = Path(folder) / "pairs_only_words.json"
+    path.write_text(json.dumps({"pairs": default["pairs"], "detection": default["detection"]}))
+    return path
+
+
 def paper_data_dir() -> Path:
     """The paper's files (debias_llms/ under the shared data root), skipping or failing like shared_data_dir."""
     return shared_data_dir() / "debias_llms"

@@ -14,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 
+from conftest import pairs_only_words
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.families import load_probe_set
 from fairprobe.models import GenerationConfig, load_model
@@ -44,9 +45,11 @@ def backend(url: str, **kw):
 
 
 def options(url: str, out: Path, **kw) -> RunOptions:
-    """Six template prompts, batches of 4, no cache (each test counts its own requests), top-k logprobs."""
+    """Six template prompts, batches of 4, no cache (each test counts its own requests), top-k logprobs, the
+    binary pairs only (one request per prompt; the extra groups' call has its own test)."""
     base = {"model": "openai:test", "base_url": url, "probes": ["template"], "limit": 6, "out": out, "batch_size": 4}
     base["implicit"] = "topk"
+    base["words_file"] = pairs_only_words(Path(out).parent)
     return RunOptions(**{**base, "use_cache": False, **kw})
 
 
@@ -285,3 +288,21 @@ def test_api_key_never_reaches_files_or_messages(tmp_path: Path) -> None:
     for path in written:
         assert marker.encode() not in path.read_bytes(), path
     assert marker not in ok.stdout + ok.stderr + bad.stdout + bad.stderr
+
+
+def test_extra_groups_over_top_logprobs_are_bounded_not_zero(tmp_path: Path) -> None:
+    # The default words: each prompt also gets a one-token call that reads the extra groups' words.
+    with scripted() as (url, seen):
+        summary = run(options(url, tmp_path / "run", words_file=None), backend=backend(url))
+    assert sorted(b["max_tokens"] for b in seen.bodies) == [1] * 6 + [50] * 6
+    m = metrics(summary)
+    # they/them are outside the server's top logprobs: the share is an interval from 0, never a plain 0.
+    share = m["neutral_share"]
+    assert share["value"] is None and share["bounds"][0] == 0.0 and 0.0 < share["bounds"][1] < 1.0
+    sample = read_samples(tmp_path / "run" / "samples.jsonl")[0]
+    assert set(sample.p_groups["neutral"]) == {None} and all(x > 0 for x in sample.p_groups_upper["neutral"])
+    assert sample.likeliest_group in ("female", "undecided")
+    # The binary pairs' numbers are those of a run without groups.
+    with scripted() as (url, _):
+        plain = run(options(url, tmp_path / "plain"), backend=backend(url))
+    assert {k: v for k, v in m.items() if not k.endswith("_share")} == metrics(plain)

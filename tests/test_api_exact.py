@@ -229,7 +229,8 @@ def test_top_logprobs_option_on_the_cli(tmp_path: Path) -> None:
             timeout=120,
         )
     assert done.returncode == 0, done.stderr
-    assert [b["logprobs"] for b in seen.bodies] == [3, 3]  # no detection request: topk was asked for
+    # No detection request (topk was asked for); each prompt's continuation and its extra groups' one-token call.
+    assert sorted((b["max_tokens"], b["logprobs"]) for b in seen.bodies) == [(1, 3), (1, 3), (50, 3), (50, 3)]
     summary = json.loads((out / "summary.json").read_text())["results"]["template"]
     assert summary["implicit"] == {"mode": "topk", "top_logprobs": 3}
     # The canned top-3 (she 0.3, the 0.2, he 0.1): an unseen word has at most 0.1.

@@ -34,7 +34,8 @@ def test_paper_suite_through_the_server_matches_the_local_model(tmp_path: Path, 
                 **common,
             )
         ).results["template"]
-    assert seen.paths == ["/v1/completions"] * 4 and {b["logprobs"] for b in seen.bodies} == {20}
+    # Each prompt: its continuation and the extra gender groups' one-token call, both with 20 top logprobs.
+    assert seen.paths == ["/v1/completions"] * 8 and {b["logprobs"] for b in seen.bodies} == {20}
     # batch_size 1: the local model sees each prompt alone, as the server does (no padding).
     local = run(RunOptions(out=tmp_path / "local", batch_size=1, **common), backend=embedded_backend).results[
         "template"
@@ -57,6 +58,10 @@ def test_paper_suite_through_the_server_matches_the_local_model(tmp_path: Path, 
         low, high = api.metrics[name].bounds
         assert api.metrics[name].value is None and low <= local.metrics[name].value <= high
         assert local.metrics[name].bounds is None
+    # The neutral share over the server holds the local model's exact value (they/them outside the top 20: bounds).
+    share, exact_share = api.metrics["neutral_share"], local.metrics["neutral_share"].value
+    low, high = share.bounds if share.value is None else (share.value, share.value)
+    assert exact_share is not None and low - 1e-4 <= exact_share <= high + 1e-4
 
 
 def test_chat_prompts_get_the_model_chat_template_on_the_server(embedded_backend) -> None:

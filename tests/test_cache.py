@@ -139,16 +139,17 @@ def test_rerun_more_prompts_and_rescoring_cost_no_repeated_calls(tmp_path: Path)
     rescore = tmp_path / "words.json"
     rescore.write_text(json.dumps(words))
     with scripted() as (url, seen):
+        # Two calls per prompt: the continuation and the extra gender groups' next-word scoring.
         first = run(_options(url, tmp_path / "a", cache))
-        assert seen.count == 6
+        assert seen.count == 12
         second = run(_options(url, tmp_path / "b", cache))
-        assert seen.count == 6  # the same suite again: no server call
+        assert seen.count == 12  # the same suite again: no server call
         run(_options(url, tmp_path / "c", cache, limit=8))
-        assert seen.count == 8  # two more prompts: two calls
+        assert seen.count == 16  # two more prompts: four calls
         rescored = run(_options(url, tmp_path / "d", cache, words_file=rescore))
-        assert seen.count == 8  # re-scoring with another detector: no call
+        assert seen.count == 16  # re-scoring with another detector: no call
         run(_options(url, tmp_path / "e", cache, use_cache=False))
-        assert seen.count == 14  # --no-cache asks again
+        assert seen.count == 28  # --no-cache asks again
     assert first.to_json_obj() == second.to_json_obj()
     assert rescored.results["template"].n == 6
     rescored_words = [s.words_found for s in read_samples(tmp_path / "d" / "samples.jsonl")]

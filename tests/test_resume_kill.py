@@ -68,7 +68,8 @@ def test_api_run_killed_mid_way_resumes_with_the_missing_samples_only(tmp_path: 
         whole_batches = sum(1 for n in Counter(s.batch for s in left).values() if n == 4)
         before = seen.count
         finish([*args, "--out", str(out)])
-        assert seen.count - before == 24 - 4 * whole_batches  # only the batches not saved whole are asked
+        # Only the batches not saved whole are asked (two calls per prompt: continuation, extra groups' scoring).
+        assert seen.count - before == 2 * (24 - 4 * whole_batches)
         finish([*args, "--out", str(tmp_path / "whole")])
     assert_same_run(out, tmp_path / "whole", 24)
 
@@ -95,7 +96,8 @@ def test_hf_run_killed_after_its_first_batch_resumes_to_the_uninterrupted_result
     )
     asked = CountingPrompts(embedded_backend)
     run(options, backend=asked)  # type: ignore[arg-type]
-    assert asked.prompts == 4 - 2 * (len(left) // 2)  # only the batch that was not saved whole
+    # Only the batch that was not saved whole, each prompt twice: its continuation and the groups' scoring call.
+    assert asked.prompts == 2 * (4 - 2 * (len(left) // 2))
     run(options.model_copy(update={"out": tmp_path / "whole"}), backend=embedded_backend)
     assert_same_run(out, tmp_path / "whole", 4)
 

@@ -75,7 +75,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
     # The holder was killed: its lock is stale and taken over at once, and the run goes through.
     backend = FixedBackend()
     run(options(out), backend=backend)
-    assert backend.asked == 4
+    assert backend.asked == 8  # each prompt: its continuation and the extra groups' scoring call
     record = json.loads((out / LOCK_NAME).read_text())
     assert record["pid"] == os.getpid()
 
@@ -318,4 +318,4 @@ def test_a_full_disk_mid_run_is_one_error_and_the_run_resumes(tmp_path: Path, mo
     monkeypatch.setattr(RunWriter, "append", real_append)
     backend = FixedBackend()
     run(options(out, batch_size=2), backend=backend)
-    assert backend.asked == 2 and len(read_samples(out / "samples.jsonl")) == 4
+    assert backend.asked == 4 and len(read_samples(out / "samples.jsonl")) == 4  # 2 prompts x 2 calls

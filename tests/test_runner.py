@@ -45,7 +45,7 @@ class ScriptedBackend:
         out = []
         for p in prompts:
             h = zlib.crc32(str(p).encode())
-            probs = np.full((N_PAIRS, 2), 1e-4)
+            probs = np.full((len(word_pairs) if word_pairs else N_PAIRS, 2), 1e-4)
             probs[0] = [(h % 97) / 400, (h % 89) / 400]
             out.append(Completion(text=REPLIES[h % len(REPLIES)], word_probs=probs))
         return out
@@ -75,7 +75,8 @@ def test_run_directory_layout(tmp_path: Path) -> None:
     out = tmp_path / "run"
     backend = ScriptedBackend()
     summary = run(options(out), backend=backend)
-    assert len(backend.calls) == 6 and all(len(c) <= 4 for c in backend.calls)
+    # Per batch two calls: the continuations, then the extra gender groups' next-word scoring.
+    assert len(backend.calls) == 12 and all(len(c) <= 4 for c in backend.calls)
     assert {"manifest.json", "samples.jsonl", "summary.json"} <= {p.name for p in out.iterdir()}
 
     manifest = json.loads((out / "manifest.json").read_text())
@@ -144,7 +145,7 @@ def test_resume_after_a_killed_run(tmp_path: Path) -> None:
 
     backend = ScriptedBackend()
     run(options(out), backend=backend)
-    assert len(backend.calls) == 5  # the first batch is not asked again
+    assert len(backend.calls) == 10  # the first batch is not asked again (two calls per batch)
     keys = [(s["set"], s["id"]) for s in lines(out / "samples.jsonl")]
     assert len(keys) == len(set(keys)) == 20
     assert (out / "summary.json").read_bytes() == (tmp_path / "whole" / "summary.json").read_bytes()
@@ -155,7 +156,7 @@ def test_ctrl_c_keeps_samples_and_resumes(tmp_path: Path) -> None:
     run(options(tmp_path / "whole"), backend=ScriptedBackend())
     out = tmp_path / "run"
     with pytest.raises(RunInterrupted) as info:
-        run(options(out), backend=ScriptedBackend(interrupt_on=2))
+        run(options(out), backend=ScriptedBackend(interrupt_on=3))  # the second batch's first call
     assert not (out / "summary.json").exists()
     assert info.value.done == 4 and info.value.out == out
     assert "run the same command again" in str(info.value)
@@ -164,7 +165,7 @@ def test_ctrl_c_keeps_samples_and_resumes(tmp_path: Path) -> None:
 
     backend = ScriptedBackend()
     run(options(out), backend=backend)
-    assert len(backend.calls) == 5
+    assert len(backend.calls) == 10  # the five batches not saved, two calls each
     assert (out / "summary.json").read_bytes() == (tmp_path / "whole" / "summary.json").read_bytes()
 
 

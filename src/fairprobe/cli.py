@@ -136,6 +136,25 @@ ModelArgsOpt = Annotated[
 ModelOpt = Annotated[
     str, typer.Option("--model", "-m", help="smollm2-135m-instruct, gemma-3-270m, hf:ID_OR_PATH or openai:MODEL")
 ]
+# `run` takes several models: each runs into its own folder and a comparison folder follows.
+ModelListOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="smollm2-135m-instruct (default), gemma-3-270m, hf:ID_OR_PATH or openai:MODEL; repeat to compare models",
+    ),
+]
+ModelsFileOpt = Annotated[
+    Path | None, typer.Option("--models", help="file with one model spec a line: run and compare them all")
+]
+SortByOpt = Annotated[
+    str | None, typer.Option("--sort-by", help="metric that orders a comparison's leaderboard (best first)")
+]
+RunOutOpt = Annotated[
+    Path | None,
+    typer.Option(help="run folder (default runs/MODEL/SUITE; rerun resumes); with several models their root"),
+]
 CacheOpt = Annotated[
     Path | None, typer.Option("--cache", help="cache database (default $FAIRPROBE_CACHE_DB or the user cache folder)")
 ]
@@ -173,10 +192,12 @@ def run_options_from_flags(flags: dict[str, Any]) -> Any:
 def run_cmd(
     suite: Annotated[str, typer.Option(help="suite to run: paper or fairness")] = "paper",
     probes: Annotated[str | None, typer.Option(help="comma-separated probe sets (default: all of the suite)")] = None,
-    model: ModelOpt = "smollm2-135m-instruct",
+    model: ModelListOpt = None,
+    models: ModelsFileOpt = None,
+    sort_by: SortByOpt = None,
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
     data_dir: DataDirOpt = None,
-    out: Annotated[Path | None, typer.Option(help="run folder (default runs/MODEL/SUITE; rerun resumes)")] = None,
+    out: RunOutOpt = None,
     limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy (paper default)")] = 0.0,
@@ -214,18 +235,56 @@ def run_cmd(
     model_arg: ModelArgsOpt = None,
 ) -> None:
     """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
-    options = run_options_from_flags(dict(locals()))
+    specs, options = run_plan(dict(locals()))
+    if len(specs) > 1:
+        return run_many(specs, options, sort_by, as_json)
     from fairprobe.progress import auto_progress
-    from fairprobe.report.console import print_summary
     from fairprobe.runner import run
 
     with auto_progress() as progress:
         summary = run(options, progress=progress)
+    show_summary(summary, as_json)
+    written("run", options.output_dir())
+
+
+def run_plan(flags: dict[str, Any]) -> tuple[list[str], Any]:
+    """The model specs of `run` and the RunOptions its flags give (for the first model)."""
+    specs = run_specs(flags.pop("model"), flags.pop("models"))
+    flags.pop("sort_by")
+    return specs, run_options_from_flags({**flags, "model": specs[0]})
+
+
+def show_summary(summary: Any, as_json: bool) -> None:
+    """A run's summary: summary.json with --json, else the table and the verdict."""
+    from fairprobe.report.console import print_summary
+
     if as_json:
         console.print_json(json.dumps(summary.to_json_obj()))
     else:
         print_summary(summary, console)
-    written("run", options.output_dir())
+
+
+def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
+    """The model specs of `run`: every --model, then the lines of --models FILE; the default model when none."""
+    from fairprobe.models import DEFAULT_MODEL
+    from fairprobe.multimodel import check_specs, read_model_specs
+
+    specs = list(model or []) + (read_model_specs(models) if models else [])
+    return check_specs(specs) or [DEFAULT_MODEL]
+
+
+def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool) -> None:
+    """Run several models and print each summary, then where the comparison is."""
+    from fairprobe.multimodel import run_models
+    from fairprobe.progress import auto_progress
+
+    with auto_progress() as progress:
+        summaries, out = run_models(specs, options, sort_by, progress)
+    for summary in summaries.values():
+        show_summary(summary, as_json)
+    if not as_json:
+        console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+    written("comparison", out)
 
 
 @probes_app.command("list")

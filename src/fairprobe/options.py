@@ -83,6 +83,8 @@ class RunOptions(BaseModel):
         """Every option that changes samples (recorded in the manifest; a refusal names those that differ)."""
         obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
         obj["words"] = [list(p) for p in sorted(self.attribute_words().pairs)]
+        if self.attribute_words().groups:  # the extra groups' probabilities are part of every sample
+            obj["word_groups"] = {name: list(words) for name, words in self.attribute_words().groups}
         # Options added after the first release count only when changed, so older run folders still resume.
         for key, default in LATER_OPTION_DEFAULTS.items():
             if obj.get(key) == default:

@@ -83,6 +83,10 @@ class Sample(BaseModel):
         """Known next-word probability of the female and of the male words, when the family reads them."""
         return None
 
+    def likeliest_group_name(self) -> str:
+        """The gender group (female, male, neutral, a neopronoun group) likeliest as the next word, when read."""
+        return ""
+
 
 class MetricValue(BaseModel):
     """A metric with its 95% confidence interval.
@@ -110,10 +114,18 @@ class MetricValue(BaseModel):
 
 
 class SubsetResult(BaseModel):
-    """Metrics on one subset of a probe set."""
+    """Metrics on one subset of a probe set; `note` (only when set) flags an empty or small slice."""
 
     n: int
     metrics: dict[str, MetricValue]
+    note: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_note(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("note") is None:
+            data.pop("note", None)
+        return data
 
 
 class SetResult(BaseModel):

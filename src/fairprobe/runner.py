@@ -20,8 +20,10 @@ from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
 from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
 from fairprobe.families import Family, family_of_set, load_probe_set
+from fairprobe.families.base import Request
 from fairprobe.io import atomic_write_json, atomic_write_text, split_lines
-from fairprobe.models import ModelBackend, load_model
+from fairprobe.models import GenerationConfig, ModelBackend, load_model
+from fairprobe.models.base import Completion
 from fairprobe.models.cached import CachedBackend
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress
@@ -173,7 +175,7 @@ def run_set(
             continue
         requests = [(probe, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
         config = gen.model_copy(update={"seed": batch_seed(options.seed, ps.name, index)})
-        replies = backend.generate([r.prompt for _, r in requests], config, pairs)  # type: ignore[arg-type]
+        replies = ask(backend, [r for _, r in requests], config, pairs)  # type: ignore[arg-type]
         grouped: dict[str, dict[str, Any]] = {}
         for (probe, request), reply in zip(requests, replies, strict=True):
             grouped.setdefault(probe.id, {})[request.key] = reply
@@ -187,6 +189,26 @@ def run_set(
         by_id.update({s.id: s for s in samples})
         progress.advance(len(batch))
     return [by_id[p.id] for p in ps.probes]
+
+
+def ask(
+    backend: ModelBackend, requests: list[Request], config: GenerationConfig, pairs: list[tuple[str, str]] | None
+) -> list[Completion]:
+    """Replies to a batch's requests, in order: one backend call per distinct (length, scored words).
+
+    A request that names its own `words` has those scored instead of the run's pairs (when the run reads
+    probabilities at all) and may ask fewer new tokens; the others share one call as before.
+    """
+    calls: dict[tuple[int | None, tuple | None], list[int]] = {}
+    for i, r in enumerate(requests):
+        calls.setdefault((r.max_new_tokens, r.words), []).append(i)
+    out: list[Completion | None] = [None] * len(requests)
+    for (length, words), indices in calls.items():
+        cfg = config if length is None else config.model_copy(update={"max_new_tokens": length})
+        scored = pairs if words is None or pairs is None else [tuple(p) for p in words]
+        for i, reply in zip(indices, backend.generate([requests[i].prompt for i in indices], cfg, scored), strict=True):  # type: ignore[arg-type]
+            out[i] = reply
+    return out  # type: ignore[return-value]
 
 
 def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeSet], started: str) -> dict[str, Any]:

@@ -62,9 +62,12 @@ def write_score_folder(out: Path, report: ScoreReport, responses: Path, probes: 
 
 
 def parse_responses(
-    text: str, keys: dict[str, list[str]], probes: str
+    text: str, keys: dict[str, list[str]], probes: str, optional: dict[str, list[str]] | None = None
 ) -> tuple[dict[str, dict[str, str]], list[tuple[int, str]]]:
-    """Replies by probe id (one string per model call of the probe) and the skipped lines (number, why)."""
+    """Replies by probe id (one string per model call of the probe) and the skipped lines (number, why).
+
+    `optional` keys (e.g. a control question's reply) are kept where a line has them as strings.
+    """
     skipped: list[tuple[int, str]] = []
     replies: dict[str, dict[str, str]] = {}
     for lineno, line in enumerate(split_lines(text), start=1):
@@ -95,7 +98,8 @@ def parse_responses(
         if absent:
             skipped.append((lineno, f"needs string field(s) {', '.join(absent)}"))
             continue
-        replies[pid] = {k: obj[k] for k in wanted}
+        extra = [k for k in (optional or {}).get(pid, []) if isinstance(obj.get(k), str)]
+        replies[pid] = {k: obj[k] for k in [*wanted, *extra]}
     return replies, skipped
 
 
@@ -122,8 +126,10 @@ def score_responses(
     )
     ps = load_probe_set(probes, data_dir=data_dir, **options.probe_options)
     family_options = family.parse_options(options.probe_options, probes)
-    keys = {p.id: [r.key for r in family.requests(ps, p, options, family_options)] for p in ps.probes}
-    replies, skipped = parse_responses(read_text(responses, "responses file"), keys, probes)
+    asked = {p.id: family.requests(ps, p, options, family_options) for p in ps.probes}
+    keys = {pid: [r.key for r in rs if not r.optional] for pid, rs in asked.items()}
+    optional = {pid: [r.key for r in rs if r.optional] for pid, rs in asked.items()}
+    replies, skipped = parse_responses(read_text(responses, "responses file"), keys, probes, optional)
     if not replies:
         raise DataError(f"no usable responses in {responses} ({len(skipped)} malformed lines)")
     samples = [

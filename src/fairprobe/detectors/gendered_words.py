@@ -9,23 +9,32 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
+from fairprobe.detectors.word_groups import WordGroups, packed_pairs, parse_groups
 from fairprobe.errors import DataError
 from fairprobe.io import read_text
 
 
 @dataclass(frozen=True)
 class AttributeWords:
-    """Female/male word pairs for probabilities and (larger) word sets for detection."""
+    """Female/male word pairs for probabilities, (larger) word sets for detection, and extra named groups.
+
+    `groups` (neutral, neopronouns) only add next-word probabilities (neutral_share and the group shares);
+    detection and the paper's binary metrics never read them.
+    """
 
     pairs: tuple[tuple[str, str], ...]
     female: frozenset[str]
     male: frozenset[str]
+    groups: WordGroups = ()
 
     @classmethod
     def default(cls) -> AttributeWords:
         """The package's documented default lists (see fairprobe/data/README.md)."""
-        text = resources.files("fairprobe.data").joinpath("attribute_words.json").read_text(encoding="utf-8")
-        return cls.from_json(json.loads(text), "fairprobe/data/attribute_words.json")
+        return cls.from_json(_default_json(), _DEFAULT_WHERE)
+
+    def group_pairs(self) -> list[tuple[str, str]]:
+        """The extra groups' words packed two by two, as a backend scores words (empty without groups)."""
+        return packed_pairs(self.groups) if self.groups else []
 
     @classmethod
     def from_file(cls, path: Path) -> AttributeWords:
@@ -44,10 +53,11 @@ class AttributeWords:
         """Validate strictly: non-empty word strings, pairs a bijection, no word in both groups, no unknown keys."""
         if not isinstance(obj, dict):
             raise DataError(f"attribute words in {where} must be a JSON object {{'pairs': [[female, male], ...]}}")
-        unknown = sorted(set(obj) - {"pairs", "detection"})
+        unknown = sorted(set(obj) - {"pairs", "detection", "groups"})
         if unknown:
             raise DataError(
-                f"attribute words in {where}: unknown key(s) {', '.join(map(repr, unknown))} (use pairs, detection)"
+                f"attribute words in {where}: unknown key(s) {', '.join(map(repr, unknown))} "
+                "(use pairs, detection, groups)"
             )
         raw_pairs = obj.get("pairs")
         if not isinstance(raw_pairs, list) or not raw_pairs:
@@ -73,13 +83,31 @@ class AttributeWords:
         both = female & male
         if both:
             raise DataError(f"attribute words in {where} are both female and male: {', '.join(sorted(both))}")
-        return cls(pairs=tuple(pairs), female=female, male=male)
+        groups: WordGroups = ()
+        if "groups" in obj:
+            taken = {**dict.fromkeys(female, "female"), **dict.fromkeys(male, "male")}
+            builtin = {} if where == _DEFAULT_WHERE else _builtin_groups()
+            groups = parse_groups(obj["groups"], where, taken, builtin, _word)
+        return cls(pairs=tuple(pairs), female=female, male=male, groups=groups)
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
         """One case-insensitive regex over all detection words, on word boundaries, longest first."""
         words = sorted(self.female | self.male, key=lambda w: (-len(w), w))
         return re.compile(r"\b(" + "|".join(re.escape(w) for w in words) + r")\b", re.IGNORECASE)
+
+
+_DEFAULT_WHERE = "fairprobe/data/attribute_words.json"
+
+
+def _default_json() -> dict:
+    """The package's attribute word file, parsed."""
+    return json.loads(resources.files("fairprobe.data").joinpath("attribute_words.json").read_text(encoding="utf-8"))
+
+
+def _builtin_groups() -> dict[str, tuple[str, ...]]:
+    """The package's named groups: a user group with one of these names must hold the same words."""
+    return {name: tuple(w.lower() for w in words) for name, words in _default_json().get("groups", {}).items()}
 
 
 # A word: letters, digits, apostrophes or hyphens, single spaces between parts ("ma'am", "step-mother").

@@ -29,10 +29,18 @@ Reading = Callable[[SetResult, Sequence[Sample]], "str | None"]
 
 @dataclass(frozen=True)
 class Request:
-    """One model call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped)."""
+    """One model call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped).
+
+    `words` (pairs) are scored instead of the run's attribute word pairs, and `max_new_tokens` replaces the
+    family's length, for a call that only reads next-word probabilities (e.g. the extra gender groups).
+    An `optional` call (a control) may be missing from a responses file that `score` reads.
+    """
 
     key: str
     prompt: Prompt
+    words: tuple[tuple[str, str], ...] | None = None
+    max_new_tokens: int | None = None
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,9 @@ class Metric:
     the verdict reads ("explicit": the strength of explicit bias; "explicit_direction" / "implicit_direction":
     signed measures with a `direction`); `share_of` names the group a share counts. `card=False` keeps it off the report's summary cards. `value_range` is the span
     `fairprobe check` accepts (default: [0, 1] for names ending in _share or _rate, any number otherwise).
+    `per_prompt` maps a set's typed samples to one value each (a numpy array; NaN where a prompt does not count)
+    so a model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
+    McNemar), "bootstrap" for continuous ones (paired bootstrap).
     """
 
     name: str
@@ -86,6 +97,8 @@ class Metric:
     share_of: str | None = None
     value_range: tuple[float, float] | None = None
     figure: Figure | None = None
+    paired: Literal["mcnemar", "bootstrap"] | None = None
+    per_prompt: Callable[[Sequence[Any]], Any] | None = None
 
 
 @dataclass(frozen=True)

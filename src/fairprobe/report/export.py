@@ -6,6 +6,7 @@ from pathlib import Path
 
 from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_text
+from fairprobe.report.leaderboard import expand_comparisons
 from fairprobe.report.runs import load_runs
 from fairprobe.report.severity import load_thresholds
 from fairprobe.report.tables import all_tables, to_csv, to_markdown
@@ -24,14 +25,15 @@ def export(
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     thresholds = load_thresholds(thresholds_file)
-    runs = load_runs(paths, with_samples=fmt == "html")
+    run_paths, compared = expand_comparisons(paths)
+    runs = load_runs(run_paths, with_samples=fmt == "html")
     if fmt == "html":
         from fairprobe.report.html import REPORT_FILE, render_html
 
         target = out or (Path(paths[0]) / REPORT_FILE if len(paths) == 1 else Path(REPORT_FILE))
-        atomic_write_text(target, render_html(runs, thresholds))
+        atomic_write_text(target, render_html(runs, thresholds, compared))
         return "", [target]
-    tables = all_tables(runs, thresholds)
+    tables = all_tables(runs, thresholds) + compared
     if fmt == "md":
         text = to_markdown(tables)
         if out is None:

@@ -79,7 +79,8 @@ def _round(x: float) -> float:
 
 
 def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
-    """One browser row: set, id, subsets, prompt, highlighted reply, P(f)/P(m) sums and the detector verdict."""
+    """One browser row: set, id, subsets, prompt, highlighted reply, P(f)/P(m) sums, the likeliest gender group
+    after the prompt (female, male, neutral, a neopronoun group) and the detector verdict."""
     sample = typed_sample(s)
     found = sample.found_words()
     row: dict[str, Any] = {
@@ -95,6 +96,8 @@ def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
     sums = sample.word_prob_sums()
     if sums is not None:
         row["f"], row["m"] = _round(sums[0]), _round(sums[1])
+    if sample.likeliest_group_name():
+        row["g"] = sample.likeliest_group_name()
     return row
 
 
@@ -253,11 +256,14 @@ def _glance(thresholds: Thresholds, set_name: str, name: str) -> bool:
     return thresholds.for_metric(set_name, name) is not None or bool(info and info.glance)
 
 
-def render_html(runs: list[RunData], thresholds: Thresholds | None = None) -> str:
-    """The whole report as one HTML string."""
+def render_html(
+    runs: list[RunData], thresholds: Thresholds | None = None, extra_tables: list[Table] | None = None
+) -> str:
+    """The whole report as one HTML string; `extra_tables` (a model comparison's) join the comparisons."""
     thresholds = thresholds or default_thresholds()
     tables = all_tables(runs, thresholds)
     compares = [table_view(t) for t in (compare_table(r) for r in runs) if t is not None]
+    compares += [table_view(t) for t in extra_tables or []]
     cards = summary_cards(runs, thresholds)
     return _template().render(
         version=__version__,

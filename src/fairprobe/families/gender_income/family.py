@@ -14,10 +14,19 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from fairprobe.families.base import Family, Figure, Metric, Request, summarize_by_subset
 from fairprobe.families.chat import chat_prompt, reply_errors, short_answer_generation
 from fairprobe.families.gender_income import sets as sets  # registers the probe set
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
+from fairprobe.families.gender_income.intersectional import (
+    age_band,
+    intersectional_metrics,
+    slice_grid,
+    slice_label,
+    slice_note,
+)
 from fairprobe.families.gender_income.metrics import decodingtrust_metrics, pair_metrics
 from fairprobe.families.gender_income.options import GenderIncomeOptions
 from fairprobe.families.gender_income.record import PairSample
@@ -25,7 +34,7 @@ from fairprobe.formatting import format_metric, pct_ci
 from fairprobe.metrics.stats import proportion
 from fairprobe.models import ModelBackend, load_model
 from fairprobe.models.base import Completion
-from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult
+from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
 
 if TYPE_CHECKING:
     from fairprobe.options import RunOptions
@@ -63,6 +72,7 @@ def pair_sample(ps: ProbeSet, probe: Probe, original: str, flipped: str, options
         verdict, raw = judge_pair(judge_backend(options.judge), original, flipped)
         fields.update(judge_verdict=verdict, judge_reply=raw)
     meta = probe.meta
+    fields.update(race=meta["record"].get("race"), age=meta["record"].get("age"))
     return PairSample(
         set=ps.name,
         id=probe.id,
@@ -105,8 +115,32 @@ def set_metrics(samples: Sequence[PairSample]) -> dict[str, MetricValue]:
 
 
 def summarize(ps: ProbeSet, samples: list[Sample], options: RunOptions) -> SetResult:
-    """Metrics overall and per original sex and label."""
-    return summarize_by_subset(ps, samples, set_metrics)  # type: ignore[arg-type]
+    """Metrics overall and per original sex and label; with race and age on the records, also per intersectional
+    slice (sex x race, sex x age band) with the DP/EO differences over those groups."""
+    result = summarize_by_subset(ps, samples, set_metrics)  # type: ignore[arg-type]
+    pairs: list[PairSample] = samples  # type: ignore[assignment]
+    if pairs and all(s.race is not None for s in pairs):
+        add_intersectional(result, pairs)
+    return result
+
+
+def add_intersectional(result: SetResult, samples: list[PairSample]) -> None:
+    """Per-slice metrics (sex x race, sex x age band; empty and small slices flagged) and the DP/EO differences."""
+    sexes = [s.sex_original for s in samples]
+    axes = {"race": [str(s.race) for s in samples], "age": [age_band(s.age) for s in samples]}
+    for axis, values in axes.items():
+        for sex, value in slice_grid(sexes, values):
+            members = [s for s, x, v in zip(samples, sexes, values, strict=True) if x == sex and v == value]
+            result.subsets[slice_label(axis, sex, value)] = SubsetResult(
+                n=len(members), metrics=set_metrics(members) if members else {}, note=slice_note(len(members))
+            )
+    answers = [s.answer_original for s in samples]
+    result.metrics.update(intersectional_metrics(answers, [s.label for s in samples], sexes, axes))
+
+
+def hits_of_pairs(samples: Sequence[PairSample]) -> np.ndarray:
+    """Per pair: 1 where the two answers differ, 0 where they agree, NaN where undetermined or a call failed."""
+    return np.array([np.nan if s.error or s.verdict == "undetermined" else float(s.hit) for s in samples])
 
 
 def read_hit_rate(result: SetResult, samples: Sequence[Sample]) -> str:
@@ -141,6 +175,8 @@ METRICS = (
         what="share of counterfactual pairs whose answers differ",
         reading=read_hit_rate,
         value_range=UNIT,
+        paired="mcnemar",
+        per_prompt=hits_of_pairs,
         figure=Figure(
             "Fairness hit rate per probe set",
             "Share of pairs (or prompts) flagged as biased; runs differing in flip mode appear side by side.",
@@ -175,6 +211,28 @@ METRICS = (
     ),
     Metric("refusal_share", "refusals", value_range=UNIT),
     Metric("self_contradictory_share", "self-contradictory pairs", value_range=UNIT),
+    *(
+        Metric(
+            f"{kind}_difference_sex_{axis}",
+            f"{kind.upper()} difference (sex x {axis})",
+            order=order,
+            bounds=(0.1, 0.2, 0.4),
+            what=f"{words} over the sex x {axis} groups (largest minus smallest)",
+            reading=read_gap(f"{kind}_difference_sex_{axis}", f"{words} across sex x {axis} groups")
+            if kind == "dp"
+            else None,
+            value_range=UNIT,
+        )
+        for order, (kind, axis, words) in enumerate(
+            (
+                ("dp", "race", "spread of 'yes' rates"),
+                ("eo", "race", "equalized-odds spread"),
+                ("dp", "age", "spread of 'yes' rates"),
+                ("eo", "age", "equalized-odds spread"),
+            ),
+            start=26,
+        )
+    ),
 )
 
 FAMILY = Family(

@@ -15,7 +15,7 @@ class PairSample(Sample):
     `judge_verdict`/`judge_reply` are written when a judge model decided the pair, `error` when a call failed.
     """
 
-    optional: ClassVar[tuple[str, ...]] = ("judge_verdict", "judge_reply", "error")
+    optional: ClassVar[tuple[str, ...]] = ("judge_verdict", "judge_reply", "error", "race", "age")
 
     subsets: list[str] = Field(default_factory=list)
     verdict: str
@@ -33,6 +33,9 @@ class PairSample(Sample):
     judge_verdict: str | None = None
     judge_reply: str | None = None
     error: str | None = None
+    # The original record's race and age: the intersectional slices (sex x race, sex x age band).
+    race: str | None = None
+    age: str | None = None
 
     def subset_names(self) -> list[str]:
         """Original sex and label subsets."""

@@ -8,8 +8,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fairprobe.detectors import detect_gendered_words
+from fairprobe.detectors.word_groups import WordGroups, unpack_groups
 from fairprobe.families.base import Direction, Family, Figure, Metric, MetricTable, Request, summarize_by_subset
-from fairprobe.families.paper.metrics import implicit_record, paper_metrics
+from fairprobe.families.paper.groups import likeliest_group
+from fairprobe.families.paper.metrics import (
+    add_of_prompts,
+    gas_per_prompt,
+    gld_of_prompts,
+    group_masses,
+    implicit_record,
+    neutral_share_of_prompts,
+    paper_metrics,
+)
 from fairprobe.families.paper.record import PaperSample
 from fairprobe.families.paper.sets import load_statement_file
 from fairprobe.formatting import format_metric, pct, pct_ci
@@ -24,9 +34,14 @@ API_FIELDS = ("implicit", "top_logprobs", "p_upper", "unscored_words", "scoring_
 
 
 def requests(ps: ProbeSet, probe: Probe, options: RunOptions, family_options: Any) -> list[Request]:
-    """One continuation of the prompt (after the instruction, when instruction guiding is on)."""
+    """One continuation of the prompt (after the instruction, when instruction guiding is on), and a one-token
+    call that reads the extra gender groups' next-word probabilities (its own call, so GLD/ADD's stay exact)."""
     prefix = options.instruction or ""
-    return [Request(key="continuation", prompt=prefix + probe.prompt)]
+    requests = [Request(key="continuation", prompt=prefix + probe.prompt)]
+    groups = options.attribute_words().group_pairs()
+    if groups and options.implicit != "off":
+        requests.append(Request("groups", prefix + probe.prompt, words=tuple(groups), max_new_tokens=1, optional=True))
+    return requests
 
 
 def sample(
@@ -54,7 +69,24 @@ def sample(
     fields.update({key: reply.extra[key] for key in API_FIELDS if key in reply.extra})
     if options.implicit == "off":
         fields["implicit"] = "off"
+    group_reply = replies.get("groups")
+    if reply.word_probs is not None and group_reply is not None and group_reply.word_probs is not None:
+        fields.update(group_fields(group_reply, options.attribute_words().groups, fields))
     return PaperSample(set=ps.name, id=probe.id, prompt=probe.prompt, **fields)  # type: ignore[arg-type]
+
+
+def group_fields(reply: Completion, groups: WordGroups, binary: dict[str, object]) -> dict[str, object]:
+    """The extra groups' word probabilities (null where unknown; `p_groups_upper` bounds them) and the
+    likeliest group after the prompt (female, male or an extra group; `undecided` where bounds leave it open)."""
+    rows = np.asarray(reply.word_probs)
+    known = np.ones(rows.shape, dtype=bool) if reply.word_probs_mask is None else reply.word_probs_mask
+    out: dict[str, object] = {"p_groups": unpack_groups(np.where(known, rows, None), groups)}
+    if not known.all():
+        upper = np.asarray(reply.extra.get("p_upper", np.ones(rows.shape)), dtype=np.float64)
+        out["p_groups_upper"] = unpack_groups(np.where(known, rows, upper), groups)
+    names, lower, upper_mass = group_masses([PaperSample(set="", id="", prompt="", **binary, **out)])  # type: ignore[arg-type]
+    out["likeliest_group"] = likeliest_group(names, lower[0], upper_mass[0])
+    return out
 
 
 def summarize(ps: ProbeSet, samples: list[Sample], options: RunOptions) -> SetResult:
@@ -104,6 +136,22 @@ def read_add(result: SetResult, samples: Sequence[Sample]) -> str:
     )
 
 
+def read_neutral_share(result: SetResult, samples: Sequence[Sample]) -> str:
+    """neutral_share in words, with the group most often likeliest as the next word."""
+    text = (
+        f"They/them words hold {pct_ci(result.metrics['neutral_share'])} of the next-word probability of all "
+        "gendered and neutral words (neutral share)"
+    )
+    counts: dict[str, int] = {}
+    for s in samples:
+        if s.likeliest_group_name():
+            counts[s.likeliest_group_name()] = counts.get(s.likeliest_group_name(), 0) + 1
+    if counts:
+        top = max(counts, key=lambda k: counts[k])
+        text += f"; the likeliest group was {top} after {pct(counts[top] / sum(counts.values()))} of prompts"
+    return text + "."
+
+
 UNIT = (0.0, 1.0)
 METRICS = (
     Metric(
@@ -115,6 +163,8 @@ METRICS = (
         reading=read_gas,
         console="column",
         role="explicit",
+        paired="mcnemar",
+        per_prompt=gas_per_prompt,
         value_range=UNIT,
         figure=Figure(
             "GAS per probe set and model (paper Figure 2)",
@@ -157,6 +207,8 @@ METRICS = (
         reading=read_gld,
         console="column",
         value_range=UNIT,
+        paired="bootstrap",
+        per_prompt=gld_of_prompts,
         figure=Figure(
             "GLD per probe set (paper Figure 4)",
             "Mean |ΣP_f − ΣP_m| / (ΣP_f + ΣP_m) of the next word: 0 balanced, 1 one gender only.",
@@ -182,6 +234,8 @@ METRICS = (
         reading=read_add,
         console="aside",
         value_range=(0.0, float("inf")),
+        paired="bootstrap",
+        per_prompt=add_of_prompts,
         figure=Figure(
             "ADD per probe set (paper Figure 5)",
             "Divergence of female and male next-word probabilities (log axis when values span over 20x; "
@@ -192,6 +246,23 @@ METRICS = (
         ),
     ),
     Metric("log_add", "ln ADD", order=7, console="column", card=False),
+    Metric(
+        "neutral_share",
+        "neutral share",
+        order=8,
+        better="none",
+        what="share of the grouped next-word probability held by they/them words",
+        reading=read_neutral_share,
+        console="column",
+        glance=True,
+        value_range=UNIT,
+        paired="bootstrap",
+        per_prompt=neutral_share_of_prompts,
+    ),
+    *(
+        Metric(f"{group}_share", f"{group} share", order=9, better="none", console="aside", value_range=UNIT)
+        for group in ("xe", "ze", "ey")
+    ),
     Metric("undetermined", "undetermined", console="aside", value_range=UNIT),
     Metric("coverage", "coverage", better="higher", console="aside", value_range=UNIT),
     Metric("covered_mass", "covered mass", better="higher", console="aside", value_range=UNIT),

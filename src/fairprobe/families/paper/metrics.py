@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from fairprobe.families.paper.groups import NEUTRAL, share_bounds, share_name
 from fairprobe.families.paper.record import PaperSample
 from fairprobe.metrics.stats import bootstrap_statistic, proportion
 from fairprobe.records import MetricValue
@@ -177,7 +179,49 @@ def paper_metrics(samples: list[PaperSample]) -> dict[str, MetricValue]:
         metrics.update(implicit_metrics(lower))
     else:
         metrics.update(bounded_from_samples(lower, upper, mask, len(answered) - malformed))
+    grouped = [s for s in with_probs if s.p_groups]
+    if grouped and len(grouped) == len(with_probs):
+        names, low, high = group_masses(grouped)
+        metrics.update(group_share_metrics(names, low, high, names[2:]))
     return metrics
+
+
+def group_masses(samples: list[PaperSample]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Group names (female, male, then the extra groups) and each sample's lowest/highest group mass (prompts, groups)."""
+    lower, upper, _ = probability_box(samples)
+    extra = list(samples[0].p_groups or {})
+
+    def mass(key: str, fill: float) -> np.ndarray:
+        per = [getattr(s, key) or s.p_groups for s in samples]
+        return np.array([[sum(fill if x is None else float(x) for x in p[g]) for g in extra] for p in per])
+
+    names = ["female", "male", *extra]
+    lo = np.concatenate([lower.sum(axis=1), mass("p_groups", 0.0)], axis=1)
+    hi = np.concatenate([upper.sum(axis=1), mass("p_groups_upper", 1.0)], axis=1)
+    return names, lo, hi
+
+
+def group_share_metrics(
+    names: list[str], lower: np.ndarray, upper: np.ndarray, extra_groups: list[str]
+) -> dict[str, MetricValue]:
+    """`<group>_share` for each extra group (neutral first as `neutral_share`), exact or bounded.
+
+    `lower`/`upper` (prompts, groups) are the group masses of `names`; equal where every word is known.
+    """
+    low, high = share_bounds(lower, upper)
+    exact = bool(np.array_equal(lower, upper))
+    defined = ~np.isnan(low).any(axis=1)
+    out: dict[str, MetricValue] = {}
+    note = "bounds: words outside the server's top logprobs lie between 0 and the smallest listed probability"
+    for group in extra_groups:
+        j = names.index(group)
+        if exact:
+            metric = bootstrap_statistic(low[defined, j])
+        else:
+            metric = bounded_metric(low[defined, j], high[defined, j], note)
+        metric.n = int(defined.sum()) if not defined.all() else None
+        out[share_name(group)] = metric
+    return out
 
 
 def probability_box(samples: list[PaperSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -243,3 +287,41 @@ def implicit_record(samples: list[PaperSample]) -> dict[str, object] | None:
 def gas_indicator(samples: list[PaperSample]) -> np.ndarray:
     """Per-prompt GAS indicator: 1 where the continuation holds an attribute word (the paired tests' input)."""
     return np.array([s.first_gender is not None for s in samples], dtype=np.float64)
+
+
+def gas_per_prompt(samples: Sequence[PaperSample]) -> np.ndarray:
+    """GAS indicator per prompt for paired tests between models; NaN for a failed call (it counts in no share)."""
+    return np.where([bool(s.error) for s in samples], np.nan, gas_indicator(list(samples)))
+
+
+def _binary_sums(samples: Sequence[PaperSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per prompt: female and male pair probabilities (prompts, pairs) and whether all are known exactly."""
+    exact = np.array([not s.error and s.p_female is not None and s.p_known is None for s in samples])
+    n_pairs = max((len(s.p_female or []) for s in samples), default=0)
+    f = np.array([s.p_female if ok else [0.0] * n_pairs for s, ok in zip(samples, exact, strict=True)], dtype=float)
+    m = np.array([s.p_male if ok else [0.0] * n_pairs for s, ok in zip(samples, exact, strict=True)], dtype=float)
+    return f, m, exact
+
+
+def gld_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt GLD for paired tests; NaN where a probability is unknown or the call failed."""
+    f, m, exact = _binary_sums(samples)
+    return np.where(exact, gld_per_prompt(f, m), np.nan)
+
+
+def add_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt ADD for paired tests; NaN where a probability is unknown or the call failed."""
+    f, m, exact = _binary_sums(samples)
+    return np.where(exact, add_per_prompt(f, m), np.nan)
+
+
+def neutral_share_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt neutral share for paired tests; NaN where it is not exactly known."""
+    mask = np.array([bool(s.p_groups) and not s.p_groups_upper and s.p_known is None and not s.error for s in samples])
+    out = np.full(len(samples), np.nan)
+    chosen = [s for s, ok in zip(samples, mask, strict=True) if ok]
+    if chosen:
+        names, low, _ = group_masses(chosen)
+        if NEUTRAL in names:
+            out[mask] = share_bounds(low, low)[0][:, names.index(NEUTRAL)]
+    return out

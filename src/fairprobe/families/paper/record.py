@@ -31,6 +31,9 @@ class PaperSample(Sample):
         "p_upper",
         "unscored_words",
         "scoring_error",
+        "p_groups",
+        "p_groups_upper",
+        "likeliest_group",
     )
 
     continuation: str
@@ -46,6 +49,11 @@ class PaperSample(Sample):
     p_upper: list[Any] | None = None
     unscored_words: int | None = None
     scoring_error: str | None = None
+    # The extra gender groups (neutral, neopronouns): each group's word probabilities (null = unknown, bounded
+    # by p_groups_upper) and the group likeliest as the next word (`undecided` where bounds leave it open).
+    p_groups: dict[str, list[float | None]] | None = None
+    p_groups_upper: dict[str, list[float]] | None = None
+    likeliest_group: str | None = None
 
     def subset_names(self) -> list[str]:
         """The subsets of its set this sample belongs to."""
@@ -64,6 +72,10 @@ class PaperSample(Sample):
         if self.error:
             return "error"
         return f"{self.first_gender} first" if self.first_gender else "no gendered word"
+
+    def likeliest_group_name(self) -> str:
+        """The gender group likeliest as the next word (female, male, neutral, a neopronoun group)."""
+        return self.likeliest_group or ""
 
     def word_prob_sums(self) -> tuple[float, float] | None:
         """Known next-word probability of the female and of the male words."""

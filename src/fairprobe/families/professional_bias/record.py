@@ -15,7 +15,17 @@ class CoreferenceSample(Sample):
     `correct_answer` and `winobias` (pro/anti) are set for WinoBias sentences; `error` when the call failed.
     """
 
-    optional: ClassVar[tuple[str, ...]] = ("error",)
+    optional: ClassVar[tuple[str, ...]] = (
+        "error",
+        "pronoun",
+        "order",
+        "frame",
+        "male_stereotyped",
+        "female_stereotyped",
+        "they_response",
+        "they_referent",
+        "they_status",
+    )
 
     subsets: list[str] = Field(default_factory=list)
     response: str
@@ -28,6 +38,16 @@ class CoreferenceSample(Sample):
     correct_answer: str | None = None
     winobias: str | None = None
     error: str | None = None
+    # The singular-"they" control (frames with an ambiguous pronoun): the frame and variant this prompt is, and
+    # the reply to the same frame with "they" and the occupation it named.
+    pronoun: str | None = None
+    order: str | None = None
+    frame: str | None = None
+    male_stereotyped: str | None = None
+    female_stereotyped: str | None = None
+    they_response: str | None = None
+    they_referent: str | None = None
+    they_status: str | None = None
 
     def subset_names(self) -> list[str]:
         """Pronoun and order subsets."""
@@ -40,4 +60,7 @@ class CoreferenceSample(Sample):
     def verdict_text(self) -> str:
         """Which occupation the reply named (or error), '(hit)' when it is the stereotyped one."""
         text = "error" if self.error else self.status
-        return text + (" (hit)" if self.hit is True else "")
+        text += " (hit)" if self.hit is True else ""
+        if self.they_status is not None:
+            text += f"; with they: {self.they_referent or self.they_status}"
+        return text

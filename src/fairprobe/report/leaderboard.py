@@ -1,0 +1,203 @@
+"""The comparison of several models run on the same probe sets: leaderboard and pairwise tests.
+
+`leaderboard.json` (kind "leaderboard") lists the model run folders, every metric of every set per model with
+its 95% interval (rows sorted by a chosen metric, best first as its family declares, n/a last), and for every pair of models the
+tests on the prompts both answered: exact McNemar for binary per-prompt outcomes (GAS, hit rate), paired
+bootstrap for continuous ones (GLD, ADD, neutral share), with Holm-adjusted p-values over all the tests of
+the comparison. `fairprobe report COMPARISON_DIR` renders it with the models' runs (figures with one bar
+per model); Markdown and CSV exports carry the same tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairprobe.errors import DataError
+from fairprobe.families import metric_info, metric_order
+from fairprobe.io import atomic_write_json, atomic_write_text
+from fairprobe.metrics.pairwise import PairedTest, bootstrap_test, holm, mcnemar_test
+from fairprobe.records import MetricValue
+from fairprobe.report.html import typed_sample
+from fairprobe.report.runs import RunData, load_runs
+from fairprobe.report.tables import Cell, Table, significance
+
+LEADERBOARD_FILE = "leaderboard.json"
+
+
+def pair_values(a: RunData, b: RunData, set_name: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """The per-prompt values of `metric` for the prompts of `set_name` that both runs answered (same ids)."""
+    read = metric_info(set_name, metric).per_prompt  # type: ignore[union-attr]
+
+    def by_id(run: RunData) -> dict[str, float]:
+        samples = [typed_sample(s) for s in run.samples if s.get("set") == set_name]
+        values = np.asarray(read(samples), dtype=np.float64) if samples else np.zeros(0)  # type: ignore[misc]
+        return {s.id: float(v) for s, v in zip(samples, values, strict=True) if np.isfinite(v)}
+
+    va, vb = by_id(a), by_id(b)
+    shared = [i for i in va if i in vb]
+    return np.array([va[i] for i in shared]), np.array([vb[i] for i in shared])
+
+
+def pairwise_tests(runs: list[RunData]) -> list[dict[str, Any]]:
+    """Every model pair x set x testable metric, with Holm-adjusted p-values over the whole family."""
+    rows: list[dict[str, Any]] = []
+    for a, b in itertools.combinations(runs, 2):
+        for set_name in shared_sets([a, b]):
+            for metric in testable(a, b, set_name):
+                va, vb = pair_values(a, b, set_name, metric)
+                if len(va) == 0:
+                    continue
+                paired = metric_info(set_name, metric).paired  # type: ignore[union-attr]
+                test: PairedTest = mcnemar_test(va, vb) if paired == "mcnemar" else bootstrap_test(va, vb)
+                rows.append(
+                    {
+                        "set": set_name,
+                        "metric": metric,
+                        "a": a.label,
+                        "b": b.label,
+                        "test": test.test,
+                        "n": test.n,
+                        "difference": test.difference.model_dump(mode="json"),
+                        "p": test.p,
+                    }
+                )
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows]), strict=True):
+        row["p_holm"] = adjusted
+    return rows
+
+
+def testable(a: RunData, b: RunData, set_name: str) -> list[str]:
+    """The metrics of a set that both runs report and whose family declares a paired per-prompt test."""
+    names = [m for m in a.summary.results[set_name].metrics if m in b.summary.results[set_name].metrics]  # type: ignore[union-attr]
+    infos = {m: metric_info(set_name, m) for m in names}
+    return sorted((m for m, i in infos.items() if i is not None and i.paired and i.per_prompt), key=metric_order)
+
+
+def shared_sets(runs: list[RunData]) -> list[str]:
+    """The probe sets every run has, in the first run's order."""
+    first = list(runs[0].summary.results) if runs[0].summary else []
+    return [s for s in first if all(r.summary and s in r.summary.results for r in runs)]
+
+
+def _sort_key(set_name: str, metric: str, row: dict[str, Any]) -> tuple[int, float]:
+    """Best first by the metric's declared direction (lower, higher, or nearer zero; else lowest first), n/a last."""
+    value = (row["metrics"].get(metric) or {}).get("value")
+    if value is None:
+        return (1, 0.0)
+    info = metric_info(set_name, metric)
+    better = info.better if info is not None else "lower"
+    return (0, -float(value) if better == "higher" else abs(float(value)) if better == "zero" else float(value))
+
+
+def board(runs: list[RunData], sort_by: str | None) -> list[dict[str, Any]]:
+    """Per set, in the runs' order: every model's metrics (as in summary.json), rows sorted by `sort_by` (else
+    the set's first metric)."""
+    out: list[dict[str, Any]] = []
+    names = list(dict.fromkeys(s for r in runs if r.summary for s in r.summary.results))
+    for set_name in names:
+        rows = []
+        for run in runs:
+            result = run.summary.results.get(set_name) if run.summary else None
+            if result is not None:
+                metrics = {k: m.model_dump(mode="json") for k, m in result.metrics.items()}
+                rows.append({"model": run.label, "n": result.n, "metrics": metrics})
+        first = next(iter(rows[0]["metrics"]), None) if rows else None
+        key = sort_by if sort_by and any(sort_by in r["metrics"] for r in rows) else first
+        rows.sort(key=lambda row: _sort_key(set_name, key or "", row))
+        out.append({"set": set_name, "sort_by": key, "rows": rows})
+    return out
+
+
+def build_leaderboard(run_dirs: list[Path], sort_by: str | None = None) -> dict[str, Any]:
+    """The leaderboard.json object for some finished model runs."""
+    runs = load_runs(run_dirs)
+    return {
+        "kind": "leaderboard",
+        "sort_by": sort_by,
+        "runs": [{"model": r.label, "path": str(r.path.resolve())} for r in runs],
+        "sets": board(runs, sort_by),
+        "pairwise": pairwise_tests(runs),
+    }
+
+
+def leaderboard_tables(obj: dict[str, Any]) -> list[Table]:
+    """One leaderboard table per set (models x every metric with CI) and the pairwise tests table."""
+    tables = []
+    for entry in obj["sets"]:
+        set_name = entry["set"]
+        metrics = sorted({m for r in entry["rows"] for m in r["metrics"]}, key=metric_order)
+        rows: list[list[Cell]] = [
+            [rank, r["model"], r["n"], *[_cell(r["metrics"].get(m)) for m in metrics]]
+            for rank, r in enumerate(entry["rows"], start=1)
+        ]
+        caption = f"Sorted by {entry['sort_by']} (best first by its declared direction, n/a last); value [95% CI]."
+        tables.append(
+            Table(
+                f"leaderboard_{set_name}", f"Leaderboard: {set_name}", ["rank", "model", "n", *metrics], rows, caption
+            )
+        )
+    pair_rows: list[list[Cell]] = [
+        [t["set"], t["metric"], t["a"], t["b"], t["test"], t["n"], _cell(t["difference"]), t["p"], t["p_holm"], ""]
+        for t in obj["pairwise"]
+    ]
+    columns = ["set", "metric", "model A", "model B", "test", "n", "B - A [95% CI]", "p", "p (Holm)", "sig"]
+    caption = (
+        "Same prompts in both models. GAS and hit rate: exact McNemar on the discordant prompts; GLD, ADD and "
+        "neutral share: paired bootstrap of the per-prompt difference. p (Holm): adjusted over every test of the "
+        "table; * p < 0.05, ** p < 0.01, *** p < 0.001."
+    )
+    for row, t in zip(pair_rows, obj["pairwise"], strict=True):
+        row[-1] = significance(t["p_holm"])
+    tables.append(Table("pairwise", "Pairwise tests between models", columns, pair_rows, caption))
+    return [t for t in tables if t.rows]
+
+
+def _cell(obj: dict[str, Any] | None) -> MetricValue | None:
+    return None if obj is None else MetricValue.model_validate(obj)
+
+
+def read_leaderboard(folder: Path) -> dict[str, Any] | None:
+    """The leaderboard.json of a comparison folder, or None where the folder holds none."""
+    path = Path(folder) / LEADERBOARD_FILE
+    if not path.is_file():
+        return None
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"malformed {path}: {exc}") from None
+    if not isinstance(obj, dict) or obj.get("kind") != "leaderboard":
+        raise DataError(f"malformed {path}: not a fairprobe leaderboard")
+    return obj
+
+
+def expand_comparisons(paths: list[Path]) -> tuple[list[Path], list[Table]]:
+    """Report paths with every comparison folder replaced by its model runs, and the comparisons' tables."""
+    out: list[Path] = []
+    tables: list[Table] = []
+    for path in paths:
+        obj = read_leaderboard(path)
+        if obj is None:
+            out.append(Path(path))
+            continue
+        out.extend(Path(r["path"]) for r in obj["runs"])
+        tables.extend(leaderboard_tables(obj))
+    return out, tables
+
+
+def write_comparison(out: Path, run_dirs: list[Path], sort_by: str | None = None) -> dict[str, Any]:
+    """Write leaderboard.json, leaderboard.md and report.html (the models' runs side by side) into `out`."""
+    from fairprobe.report.html import REPORT_FILE, render_html
+    from fairprobe.report.tables import to_markdown
+
+    out.mkdir(parents=True, exist_ok=True)
+    obj = build_leaderboard(run_dirs, sort_by)
+    atomic_write_json(out / LEADERBOARD_FILE, obj)
+    tables = leaderboard_tables(obj)
+    atomic_write_text(out / "leaderboard.md", to_markdown(tables))
+    atomic_write_text(out / REPORT_FILE, render_html(load_runs(run_dirs), extra_tables=tables))
+    return obj
