@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -22,6 +23,12 @@ torch.set_num_threads(2)
 
 # The reference data beside the clone (../shared/data); FAIRPROBE_SHARED_DATA points elsewhere.
 SHARED_DATA = Path(os.environ.get("FAIRPROBE_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+def interruptible() -> None:
+    """A child's Ctrl-C as at a terminal: started from a background job (`cmd &`, nohup) it would inherit an
+    ignored SIGINT, which Python keeps ignoring, so a test's SIGINT would let the run finish."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def shared_data_dir() -> Path:

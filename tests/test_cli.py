@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import paper_data_dir
+from conftest import interruptible, paper_data_dir
 
 
 def fairprobe(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -120,6 +120,7 @@ def test_ctrl_c_then_resume(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     samples = out / "samples.jsonl"
     deadline = time.monotonic() + 240

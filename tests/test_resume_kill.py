@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import interruptible
 from fairprobe.models import GenerationConfig
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import scripted
@@ -23,7 +24,9 @@ def _command(args: list[str]) -> list[str]:
 
 def run_and_kill(args: list[str], out: Path, after: int, sig: int = signal.SIGKILL) -> list:
     """Start the CLI, send `sig` once `after` samples are on disk, and return the samples it left."""
-    proc = subprocess.Popen(_command(args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _command(args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible
+    )
     samples_path = out / "samples.jsonl"
     deadline = time.monotonic() + 240
     try:
