@@ -185,7 +185,7 @@ def test_sweep_says_when_no_setting_beats_greedy() -> None:
         },
     }
     md = sweep_markdown(result)
-    assert "| greedy (reference) | 0.125 [0.03, 0.30] | |" in md and text in md and "(best)" not in md
+    assert "| greedy (reference) | 0.125 [0.03, 0.30] |  |" in md and text in md and "(best)" not in md
 
 
 # --- progress without a terminal ------------------------------------------------------------------------------

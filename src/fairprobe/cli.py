@@ -76,7 +76,7 @@ class RedactingStream:
 # styles are given as style=..., never as [tags]. Piped output (logs, CI) gets a wide table.
 console = LazyConsole(
     file=RedactingStream(lambda: sys.stdout),
-    width=None if sys.stdout.isatty() else 160,
+    width=None if sys.stdout.isatty() else 180,
     markup=False,
     emoji=False,
 )

@@ -7,6 +7,15 @@ import math
 from fairprobe.records import MetricValue
 
 
+def markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    """A GitHub pipe table's lines (header, rule, rows), with `|` and line breaks in cells escaped."""
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+    return [line(columns), "|" + "|".join("---" for _ in columns) + "|", *(line(r) for r in rows)]
+
+
 def format_number(x: float | int | None) -> str:
     """Three decimals, three significant digits below 0.01 (keeps small ADD values readable), integers as they are."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

@@ -19,7 +19,8 @@ from fairprobe.errors import ConfigError
 from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.families.paper import INSTRUCTION
 from fairprobe.families.paper.metrics import add_per_prompt, gas_indicator, gld_per_prompt
-from fairprobe.io import atomic_write_json, atomic_write_text
+from fairprobe.formatting import markdown_table
+from fairprobe.io import atomic_write_json, atomic_write_text, parse_pairs
 from fairprobe.metrics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_difference, paired_bootstrap_p
 from fairprobe.mitigation.drift import LABELS as DRIFT_LABELS
 from fairprobe.mitigation.drift import (
@@ -45,18 +46,13 @@ TABLE_METRICS = ("gas", "gld", "add", "log_add")
 
 def parse_hyper(text: str, base: GenerationConfig) -> GenerationConfig:
     """'temperature=0.7,top_p=0.9' -> a sampling config; values are checked like the sweep grid."""
+    form = "NAME=NUMBER (temperature, top_p, top_k)"
     values: dict[str, list[float]] = {}
-    for item in (t.strip() for t in text.split(",") if t.strip()):
-        key, sep, value = item.partition("=")
-        key = key.strip().replace("-", "_")
+    for key, value in parse_pairs([t for t in text.split(",") if t.strip()], "hyperparameter setting", form).items():
         try:
-            values[key] = [float(value)]
+            values[key.replace("-", "_")] = [float(value)]
         except ValueError:
-            raise ConfigError(
-                f"hyperparameter setting {item!r} must be NAME=NUMBER (temperature, top_p, top_k)"
-            ) from None
-        if not sep:
-            raise ConfigError(f"hyperparameter setting {item!r} must be NAME=NUMBER (temperature, top_p, top_k)")
+            raise ConfigError(f"hyperparameter setting {key}={value!r} must be {form}") from None
     check_grid(values)
     update: dict[str, Any] = {"temperature": values.get("temperature", [1.0])[0]}
     if "top_p" in values:
@@ -337,7 +333,6 @@ COLUMNS = [
 
 def compare_markdown(result: dict[str, Any]) -> str:
     """compare.json as a Markdown table like the paper's Tables 1-3, with the paired tests, drift and notes."""
-    lines = ["# Mitigation comparison", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in compare_rows(result)]
+    lines = ["# Mitigation comparison", "", *markdown_table(COLUMNS, compare_rows(result))]
     lines += ["", *[f"- {note}" for note in result["notes"]], ""]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ import torch
 
 from fairprobe.errors import ConfigError
 from fairprobe.families.paper.metrics import ADD_EPSILON
+from fairprobe.io import parse_pairs
 
 LOSS_NAMES = ("d", "g", "l", "kl")
 
@@ -82,17 +83,15 @@ class LossWeights:
     def parse(cls, text: str) -> LossWeights:
         """'d,g,l' (each weight 1), 'g,l' (drop L_d) or 'd=1,g=10,l=1'; unknown names are a ConfigError."""
         weights = dict.fromkeys(LOSS_NAMES, 0.0)
-        for item in (t.strip() for t in text.split(",")):
-            if not item:
-                continue
-            name, sep, value = item.partition("=")
-            name = name.strip().lower().removeprefix("l_")
+        items = [t if "=" in t else f"{t}=1" for t in (t.strip() for t in text.split(",")) if t]
+        for key, value in parse_pairs(items, "a loss", "NAME or NAME=WEIGHT").items():
+            name, item = key.lower().removeprefix("l_"), key if value == "1" else f"{key}={value}"
             if name not in weights:
                 raise ConfigError(
                     f"unknown loss {item!r} in {text!r}: use d, g, l and kl (e.g. 'd,g,l', 'g=2,l=1' or 'd,g,l,kl=0.5')"
                 )
             try:
-                weights[name] = float(value) if sep else 1.0
+                weights[name] = float(value)
             except ValueError:
                 raise ConfigError(f"loss weight {item!r} in {text!r} is not a number") from None
             if weights[name] < 0:

@@ -20,7 +20,7 @@ from fairprobe.errors import ConfigError
 from fairprobe.families import Family
 from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.families.paper.metrics import gas_indicator
-from fairprobe.formatting import format_metric
+from fairprobe.formatting import format_metric, markdown_table
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.stats import bootstrap_statistic, paired_bootstrap_difference
 from fairprobe.mitigation.drift import drift_summary, drift_tests, format_drift, scorer_of, set_drift
@@ -243,17 +243,14 @@ def sweep_markdown(result: dict[str, Any]) -> str:
             "",
             f"Greedy reference: GAS {format_value(g.get('gas'))}, GLD {format_value(g.get('gld'))}, ADD {format_value(g.get('add'), 4)}.",
             "",
-            "| setting | GAS [95% CI] | GAS per seed | drift (seed 0; vs greedy) |",
-            "|---|---|---|---|",
         ]
-        lines.append(
-            f"| greedy (reference) | {format_value(g.get('gas'))} | | {format_drift(res.get('greedy_drift', {}))} |"
-        )
+        rows = [["greedy (reference)", format_value(g.get("gas")), "", format_drift(res.get("greedy_drift", {}))]]
         for label in result["setting_order"]:
             row = res["settings"][label]
             mark = " **(lowest)**" if label == res["best"]["setting"] else ""
             seeds = ", ".join(f"{x:.3f}" for x in row["gas_per_seed"])
             drift = format_drift(row.get("drift", {}), row.get("drift_vs_greedy"))
-            lines.append(f"| {label}{mark} | {format_value(row['gas'])} | {seeds} | {drift} |")
+            rows.append([f"{label}{mark}", format_value(row["gas"]), seeds, drift])
+        lines += markdown_table(["setting", "GAS [95% CI]", "GAS per seed", "drift (seed 0; vs greedy)"], rows)
         lines += ["", res["best"].get("verdict") or f"Lowest GAS: **{res['best']['setting']}**.", ""]
     return "\n".join(lines)

@@ -64,7 +64,7 @@ def _long(summary: Summary, thresholds: Thresholds) -> Any:
     return table
 
 
-def summary_table(summary: Summary, width: int = 160, thresholds: Thresholds | None = None) -> Any:
+def summary_table(summary: Summary, width: int = 180, thresholds: Thresholds | None = None) -> Any:
     """One row per set when every metric is a column or set aside and it fits in `width`, else one per set and metric.
 
     Cells never wrap: a value and its interval stay on one line.

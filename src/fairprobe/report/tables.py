@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairprobe.families import MetricTable, all_families, metric_info, metric_order
-from fairprobe.formatting import format_metric, format_number
+from fairprobe.formatting import format_metric, format_number, markdown_table
 from fairprobe.records import MetricValue, SetResult
 from fairprobe.report.runs import RunData
 from fairprobe.report.severity import Thresholds
@@ -247,10 +247,6 @@ def all_tables(runs: list[RunData], thresholds: Thresholds) -> list[Table]:
     return [t for t in tables if t.rows]
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def to_markdown(tables: list[Table]) -> str:
     """GitHub Markdown: a heading and a pipe table per table."""
     parts = []
@@ -258,9 +254,7 @@ def to_markdown(tables: list[Table]) -> str:
         lines = [f"### {t.title}", ""]
         if t.caption:
             lines += [t.caption, ""]
-        lines.append("| " + " | ".join(t.columns) + " |")
-        lines.append("|" + "|".join("---" for _ in t.columns) + "|")
-        lines += ["| " + " | ".join(_md_escape(format_cell(c)) for c in row) + " |" for row in t.rows]
+        lines += markdown_table(list(t.columns), [[format_cell(c) for c in row] for row in t.rows])
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
