@@ -6,15 +6,15 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from fairprobe import __version__
 from fairprobe.errors import ConfigError, RunInterrupted, describe_failure
 from fairprobe.redact import redact
+from fairprobe.terminal import RedactingStream, clean, escape_json_controls, safe_console
 
 app = typer.Typer(
     name="fairprobe",
@@ -30,7 +30,7 @@ app.add_typer(cache_app, name="cache")
 
 
 class LazyConsole:
-    """A rich Console made on first use, so `--help` and `version` never import rich's rendering."""
+    """A safe rich Console (fairprobe.terminal) made on first use, so `--help` and `version` never import rich."""
 
     def __init__(self, **kwargs: Any) -> None:
         self._kwargs = kwargs
@@ -38,42 +38,13 @@ class LazyConsole:
 
     def __getattr__(self, name: str) -> Any:
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._kwargs)
+            self._console = safe_console(**self._kwargs)
         return getattr(self._console, name)
 
 
-class RedactingStream:
-    """A text stream that writes to the current sys.stdout/sys.stderr with every secret redacted."""
-
-    def __init__(self, stream: Callable[[], IO[str]]) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        """Write the redacted text."""
-        return self._stream().write(redact(text))
-
-    def flush(self) -> None:
-        """Flush the underlying stream."""
-        self._stream().flush()
-
-    def isatty(self) -> bool:
-        """Whether the underlying stream is a terminal."""
-        return self._stream().isatty()
-
-    def fileno(self) -> int:
-        """The underlying stream's file descriptor."""
-        return self._stream().fileno()
-
-    @property
-    def encoding(self) -> str:
-        """The underlying stream's encoding."""
-        return getattr(self._stream(), "encoding", "utf-8") or "utf-8"
-
-
 # User text (paths, prompts, model labels, messages) is printed as text: markup is off everywhere and
-# styles are given as style=..., never as [tags]. Piped output (logs, CI) gets a wide table.
+# styles are given as style=..., never as [tags]; control characters are escaped and secrets redacted in
+# everything printed (fairprobe.terminal). Piped output (logs, CI) gets a wide table.
 console = LazyConsole(
     file=RedactingStream(lambda: sys.stdout),
     width=None if sys.stdout.isatty() else 180,
@@ -326,11 +297,11 @@ def probes_show(
         if ps.kind != "pairs":
             raise ConfigError(f"--format pairs needs a pair set such as gender-income, not {name!r}")
         for probe in ps.probes:
-            sys.stdout.write(json.dumps({k: probe.meta[k] for k in PAIR_FIELDS}) + "\n")
+            sys.stdout.write(escape_json_controls(json.dumps({k: probe.meta[k] for k in PAIR_FIELDS})) + "\n")
         return
     if fmt == "jsonl":
         for probe in ps.probes:
-            sys.stdout.write(json.dumps(probe.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            sys.stdout.write(escape_json_controls(json.dumps(probe.model_dump(mode="json"), ensure_ascii=False)) + "\n")
         return
     table = rich_table(title=f"{ps.name} ({len(ps.probes)} prompts, {ps.source})", header_style="bold cyan")
     table.add_column("id", justify="right")
@@ -503,7 +474,7 @@ def report_cmd(
 
     text, written = export(run_dirs, fmt, out, thresholds)
     if text:
-        sys.stdout.write(redact(text))
+        sys.stdout.write(clean(text))
     for path in written:
         err_console.print(f"wrote {path}", style="green", highlight=False, soft_wrap=True)
 

@@ -15,6 +15,7 @@ from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError
 from fairprobe.io import fingerprint
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig
+from fairprobe.redact import SECRET_OPTIONS, secret_options
 
 # Options newer than the first release, with their defaults (left out of the settings when unchanged).
 LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20, "model_args": {}}
@@ -52,6 +53,7 @@ class RunOptions(BaseModel):
 
     @model_validator(mode="after")
     def _check_endpoint(self) -> RunOptions:
+        secret_options(self.model_args)  # a key given as -M api_key=... is masked in everything written from now
         if self.base_url is not None and not self.model.startswith("openai:"):
             raise ConfigError(f"--base-url needs an openai:MODEL model, not {self.model!r}")
         if self.implicit == "topk" and not self.model.startswith("openai:"):
@@ -82,6 +84,7 @@ class RunOptions(BaseModel):
     def settings(self) -> dict[str, Any]:
         """Every option that changes samples (recorded in the manifest; a refusal names those that differ)."""
         obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
+        obj["model_args"] = {k: v for k, v in obj["model_args"].items() if k not in SECRET_OPTIONS}
         obj["words"] = [list(p) for p in sorted(self.attribute_words().pairs)]
         if self.attribute_words().groups:  # the extra groups' probabilities are part of every sample
             obj["word_groups"] = {name: list(words) for name, words in self.attribute_words().groups}
@@ -89,6 +92,12 @@ class RunOptions(BaseModel):
         for key, default in LATER_OPTION_DEFAULTS.items():
             if obj.get(key) == default:
                 obj.pop(key)
+        return obj
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as a manifest records them (decoding apart; a secret backend option shown as ***)."""
+        obj = self.model_dump(mode="json", exclude={"generation"})
+        obj["model_args"] = secret_options(obj["model_args"])
         return obj
 
     def fingerprint(self) -> str:

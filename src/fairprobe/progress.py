@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, TextIO
 
+from fairprobe.terminal import RedactingStream, clean, safe_console
+
 HEARTBEAT = 30.0
 
 
@@ -90,7 +92,7 @@ class PlainProgress:
         self._thread: threading.Thread | None = None
 
     def _write(self, text: str) -> None:
-        self.stream.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+        self.stream.write(f"[{time.strftime('%H:%M:%S')}] {clean(text)}\n")
         self.stream.flush()
         self.last_line = time.monotonic()
 
@@ -186,7 +188,6 @@ def auto_progress(stream: TextIO | None = None, console: Any = None) -> Iterator
         with PlainProgress(stream) as plain:
             yield plain
         return
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.progress import Progress as Bars
 
@@ -197,7 +198,7 @@ def auto_progress(stream: TextIO | None = None, console: Any = None) -> Iterator
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         TextColumn("{task.fields[info]}"),
-        console=console or Console(file=stream),
+        console=console or safe_console(file=RedactingStream(lambda: stream)),
         transient=False,
     )
     with bars:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from fairprobe.errors import ConfigError
 from fairprobe.io import fingerprint
+from fairprobe.redact import clip, redacted_command
 
 try:
     import fcntl
@@ -77,9 +77,7 @@ class FolderLock:
 
 
 def _command() -> str:
-    words = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv else []
-    text = " ".join(words)
-    return text if len(text) <= 120 else text[:117] + "..."
+    return clip(redacted_command(), 117)
 
 
 def _holder(fd: int) -> str:
@@ -171,8 +169,7 @@ def show_value(value: Any) -> str:
         if len(value) > 6 or any(isinstance(v, list | dict) for v in value):
             return f"{len(value)} items"
         return ",".join(str(v) for v in value) or "none"
-    text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value), 57)
 
 
 def differences(new: dict[str, Any], old: dict[str, Any] | None) -> str:

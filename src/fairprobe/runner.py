@@ -28,7 +28,7 @@ from fairprobe.models.cached import CachedBackend
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
-from fairprobe.redact import redact
+from fairprobe.redact import redact, redacted_command
 from fairprobe.runfolder import FolderLock, check_folder
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
@@ -228,7 +228,8 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
             "pairs": len(options.attribute_words().pairs),
         },
         "probe_sets": {ps.name: {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)} for ps in sets},
-        "options": options.model_dump(mode="json", exclude={"generation"}),
+        "options": options.recorded(),
+        "command": redacted_command(),
         "started": started,
     }
 

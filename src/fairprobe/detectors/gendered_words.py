@@ -12,6 +12,7 @@ from pathlib import Path
 from fairprobe.detectors.word_groups import WordGroups, packed_pairs, parse_groups
 from fairprobe.errors import DataError
 from fairprobe.io import read_text
+from fairprobe.redact import clip
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ _WORD = re.compile(r"[\w'\u2019-]+( [\w'\u2019-]+)*")
 def _word(value: object, at: str, where: str) -> str:
     """One attribute word, lower-cased; anything but a non-empty word string is a DataError naming its place."""
     if not isinstance(value, str):
-        raise DataError(f"attribute words in {where}: {at} must be a string, got {json.dumps(value)[:40]}")
+        raise DataError(f"attribute words in {where}: {at} must be a string, got {clip(json.dumps(value), 40)}")
     if not _WORD.fullmatch(value):
         raise DataError(f"attribute words in {where}: {at} is not a word: {value!r}")
     return value.lower()

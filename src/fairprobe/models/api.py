@@ -8,8 +8,8 @@ every prompt through the server's prompt-token logprobs (models/prompt_scoring.p
 endpoint can, detected once per endpoint); `topk` reads the first generated position's top logprobs, where
 a word outside them is unknown (masked, bounded by the smallest listed probability), never zero; `off`.
 
-The API key is read from $FAIRPROBE_API_KEY (else $OPENAI_API_KEY); it is sent only in the
-Authorization header and redacted (fairprobe.redact) from every answer, token and error message.
+The API key is read from $FAIRPROBE_API_KEY (else $OPENAI_API_KEY) or given as `-M api_key=...`; it is sent
+only in the Authorization header and redacted (fairprobe.redact) from every answer, token and error message.
 Every answer is validated (fairprobe.models.validate) before use: a body over the size limit, one not
 complete by the request deadline, a logprob that is not a finite number <= 0 or a text that is not a
 string is a malformed answer (recorded, counted as undetermined), never a number in a metric.
@@ -54,7 +54,7 @@ from fairprobe.models.prompt_scoring import (
 )
 from fairprobe.models.validate import AnswerLimits, MalformedResponse
 from fairprobe.records import message_dicts
-from fairprobe.redact import API_KEY_ENV, redact, register_secret, shorten
+from fairprobe.redact import API_KEY_ENV, clip, redact, register_secret, shorten
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CONCURRENCY = 8
@@ -562,7 +562,7 @@ class OpenAIBackend:
                 raise ScoringAnswerError(f"HTTP {status}: {detail}")
             ids = read_token_ids(data)
         except ScoringAnswerError as exc:
-            raise EndpointError(f"{server_root(url)}/tokenize failed for {text[:60]!r}: {exc}") from None
+            raise EndpointError(f"{server_root(url)}/tokenize failed for {clip(repr(text), 60)}: {exc}") from None
         if not special:
             self._word_ids[key] = ids
         return ids
@@ -706,7 +706,7 @@ def parse_base_url(url: str) -> httpx.URL:
 
 
 def api_key_from_env() -> str | None:
-    """The API key from $FAIRPROBE_API_KEY, else $OPENAI_API_KEY (never a command-line option)."""
+    """The API key from $FAIRPROBE_API_KEY, else $OPENAI_API_KEY."""
     for name in API_KEY_ENV:
         value = os.environ.get(name, "").strip()
         if value:
@@ -725,6 +725,7 @@ def load_openai(
     top_logprobs: int = TOP_LOGPROBS,
     limits: AnswerLimits | None = None,
     implicit: str = "auto",
+    api_key: str | None = None,
     **_local_options: Any,
 ) -> OpenAIBackend:
     """`openai:MODEL` at --base-url (comma-separated URLs are used round-robin); local-model options are ignored."""
@@ -739,7 +740,7 @@ def load_openai(
             raise ModelError(f"--base-url must be an http(s) URL, got {url!r}")
         if parsed.userinfo:  # it would be written to the manifest: credentials belong in the environment
             raise ModelError(f"--base-url for {parsed.host} carries credentials: put the key in ${API_KEY_ENV[0]}")
-    key = api_key_from_env()
+    key = api_key or api_key_from_env()  # a key given to the backend is sent, and redacted like the environment's
     if key is None and any(parse_base_url(u).host == "api.openai.com" for u in urls):
         raise ModelError(f"the OpenAI API needs a key: set ${API_KEY_ENV[0]} (or ${API_KEY_ENV[1]})")
     return OpenAIBackend(

@@ -9,6 +9,7 @@ import numpy as np
 from fairprobe.cache import Cache, cache_key
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
 from fairprobe.records import message_dicts
+from fairprobe.redact import SECRET_OPTIONS
 
 
 def prompt_json(prompt: Prompt) -> str | list[dict[str, str]]:
@@ -84,7 +85,7 @@ class CachedBackend:
         self.inner = inner
         self.cache = cache
         # -M model args may change the answers (a revision, a chat template); a key leaves out none but the API key.
-        self._model_args = {k: v for k, v in sorted((model_args or {}).items()) if k != "api_key"}
+        self._model_args = {k: v for k, v in sorted((model_args or {}).items()) if k not in SECRET_OPTIONS}
         self.name = inner.name
         self.has_chat_template = inner.has_chat_template
         self._identity = inner.identity()

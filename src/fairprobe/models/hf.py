@@ -25,6 +25,7 @@ from transformers.utils import logging as transformers_logging
 from fairprobe.errors import ConfigError, ModelError, first_line
 from fairprobe.models.base import Completion, GenerationConfig, LoraSettings, Prompt, Window
 from fairprobe.records import message_dicts
+from fairprobe.redact import clip
 from fairprobe.threads import ThreadChooser, apply_threads
 
 transformers_logging.set_verbosity_error()
@@ -247,7 +248,7 @@ class HFBackend:
         for text in texts:  # a token has at least one character: refuse huge prompts before tokenizing them
             if context and len(text) > 16 * context:
                 raise ModelError(
-                    f"a prompt of {len(text):,} characters is longer than {self.name}'s context ({context:,} tokens): {text[:60]!r}..."
+                    f"a prompt of {len(text):,} characters is longer than {self.name}'s context ({context:,} tokens): {clip(repr(text), 60)}"
                 )
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not chat)
         if context and enc["input_ids"].shape[1] > context:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairprobe.errors import ConfigError
+from fairprobe.redact import clip
 
 LOGPROB_TOLERANCE = 1e-6
 MAX_ANSWER_BYTES = 4_000_000
@@ -88,7 +89,7 @@ def top_logprobs(entries: Any, where: str = "top_logprobs") -> dict[str, float]:
     """A {token: logprob} mapping with every key a string and every value a valid logprob."""
     if not isinstance(entries, dict):
         raise MalformedResponse(f"{where} is not an object")
-    return {token(k, f"{where} token"): logprob(v, f"{where}[{k[:40]!r}]") for k, v in entries.items()}
+    return {token(k, f"{where} token"): logprob(v, f"{where}[{_show(k)}]") for k, v in entries.items()}
 
 
 def total_probability(top: dict[str, float], where: str = "top_logprobs") -> float:
@@ -116,5 +117,5 @@ def _reject_constant(name: str) -> Any:
 
 
 def _show(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:40] + "..."
+    """A value for a message: its repr, redacted and then cut to 40 characters."""
+    return clip(repr(value), 40)

@@ -274,7 +274,7 @@ def to_csv(t: Table) -> str:
     expand = [any(isinstance(row[i], MetricValue) for row in t.rows) for i in range(len(t.columns))]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(_csv_header(t))
+    writer.writerow([inert_cell(c) for c in _csv_header(t)])
     for row in t.rows:
         out: list[Any] = []
         for cell, wide in zip(row, expand, strict=True):
@@ -283,8 +283,24 @@ def to_csv(t: Table) -> str:
                 out += [m.value, *m.ci95]
             else:
                 out.append(cell)
-        writer.writerow(["" if c is None else c for c in out])
+        writer.writerow([inert_cell(c) for c in out])
     return buffer.getvalue()
+
+
+# A text cell a spreadsheet would run as a formula: it starts with =, @, a tab or a carriage return, or with
+# + or - without being a plain number ("-0.25" stays a number, "-2+3" and "+cmd|..." do not run).
+_FORMULA_START = ("=", "@", "\t", "\r", "+", "-")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?%?")
+
+
+def inert_cell(cell: Any) -> Any:
+    """A CSV cell as written: None empty, numbers as they are, a text that a spreadsheet would read as a formula
+    prefixed with ' (OWASP's advice), so opening an export never runs what a model, server or file wrote."""
+    if cell is None:
+        return ""
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(cell):
+        return "'" + cell
+    return cell
 
 
 def headline_metrics(set_name: str, result: SetResult) -> list[str]:
