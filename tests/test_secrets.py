@@ -125,3 +125,60 @@ def test_shorten_redacts_before_the_cut_and_drops_a_partial_key(monkeypatch: pyt
         assert KEY[:6] not in short, at
         assert len(short) <= 203
     assert shorten("no secret here") == "no secret here"
+
+
+SHORT_KEY = "sk-9f/Ab+Cd=Ef_01234"  # 20 characters, as in the trial that found 14 of them in samples.jsonl
+
+
+def prefixes(key: str) -> list[str]:
+    """Every prefix of the key longer than 8 characters (the whole key included)."""
+    return [key[:n] for n in range(9, len(key) + 1)]
+
+
+def cutting_answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+    """A server that puts the key where fairprobe cuts values: a bad logprob's token name (cut at 40 characters for
+    the error), past the 200-character cut of an error body, and its first 20 characters alone."""
+    key = (auth or "").removeprefix("Bearer ")
+    prompt = prompt_text(body)
+    if "nurse" in prompt:
+        return 400, ("z" * 195 + key).encode(), {}
+    if "teacher" in prompt:
+        return 200, json.dumps(completion_json(body, " she", {"x" * 26 + key: 0.5, " he": -1.0})).encode(), {}
+    answer = completion_json(body, f" she said {key[:20]} and {key}", {" she": -1.2, " he": -2.3, key[:15]: -3.0})
+    answer["model"] = key
+    return 200, json.dumps(answer).encode(), {}
+
+
+@pytest.mark.parametrize("given", ["environment", "model arg"])
+def test_no_prefix_of_the_key_reaches_any_file_a_run_writes(tmp_path: Path, given: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("FAIRPROBE_API_KEY", "OPENAI_API_KEY")}
+    env["FAIRPROBE_CACHE_DB"] = str(tmp_path / "cache" / "calls.sqlite")
+    key_args = ["-M", f"api_key={SHORT_KEY}"] if given == "model arg" else []
+    if given == "environment":
+        env["FAIRPROBE_API_KEY"] = SHORT_KEY
+    out = tmp_path / "run"
+    with serve(cutting_answer) as (url, seen):
+        args = ["run", "-m", "openai:test", "--base-url", url, "--probes", "template", "--limit", "16", *key_args]
+        done = _cli([*args, "--out", str(out)], env)
+        again = _cli([*args, "--out", str(out)], env)
+    assert done.returncode == 0, done.stderr
+    assert again.returncode == 0, again.stderr
+    assert set(seen.auth) == {f"Bearer {SHORT_KEY}"}  # -M api_key is sent, as the environment's key is
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    errors = " ".join(s.get("error", "") for s in samples)
+    assert "top_logprobs[" in errors and "HTTP 400" in errors  # the cut values were written, redacted
+    manifest = json.loads((out / "manifest.json").read_text())
+    if given == "model arg":
+        assert manifest["options"]["model_args"] == {"api_key": "***"}
+        assert "api_key=***" in manifest["command"] and "api_key=***" in (out / ".fairprobe.lock").read_text()
+    report = _cli(["report", str(out), "--format", "csv", "--out", str(tmp_path / "csv")], env)
+    assert report.returncode == 0, report.stderr
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {".fairprobe.lock", "manifest.json", "samples.jsonl", "calls.sqlite", "report.html"} <= {
+        p.name for p in files
+    }
+    for path in files:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        assert not [p for p in prefixes(SHORT_KEY) if p in text], path
+    for proc in (done, again, report):
+        assert not [p for p in prefixes(SHORT_KEY) if p in proc.stdout + proc.stderr]
