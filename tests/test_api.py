@@ -251,7 +251,7 @@ def test_bad_specs_and_options_are_one_line_errors(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ModelError, match="needs a key: set \\$FAIRPROBE_API_KEY"):
         load_model("openai:gpt-4o-mini")
-    with pytest.raises(ModelError, match="needs the server's model name"):
+    with pytest.raises(ModelError, match="names no model: write openai:NAME"):
         load_model("openai:")
     with pytest.raises(ModelError, match="http"):
         load_model("openai:x", base_url="ftp://host")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import zlib
@@ -14,12 +16,13 @@ import pytest
 from scipy import stats
 
 from fairprobe.detectors import AttributeWords
-from fairprobe.errors import ConfigError
+from fairprobe.errors import ConfigError, DataError, ModelError
 from fairprobe.metrics.pairwise import bootstrap_paired, holm, mcnemar_test
-from fairprobe.models import Completion, GenerationConfig, register_scheme
+from fairprobe.models import SCHEMES, Completion, GenerationConfig, register_scheme
 from fairprobe.multimodel import run_models
 from fairprobe.report.export import export
 from fairprobe.runner import RunOptions
+from openai_servers import CANNED_TOP, canned_text, completion_json, prompt_text, serve
 
 N_PAIRS = len(AttributeWords.default().pairs)
 
@@ -48,18 +51,25 @@ class LeaningBackend:
         return out
 
 
+def register_once(scheme: str, loader: Any) -> None:
+    """Register a test model scheme for the whole session (a scheme is registered once)."""
+    if scheme not in SCHEMES.names():
+        register_scheme(scheme)(loader)
+
+
 @pytest.fixture()
 def two_models(tmp_path: Path) -> tuple[list[str], Path]:
-    register_scheme("lean-a")(lambda rest, **kw: LeaningBackend("lean-a", 2, 0.0))
-    register_scheme("lean-b")(lambda rest, **kw: LeaningBackend("lean-b", 5, 1.0))
+    register_once("lean-a", lambda rest, **kw: LeaningBackend("lean-a", 2, 0.0))
+    register_once("lean-b", lambda rest, **kw: LeaningBackend("lean-b", 5, 1.0))
     return ["lean-a:x", "lean-b:x"], tmp_path / "runs"
 
 
 def test_models_run_into_their_folders_and_compare(two_models: tuple[list[str], Path]) -> None:
     specs, root = two_models
     options = RunOptions(probes=["template"], limit=40, out=root, use_cache=False)
-    summaries, out = run_models(specs, options, sort_by="gld")
-    assert out == root / "comparison"
+    runs = run_models(specs, options, sort_by="gld")
+    summaries, out = runs.summaries, runs.comparison
+    assert out == root / "comparison" and not runs.failures
     assert {p.name for p in root.iterdir()} == {"lean-a_x", "lean-b_x", "comparison"}
     board = json.loads((out / "leaderboard.json").read_text())
     assert [entry["set"] for entry in board["sets"]] == ["template"]
@@ -95,7 +105,7 @@ def test_models_run_into_their_folders_and_compare(two_models: tuple[list[str], 
     assert "Leaderboard: template" in text and "| lean-b |" in text
 
     # The same command again reuses both run folders (resumed, nothing asked) and rewrites the comparison.
-    again, _ = run_models(specs, options, sort_by="gld")
+    again = run_models(specs, options, sort_by="gld").summaries
     assert again["lean-a:x"] == summaries["lean-a:x"]
 
 
@@ -119,7 +129,7 @@ def test_holm_against_hand_computed_values() -> None:
     assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
 
 
-def test_a_repeated_model_is_a_one_line_error(tmp_path: Path) -> None:
+def test_a_repeated_model_is_a_one_line_error(two_models: tuple[list[str], Path], tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--model lean-a:x is given twice"):
         run_models(["lean-a:x", "lean-a:x"], RunOptions(out=tmp_path))
     proc = subprocess.run(
@@ -144,3 +154,87 @@ def test_a_repeated_model_is_a_one_line_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "smollm2-135m-instruct is given twice" in proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+class FailingBackend(LeaningBackend):
+    """A model whose server dies after its first batch."""
+
+    def generate(self, prompts: list[Any], config: GenerationConfig, word_pairs: Any = None) -> list[Completion]:
+        raise ModelError("http://127.0.0.1:9/v1 answered HTTP 503; gave up after 6 attempts")
+
+
+def test_every_spec_and_option_is_resolved_before_the_first_model_runs(
+    two_models: tuple[list[str], Path], tmp_path: Path
+) -> None:
+    specs, root = two_models
+    options = RunOptions(probes=["template"], limit=8, out=root, use_cache=False)
+    for bad, message in [
+        ("nosuch:model", "unknown model spec 'nosuch:model'"),
+        ("lean-b:", "model spec 'lean-b:' names no model"),
+    ]:
+        with pytest.raises(ModelError, match=message):
+            run_models([*specs, bad], options)
+    with pytest.raises(ConfigError, match="--sort-by 'glld' is not a metric of these probe sets: choose one of add,"):
+        run_models(specs, options, sort_by="glld")
+    with pytest.raises(ConfigError, match="--base-url needs an openai:MODEL model, not 'lean-b:x'"):
+        run_models(["openai:m", specs[1]], options.model_copy(update={"model": "openai:m", "base_url": "http://h/v1"}))
+    with pytest.raises(DataError, match="unknown probe set .not-a-set."):
+        run_models(specs, options.model_copy(update={"probes": ["template", "not-a-set"]}))
+    # Two specs, one folder: openai:org/m and openai:org_m are both openai_org_m; case alone does not tell apart.
+    for pair in (["openai:org/m", "openai:org_m"], ["lean-a:Model", "lean-a:model"]):
+        with pytest.raises(ConfigError, match=f"model {pair[1]} and model {pair[0]} would share the folder"):
+            run_models(pair, options.model_copy(update={"model": pair[0]}))
+    assert not root.exists()  # nothing ran, nothing was written
+
+
+def test_a_failing_model_is_reported_and_the_others_are_compared(
+    two_models: tuple[list[str], Path], tmp_path: Path
+) -> None:
+    specs, root = two_models
+    register_once("dies", lambda rest, **kw: FailingBackend("dies", 2, 0.0))
+    options = RunOptions(probes=["template"], limit=8, out=root, use_cache=False)
+    runs = run_models([specs[0], "dies:x", specs[1]], options, sort_by="gld")
+    assert set(runs.summaries) == set(specs)
+    assert list(runs.failures) == ["dies:x"]
+    assert runs.failures["dies:x"] == (
+        "http://127.0.0.1:9/v1 answered HTTP 503; gave up after 6 attempts; 0 samples saved in "
+        f"{root / 'dies_x'}: run the same command again to resume"
+    )
+    board = json.loads((root / "comparison" / "leaderboard.json").read_text())
+    assert [r["model"] for r in board["runs"]] == ["lean-a", "lean-b"]
+    # Run folders are recorded relative to the comparison folder: a copied root reports its own runs.
+    assert [r["path"] for r in board["runs"]] == ["../lean-a_x", "../lean-b_x"]
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    shutil.rmtree(root)
+    text, _ = export([copy / "comparison"], "md", None)
+    assert "Leaderboard: template" in text and "| lean-b |" in text
+
+
+def failing_model_server(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+    """The scripted server's answers, except for the model named `gone`, refused as with a revoked key."""
+    if body.get("model") == "gone":
+        return 401, b'{"error": {"message": "invalid key"}}', {}
+    return 200, json.dumps(completion_json(body, canned_text(prompt_text(body)), CANNED_TOP)).encode(), {}
+
+
+def test_cli_many_models_print_one_json_document_and_exit_2_after_a_failure(tmp_path: Path) -> None:
+    env = {**os.environ, "FAIRPROBE_CACHE_DB": str(tmp_path / "calls.sqlite")}
+    with serve(failing_model_server) as (url, _):
+        args = ["run", "-m", "openai:a", "-m", "openai:gone", "-m", "openai:b", "--base-url", url, "--limit", "6"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "fairprobe", *args, "--probes", "template", "--json", "--out", str(tmp_path / "r")],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
+    assert proc.returncode == 2, proc.stderr
+    document = json.loads(proc.stdout)  # one document for all the models
+    assert set(document["models"]) == {"openai:a", "openai:b"}
+    assert document["models"]["openai:a"]["results"]["template"]["n"] == 6
+    assert list(document["failed"]) == ["openai:gone"] and "HTTP 401" in document["failed"]["openai:gone"]
+    assert [r["model"] for r in document["comparison"]["leaderboard"]["runs"]] == ["openai:a", "openai:b"]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors[0].startswith("error: model openai:gone failed: ") and "HTTP 401" in errors[0]
+    assert errors[1:] == ["error: 1 of 3 models failed; the comparison holds the other 2"]

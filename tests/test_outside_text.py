@@ -47,14 +47,8 @@ def test_escape_sequences_from_a_server_and_a_file_reach_the_console_escaped(tmp
     env = {**os.environ, "FAIRPROBE_CACHE_DB": str(tmp_path / "calls.sqlite")}
     out = tmp_path / "run"
     with serve(hostile_answer) as (url, _):
-        done = _cli(
-            ["run", "-m", "openai:t", "--base-url", url, "--probes", "template", "--limit", "12"]
-            + [
-                "--out",
-                str(out),
-            ],
-            env,
-        )
+        args = ["run", "-m", "openai:t", "--base-url", url, "--probes", "template", "--limit", "12"]
+        done = _cli([*args, "--out", str(out)], env)
     assert done.returncode == 0, done.stderr
     assert not raw_controls(done.stdout + done.stderr), done.stderr
     # The server's words are shown, as text: its refusal of the echo probe names the escapes it sent.

@@ -245,17 +245,37 @@ def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
 
 
 def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool) -> None:
-    """Run several models and print each summary, then where the comparison is."""
+    """Run several models and print each summary (with --json: one JSON document for all), then the comparison;
+    each model that failed is one error line, and the command exits 2 after the others ran."""
     from fairprobe.multimodel import run_models
     from fairprobe.progress import auto_progress
 
     with auto_progress() as progress:
-        summaries, out = run_models(specs, options, sort_by, progress)
-    for summary in summaries.values():
-        show_summary(summary, as_json)
-    if not as_json:
-        console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
-    written("comparison", out)
+        runs = run_models(specs, options, sort_by, progress)
+    out = runs.comparison
+    if as_json:
+        board = json.loads((out / "leaderboard.json").read_text(encoding="utf-8")) if out else None
+        document = {
+            "models": {spec: summary.to_json_obj() for spec, summary in runs.summaries.items()},
+            "failed": runs.failures,
+            "comparison": {"folder": str(out), "leaderboard": board} if out else None,
+        }
+        console.print_json(json.dumps(document))
+    else:
+        for summary in runs.summaries.values():
+            show_summary(summary, False)
+        if out:
+            console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+    if out:
+        written("comparison", out)
+    for spec, reason in runs.failures.items():
+        print_error(f"model {spec} failed: {reason}")
+    if runs.failures:
+        print_error(
+            f"{len(runs.failures)} of {len(specs)} models failed"
+            + (f"; the comparison holds the other {len(runs.summaries)}" if out else "; no comparison was written")
+        )
+        raise typer.Exit(2)
 
 
 @probes_app.command("list")
@@ -705,15 +725,12 @@ def compare_cmd(
 
 def best_sweep_setting(sweep_file: Path) -> str:
     """The lowest-GAS setting of a sweep.json (of its first set), with a note when it does not beat greedy."""
-    from fairprobe.io import read_text
+    from fairprobe.documents import Sweep, read_document
 
-    sets = json.loads(read_text(sweep_file, "sweep file")).get("sets", {})
-    if not sets:
-        raise ConfigError(f"sweep file {sweep_file} has no results")
-    best = next(iter(sets.values()))["best"]
-    if best.get("beats_greedy") is False:
-        err_console.print(f"note: {best.get('verdict')}", style="yellow", markup=False, highlight=False)
-    return str(best["setting"])
+    best = next(iter(read_document(sweep_file, Sweep, "sweep file").sets.values())).best
+    if not best.beats_greedy:
+        err_console.print(f"note: {best.verdict}", style="yellow", markup=False, highlight=False)
+    return best.setting
 
 
 def compare_adapters(items: list[str] | None, folder: Path | None) -> dict[str, str]:

@@ -4,20 +4,39 @@
 settings on every model in turn, each into the folder a single-model run would use (so an earlier run of
 one of them resumes or is reused), then writes the comparison folder: leaderboard.json, leaderboard.md and
 report.html (the paper's figures with one bar per model, the leaderboard, pairwise tests).
+
+Everything is resolved before the first model runs: every spec (an unknown scheme, `openai:` with no model),
+each model's options, the probe sets, `--sort-by`, and the run folders, which must all differ (also on a file
+system that ignores case, and from the comparison folder). A model that fails while it runs (a dead server, a
+model that does not load) is reported and the others still run; the comparison holds those that finished, and
+the command exits non-zero at the end.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from fairprobe.errors import ConfigError
+from fairprobe.errors import ConfigError, RunInterrupted, describe_failure
+from fairprobe.families import family_of_set
 from fairprobe.io import read_text
+from fairprobe.models import check_spec
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Summary
-from fairprobe.report.leaderboard import write_comparison
-from fairprobe.runner import RunOptions, run
+from fairprobe.report.leaderboard import check_sort_by, write_comparison
+from fairprobe.runner import RunOptions, load_sets, run
 
 COMPARISON_FOLDER = "comparison"
+
+
+@dataclass
+class ModelRuns:
+    """What a many-model run gave: each finished model's summary, each failed model's one-line reason, and the
+    comparison folder (None when fewer than two models finished)."""
+
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    comparison: Path | None = None
 
 
 def read_model_specs(path: Path) -> list[str]:
@@ -30,11 +49,12 @@ def read_model_specs(path: Path) -> list[str]:
 
 
 def check_specs(specs: list[str]) -> list[str]:
-    """The specs in order; a spec given twice is a one-line error (each model runs once)."""
+    """The specs in order, each one a spec some loader takes; a spec given twice is a one-line error."""
     seen: set[str] = set()
     for spec in specs:
         if spec in seen:
             raise ConfigError(f"--model {spec} is given twice: name each model once")
+        check_spec(spec)
         seen.add(spec)
     return specs
 
@@ -50,20 +70,63 @@ def comparison_dir(options: RunOptions) -> Path:
     return options.out / COMPARISON_FOLDER if options.out else Path("runs") / COMPARISON_FOLDER / options.suite
 
 
-def run_models(
-    specs: list[str], options: RunOptions, sort_by: str | None = None, progress: Progress | None = None
-) -> tuple[dict[str, Summary], Path]:
-    """Run every model with the same options, then write the comparison; returns summaries and its folder."""
-    progress = progress or SilentProgress()
+def _folder_key(folder: Path) -> str:
+    """A folder as the file system may see it: absolute, and without case (macOS and Windows ignore it)."""
+    return str(folder.resolve()).casefold()
+
+
+def check_folders(folders: dict[str, Path], comparison: Path) -> None:
+    """Refuse two models that would share a run folder (`openai:org/m` and `openai:org_m` both become
+    openai_org_m), or a model whose folder is the comparison's."""
+    taken = {_folder_key(comparison): "the comparison"}
+    for spec, folder in folders.items():
+        other = taken.setdefault(_folder_key(folder), f"model {spec}")
+        if other != f"model {spec}":
+            raise ConfigError(
+                f"model {spec} and {other} would share the folder {folder}: run them in separate commands "
+                "with different --out folders"
+            )
+
+
+def plan_models(specs: list[str], options: RunOptions, sort_by: str | None) -> dict[str, RunOptions]:
+    """Every model's run options, resolved and checked before any model runs (specs, options, probe sets,
+    --sort-by, folders); a bad one anywhere in the list is a one-line error before the first model starts."""
     specs = check_specs(specs)
     if len(specs) < 2:
         raise ConfigError("a comparison needs at least two models (--model A --model B, or --models FILE)")
-    folders, summaries = [], {}
-    for spec in specs:
-        folder = model_run_dir(options, spec, options.out)
-        progress.note(f"model {spec}: run folder {folder}")
-        summaries[spec] = run(options.model_copy(update={"model": spec, "out": folder}), progress=progress)
-        folders.append(folder)
-    out = comparison_dir(options)
-    write_comparison(out, folders, sort_by)
-    return summaries, out
+    base = options.model_dump()
+    planned = {
+        spec: RunOptions.model_validate({**base, "model": spec, "out": model_run_dir(options, spec, options.out)})
+        for spec in specs
+    }
+    check_folders({spec: o.output_dir() for spec, o in planned.items()}, comparison_dir(options))
+    sets = load_sets(options)
+    families = [f for f in (family_of_set(ps.name) for ps in sets) if f is not None]
+    check_sort_by(sort_by, {m.name for f in families for m in f.metrics})
+    return planned
+
+
+def run_models(
+    specs: list[str], options: RunOptions, sort_by: str | None = None, progress: Progress | None = None
+) -> ModelRuns:
+    """Run every model with the same options, then write the comparison of those that finished.
+
+    A model that fails is recorded in `failures` (one line) and the others go on; Ctrl-C stops them all.
+    """
+    progress = progress or SilentProgress()
+    planned = plan_models(specs, options, sort_by)
+    result = ModelRuns()
+    for spec, model_options in planned.items():
+        progress.note(f"model {spec}: run folder {model_options.output_dir()}")
+        try:
+            result.summaries[spec] = run(model_options, progress=progress)
+        except (RunInterrupted, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            reason = describe_failure(exc) or f"internal error, please report it: {type(exc).__name__}: {exc}"
+            result.failures[spec] = reason
+            progress.note(f"model {spec} failed: {reason}; the other models go on")
+    if len(result.summaries) >= 2:
+        result.comparison = comparison_dir(options)
+        write_comparison(result.comparison, [planned[s].output_dir() for s in result.summaries], sort_by)
+    return result

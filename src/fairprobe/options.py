@@ -24,7 +24,7 @@ LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20,
 class RunOptions(BaseModel):
     """Everything that decides a run's samples (hashed to recognise a resumable run) plus where to write."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, allow_inf_nan=False)
 
     model: str = DEFAULT_MODEL
     adapter: str | None = None

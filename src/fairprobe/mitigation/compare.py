@@ -165,10 +165,10 @@ def compare(
     `adapter` the Debias Tuning adapter; `ablations` more adapters by name; `hyper` a decoding setting.
     """
     progress = progress or SilentProgress()
-    sets = load_sets(options)
     base = options.model_copy(update={"adapter": None, "instruction": None})
     adapters = {**({"Debias Tuning": adapter} if adapter else {}), **(ablations or {})}
-    methods = method_options(base, hyper, instruction, adapters)
+    methods = method_options(base, hyper, instruction, adapters)  # every method checked before any data or model
+    sets = load_sets(options)
     if backend is None:
         progress.note(f"loading model {options.model}")
         backend = load_backend(options.model_copy(update={"adapter": None}))

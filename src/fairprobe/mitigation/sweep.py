@@ -10,6 +10,7 @@ run: they come from the next-word distribution after the prompt, which no sampli
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,8 @@ def check_grid(grid: dict[str, list[float]]) -> dict[str, list[float]]:
         if not values:
             raise ConfigError(f"sweep grid for {knob} is empty")
         for v in values:
+            if not math.isfinite(v):
+                raise ConfigError(f"{knob.replace('_', '-')} {v:g} is not a finite number")
             if knob == "temperature" and not 0 < v <= 5:
                 raise ConfigError(f"temperature {v:g} is out of range: sweep values must be in (0, 5]")
             if knob == "top_p" and not 0 < v <= 1:
@@ -76,9 +79,12 @@ def parse_values(knob: str, text: str | None) -> list[float] | None:
     if text is None:
         return None
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ConfigError(f"{knob} values must be numbers separated by commas, got {text!r}") from None
+        values = [math.nan]
+    if not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"{knob} values must be finite numbers separated by commas, got {text!r}")
+    return values
 
 
 def setting_config(knob: str, value: float, base: GenerationConfig, base_temperature: float) -> GenerationConfig:

@@ -9,7 +9,6 @@ function of the seed and the step only).
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairprobe import __version__
 from fairprobe.detectors import AttributeWords
+from fairprobe.documents import Ablations, read_document
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.paper.metrics import gld_per_prompt
 from fairprobe.families.paper.sets import debias_llms_file, read_predicates
@@ -31,6 +31,7 @@ from fairprobe.mitigation.drift import drift_summary, drift_tests, drift_values,
 from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_kl
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
 from fairprobe.models import DEFAULT_MODEL, load_model
+from fairprobe.models.adapters import read_adapter_manifest
 from fairprobe.models.base import LoraSettings, TrainableBackend
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.sources import fetch
@@ -51,7 +52,7 @@ API_PREFIX = "openai:"
 class TuneOptions(BaseModel):
     """Debias Tuning settings; the defaults are the paper's (rank 64, alpha 16, dropout 0.1, lr 2e-4, batch 16, 500 steps)."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, allow_inf_nan=False)
 
     model: str = DEFAULT_MODEL
     out: Path = Path("adapters/debias")
@@ -448,11 +449,10 @@ def finished_manifest(options: TuneOptions, fingerprint: str, progress: Progress
     """The manifest of an adapter already trained with these settings in options.out; None if there is none."""
     if options.out.exists() and not options.out.is_dir():
         raise ConfigError(f"adapter output folder is a file: {options.out}")
-    manifest_path = options.out / MANIFEST
-    if not manifest_path.is_file():
+    done = read_adapter_manifest(options.out)
+    if done is None:
         return None
-    done = json.loads(manifest_path.read_text(encoding="utf-8"))
-    if done.get("fingerprint") != fingerprint:
+    if done["fingerprint"] != fingerprint:
         raise ConfigError(f"{options.out} holds an adapter trained with other settings; choose another --out")
     progress.note(f"adapter already trained in {options.out}")
     return done
@@ -567,21 +567,16 @@ def tune_ablations(options: TuneOptions, progress: Progress | None = None) -> di
 def read_ablations(folder: Path) -> dict[str, str]:
     """Method name -> adapter folder of a finished `tune --ablations` folder; an unfinished variant is an error."""
     index_path = folder / ABLATIONS_FILE
-    if not index_path.is_file():
+    if not index_path.exists():
         raise ConfigError(f"{folder} is not an ablations folder (no {ABLATIONS_FILE}): train it with tune --ablations")
-    try:
-        index = json.loads(read_text(index_path, "ablations index"))
-        variants = index["variants"]
-        order = index.get("order") or sorted(variants)
-        entries = [(slug, variants[slug]) for slug in order]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise ConfigError(f"malformed ablations index {index_path}") from None
+    index = read_document(index_path, Ablations, "ablations index")
     out = {}
-    for slug, entry in entries:
+    for slug in index.order or sorted(index.variants):
+        name = index.variants[slug].name
         if not (folder / slug / MANIFEST).is_file():
             raise ConfigError(
-                f"ablation variant {entry.get('name', slug)!r} in {folder / slug} is not finished: "
+                f"ablation variant {name!r} in {folder / slug} is not finished: "
                 f"rerun the same `fairprobe tune --ablations` command to finish it"
             )
-        out[str(entry.get("name", slug))] = str(folder / slug)
+        out[name] = str(folder / slug)
     return out

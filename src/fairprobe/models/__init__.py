@@ -54,8 +54,6 @@ def _load_embedded(name: str, **options: Any) -> ModelBackend:
 def _load_hf_spec(rest: str, **options: Any) -> ModelBackend:
     from fairprobe.models.hf import load_hf
 
-    if not rest:
-        raise ModelError("model spec 'hf:' needs a model id or path, e.g. hf:HuggingFaceTB/SmolLM2-360M")
     return load_hf(rest, name=f"hf:{rest}", info={"id": f"hf:{rest}", "source": rest}, **options)
 
 
@@ -66,16 +64,29 @@ def known_specs() -> list[str]:
     return [*EMBEDDED, *(f"{p}:..." for p in SCHEMES.names())]
 
 
+def check_spec(spec: str) -> None:
+    """Refuse, without loading anything, a spec no loader takes: an unknown name or scheme, or a scheme with no
+    model after it (`openai:`), so a list of models is checked whole before the first one runs."""
+    from fairprobe.models.embedded import EMBEDDED
+
+    if spec in EMBEDDED:
+        return
+    prefix, sep, rest = spec.partition(":")
+    if not (sep and prefix in SCHEMES):
+        raise ModelError(f"unknown model spec {spec!r}: use one of {', '.join(known_specs())}")
+    if not rest.strip():
+        raise ModelError(f"model spec {spec!r} names no model: write {prefix}:NAME (a model id, path or server name)")
+
+
 def load_model(spec: str, **options: Any) -> ModelBackend:
     """Resolve a `--model` spec to a backend; options: device, dtype, batch_size, adapter, ..."""
     from fairprobe.models.embedded import EMBEDDED
 
+    check_spec(spec)
     if spec in EMBEDDED:
         return _load_embedded(spec, **options)
-    prefix, sep, rest = spec.partition(":")
-    if sep and prefix in SCHEMES:
-        return SCHEMES.get(prefix)(rest, **options)
-    raise ModelError(f"unknown model spec {spec!r}: use one of {', '.join(known_specs())}")
+    prefix, _, rest = spec.partition(":")
+    return SCHEMES.get(prefix)(rest, **options)
 
 
 __all__ = [
@@ -84,6 +95,7 @@ __all__ = [
     "GenerationConfig",
     "ModelBackend",
     "Prompt",
+    "check_spec",
     "known_specs",
     "load_model",
     "register_scheme",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
 from transformers import PreTrainedModel
 
+from fairprobe.documents import AdapterManifest, document_dict, read_document
 from fairprobe.errors import ModelError, first_line
 from fairprobe.io import sha256_file
 
@@ -21,14 +22,30 @@ def quiet_peft_warnings() -> None:
 
 
 def read_adapter_manifest(folder: Path) -> dict[str, Any] | None:
-    """The fairprobe manifest of an adapter folder; None for a plain peft adapter without one."""
+    """The fairprobe manifest of an adapter folder, validated; None for a plain peft adapter without one."""
     path = folder / "manifest.json"
-    if not path.is_file():
+    if not path.exists():
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ModelError(f"malformed adapter manifest {path}: {exc.msg} at line {exc.lineno}") from None
+    return document_dict(read_document(path, AdapterManifest, "adapter manifest"))
+
+
+def check_weights(folder: Path, manifest: dict[str, Any] | None) -> str | None:
+    """The sha256 of the adapter's weights, refused unless it is the one its manifest records (cut short or edited
+    weights would load as other numbers, or fail deep inside peft)."""
+    weights = folder / ADAPTER_WEIGHTS
+    if not weights.is_file():
+        if manifest is not None:
+            raise ModelError(
+                f"adapter {folder} has a manifest but no {ADAPTER_WEIGHTS}: retrain it or restore the file"
+            )
+        return None
+    sha = sha256_file(weights)
+    if manifest is not None and sha != manifest["adapter_sha256"]:
+        raise ModelError(
+            f"adapter weights {weights} do not match the sha256 its manifest.json records (cut short or edited?): "
+            "retrain the adapter or restore the file"
+        )
+    return sha
 
 
 def _label(identity: dict[str, Any]) -> str:
@@ -77,19 +94,16 @@ def attach_adapter(
     if not (folder / "adapter_config.json").is_file():
         raise ModelError(f"not a LoRA adapter folder (no adapter_config.json): {folder}")
     manifest = read_adapter_manifest(folder)
-    if manifest is not None and manifest.get("base_model"):
+    if manifest is not None:
         check_base(folder, manifest["base_model"], base_info, model)
+    sha = check_weights(folder, manifest)
     quiet_peft_warnings()
     try:
         merged = PeftModel.from_pretrained(model, str(folder), is_trainable=False).merge_and_unload()
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError, SafetensorError) as exc:
         first = first_line(str(exc)) or type(exc).__name__
         raise ModelError(f"cannot load adapter {folder}: {first}") from exc
-    weights = folder / ADAPTER_WEIGHTS
-    info: dict[str, Any] = {
-        "path": str(folder),
-        "sha256": sha256_file(weights) if weights.is_file() else None,
-    }
+    info: dict[str, Any] = {"path": str(folder), "sha256": sha}
     if manifest is not None:
         info["training"] = {
             "kind": manifest.get("kind"),

@@ -729,8 +729,6 @@ def load_openai(
     **_local_options: Any,
 ) -> OpenAIBackend:
     """`openai:MODEL` at --base-url (comma-separated URLs are used round-robin); local-model options are ignored."""
-    if not rest:
-        raise ModelError("model spec 'openai:' needs the server's model name, e.g. openai:gpt-4o-mini")
     if adapter:
         raise ModelError("--adapter needs a local model (embedded or hf:), not an openai: endpoint")
     urls = [u.strip() for u in (base_url or DEFAULT_BASE_URL).split(",") if u.strip()]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fairprobe.errors import ConfigError
 from fairprobe.records import ChatMessage
@@ -16,6 +16,8 @@ Prompt = str | list[ChatMessage]
 
 class GenerationConfig(BaseModel):
     """Decoding parameters; greedy with 50 new tokens is the paper's default."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     max_new_tokens: int = Field(50, ge=1, le=4096)
     temperature: float = Field(0.0, ge=0.0, le=5.0)

@@ -11,13 +11,14 @@ per model); Markdown and CSV exports carry the same tables.
 from __future__ import annotations
 
 import itertools
-import json
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fairprobe.errors import DataError
+from fairprobe.documents import Leaderboard, document_dict, read_document
+from fairprobe.errors import ConfigError
 from fairprobe.families import metric_info, metric_order
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.metrics.pairwise import PairedTest, bootstrap_test, holm, mcnemar_test
@@ -113,13 +114,24 @@ def board(runs: list[RunData], sort_by: str | None) -> list[dict[str, Any]]:
     return out
 
 
-def build_leaderboard(run_dirs: list[Path], sort_by: str | None = None) -> dict[str, Any]:
-    """The leaderboard.json object for some finished model runs."""
+def check_sort_by(sort_by: str | None, metrics: set[str]) -> None:
+    """A --sort-by must name one of the metrics compared (a typo would silently sort by another)."""
+    if sort_by is not None and sort_by not in metrics:
+        raise ConfigError(
+            f"--sort-by {sort_by!r} is not a metric of these probe sets: choose one of {', '.join(sorted(metrics))}"
+        )
+
+
+def build_leaderboard(run_dirs: list[Path], sort_by: str | None = None, folder: Path | None = None) -> dict[str, Any]:
+    """The leaderboard.json object for some finished model runs; run paths are relative to `folder` (where
+    leaderboard.json goes), so a copied comparison root renders its own runs."""
     runs = load_runs(run_dirs)
+    check_sort_by(sort_by, {m for r in runs if r.summary for res in r.summary.results.values() for m in res.metrics})
+    base = Path(folder or ".").resolve()
     return {
         "kind": "leaderboard",
         "sort_by": sort_by,
-        "runs": [{"model": r.label, "path": str(r.path.resolve())} for r in runs],
+        "runs": [{"model": r.label, "path": os.path.relpath(r.path.resolve(), base)} for r in runs],
         "sets": board(runs, sort_by),
         "pairwise": pairwise_tests(runs),
     }
@@ -162,17 +174,11 @@ def _cell(obj: dict[str, Any] | None) -> MetricValue | None:
 
 
 def read_leaderboard(folder: Path) -> dict[str, Any] | None:
-    """The leaderboard.json of a comparison folder, or None where the folder holds none."""
+    """The leaderboard.json of a comparison folder (validated), or None where the folder holds none."""
     path = Path(folder) / LEADERBOARD_FILE
-    if not path.is_file():
+    if not path.exists():
         return None
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"malformed {path}: {exc}") from None
-    if not isinstance(obj, dict) or obj.get("kind") != "leaderboard":
-        raise DataError(f"malformed {path}: not a fairprobe leaderboard")
-    return obj
+    return document_dict(read_document(path, Leaderboard, "leaderboard"))
 
 
 def expand_comparisons(paths: list[Path]) -> tuple[list[Path], list[Table]]:
@@ -184,7 +190,7 @@ def expand_comparisons(paths: list[Path]) -> tuple[list[Path], list[Table]]:
         if obj is None:
             out.append(Path(path))
             continue
-        out.extend(Path(r["path"]) for r in obj["runs"])
+        out.extend(Path(path) / r["path"] for r in obj["runs"])  # relative to the folder (absolute: older files)
         tables.extend(leaderboard_tables(obj))
     return out, tables
 
@@ -195,7 +201,7 @@ def write_comparison(out: Path, run_dirs: list[Path], sort_by: str | None = None
     from fairprobe.report.tables import to_markdown
 
     out.mkdir(parents=True, exist_ok=True)
-    obj = build_leaderboard(run_dirs, sort_by)
+    obj = build_leaderboard(run_dirs, sort_by, out)
     atomic_write_json(out / LEADERBOARD_FILE, obj)
     tables = leaderboard_tables(obj)
     atomic_write_text(out / "leaderboard.md", to_markdown(tables))

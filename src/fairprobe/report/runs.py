@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,8 +9,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from fairprobe.catalog import suite_sets
+from fairprobe.documents import (
+    RunManifest,
+    comparison_model,
+    document_dict,
+    parse_document,
+    read_document,
+    read_json_object,
+)
 from fairprobe.errors import DataError
-from fairprobe.io import iter_jsonl, read_text
+from fairprobe.io import iter_jsonl
 from fairprobe.records import Summary
 
 COMPARE_FILE = "compare.json"
@@ -29,24 +36,17 @@ class RunData:
     compare: dict[str, Any] | None = None
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    """A JSON object file; anything else (a list, a number, bad JSON) is a DataError naming it."""
-    try:
-        obj = json.loads(read_text(path, what))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"malformed {what} {path}: {exc.msg} at line {exc.lineno}") from None
-    except RecursionError:
-        raise DataError(f"malformed {what} {path}: nested too deeply") from None
-    if not isinstance(obj, dict):
-        raise DataError(f"malformed {what} {path}: expected a JSON object, got {type(obj).__name__}")
-    return obj
+def read_comparison(path: Path) -> dict[str, Any]:
+    """A comparison JSON validated: fairprobe's compare.json as such, any other shape's metrics as metrics."""
+    obj, text = read_json_object(path, COMPARE_FILE)
+    return document_dict(parse_document(text, comparison_model(obj), f"{COMPARE_FILE} {path}"))
 
 
 def load_summary(path: Path) -> Summary:
     """summary.json of a run folder, validated; a missing or malformed file is a DataError naming it."""
     if not Path(path).is_dir():
         raise DataError(f"run folder not found: {path}")
-    obj = _read_json(path / "summary.json", "summary.json")
+    obj, _ = read_json_object(path / "summary.json", "summary.json")
     # summary.json leaves out None fields, so a metric without a value (no gendered continuation) has no "value".
     for result in (obj.get("results") or {}).values() if isinstance(obj, dict) else ():
         parts = [result, *(result.get("subsets") or {}).values()] if isinstance(result, dict) else []
@@ -68,12 +68,14 @@ def load_run(path: Path, with_samples: bool = True) -> RunData:
     if not path.is_dir():
         raise DataError(f"run folder not found: {path}")
     compare_path = path / COMPARE_FILE
-    compare = _read_json(compare_path, COMPARE_FILE) if compare_path.is_file() else None
+    compare = read_comparison(compare_path) if compare_path.exists() else None
     if not (path / "summary.json").is_file() and compare is not None:
         return RunData(path=path, label=path.name, summary=None, compare=compare)
     summary = load_summary(path)
     manifest_path = path / "manifest.json"
-    manifest = _read_json(manifest_path, "manifest.json") if manifest_path.is_file() else {}
+    manifest = (
+        document_dict(read_document(manifest_path, RunManifest, "manifest.json")) if manifest_path.exists() else {}
+    )
     samples_path = path / "samples.jsonl"
     samples = []
     if with_samples and samples_path.is_file() and samples_path.stat().st_size:
