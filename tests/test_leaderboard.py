@@ -178,7 +178,7 @@ def test_every_spec_and_option_is_resolved_before_the_first_model_runs(
         run_models(specs, options, sort_by="glld")
     with pytest.raises(ConfigError, match="--base-url needs an openai:MODEL model, not 'lean-b:x'"):
         run_models(["openai:m", specs[1]], options.model_copy(update={"model": "openai:m", "base_url": "http://h/v1"}))
-    with pytest.raises(DataError, match="unknown probe set .not-a-set."):
+    with pytest.raises(DataError, match=r"unknown probe set .not-a-set."):
         run_models(specs, options.model_copy(update={"probes": ["template", "not-a-set"]}))
     # Two specs, one folder: openai:org/m and openai:org_m are both openai_org_m; case alone does not tell apart.
     for pair in (["openai:org/m", "openai:org_m"], ["lean-a:Model", "lean-a:model"]):
@@ -238,3 +238,31 @@ def test_cli_many_models_print_one_json_document_and_exit_2_after_a_failure(tmp_
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert errors[0].startswith("error: model openai:gone failed: ") and "HTTP 401" in errors[0]
     assert errors[1:] == ["error: 1 of 3 models failed; the comparison holds the other 2"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda o: o.update(runs=[]), "runs: List should have at least 1 item"),
+        (lambda o: o["sets"][0]["rows"][0].update(n="40"), r"sets\[0\].rows\[0\].n: Input should be a valid integer"),
+        (lambda o: o["pairwise"][0].update(p=2.5), r"pairwise\[0\].p: Input should be less than or equal to 1"),
+        (
+            lambda o: o["sets"][0]["rows"][1]["metrics"]["gld"].update(ci95=[0.1]),
+            r"sets\[0\].rows\[1\].metrics.gld.ci95\[1\]: Field required",
+        ),
+        (lambda o: o.update(kind="sweep"), "kind: Input should be 'leaderboard'"),
+        (None, "not JSON"),
+    ],
+)
+def test_a_hand_edited_leaderboard_is_a_one_line_error(two_models: tuple[list[str], Path], change, message) -> None:
+    specs, root = two_models
+    run_models(specs, RunOptions(probes=["template"], limit=8, out=root, use_cache=False))
+    path = root / "comparison" / "leaderboard.json"
+    if change is None:
+        path.write_text(path.read_text()[:300])
+    else:
+        obj = json.loads(path.read_text())
+        change(obj)
+        path.write_text(json.dumps(obj))
+    with pytest.raises(DataError, match=f"^malformed leaderboard {path}: {message}"):
+        export([root / "comparison"], "md", None)

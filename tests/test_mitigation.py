@@ -389,7 +389,9 @@ def test_tuning_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
     folder = tmp_path / "abl"
     folder.mkdir()
     (folder / "ablations.json").write_text(
-        json.dumps({"kind": "debias-tuning-ablations", "variants": {"full": {"name": "Debias Tuning"}}}),
+        json.dumps(
+            {"kind": "debias-tuning-ablations", "variants": {"full": {"name": "Debias Tuning", "losses": "d,g,l"}}}
+        ),
         encoding="utf-8",
     )
     done = _cli("compare", "--ablations", str(folder), "--probes", "template", "--out", str(tmp_path / "d"))

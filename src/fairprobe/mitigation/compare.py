@@ -88,6 +88,10 @@ def paired_stats(original: list[Sample], method: list[Sample]) -> dict[str, Any]
         po, pm = _probs(original), _probs(method)
         for name, fn in (("gld", gld_per_prompt), ("add", add_per_prompt)):
             x, y = fn(po[..., 0], po[..., 1]), fn(pm[..., 0], pm[..., 1])
+            known = np.isfinite(x) & np.isfinite(y)  # a server's top-k bounds a prompt's value: no paired number
+            if not known.any():
+                continue
+            x, y = x[known], y[known]
             out[name] = {
                 "difference": paired_bootstrap_difference(x, y).model_dump(mode="json"),
                 "p_bootstrap": paired_bootstrap_p(x, y),
