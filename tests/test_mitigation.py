@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from fairprobe.errors import ConfigError, DataError, ModelError
 from fairprobe.families.paper import INSTRUCTION
@@ -234,11 +233,7 @@ def test_resume_continues_the_same_steps_and_weights(
     assert "resuming from step 2" in " ".join(notes.lines)
     assert "dev evaluation on 2 of 2 dev predicates (--dev-limit to change)" in notes.lines
     assert [row["step"] for row in manifest["train_curve"]] == [1, 2, 3, 4]
-    a = load_file(str(trained / "adapter_model.safetensors"))
-    b = load_file(str(out / "adapter_model.safetensors"))
-    assert a.keys() == b.keys()
-    for key in a:
-        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-6)
+    assert adapter_bytes(out) == adapter_bytes(trained)  # the same adapter, byte for byte
     reference = json.loads((trained / "manifest.json").read_text(encoding="utf-8"))
     np.testing.assert_allclose(
         [r["loss"] for r in manifest["train_curve"]], [r["loss"] for r in reference["train_curve"]], rtol=1e-5
@@ -247,6 +242,85 @@ def test_resume_continues_the_same_steps_and_weights(
     assert tune(_options(tiny_data, out))["adapter_sha256"] == manifest["adapter_sha256"]
     with pytest.raises(ConfigError, match="trained with other settings"):
         tune(_options(tiny_data, out, lr=1e-3))
+
+
+def adapter_bytes(folder: Path) -> bytes:
+    return (folder / "adapter_model.safetensors").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["in a step", "in an evaluation"])
+def test_ctrl_c_anywhere_then_resume_gives_the_same_adapter_bytes(
+    trained: Path, tiny_data: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Ctrl-C (a real SIGINT) in the middle of step 2, after its forward pass drew dropout masks, or while step 2's
+    dev evaluation runs: the resumed run finishes the step or redoes the evaluation, and its adapter and dev curve
+    are those of the uninterrupted run."""
+    import signal
+
+    from fairprobe.mitigation import tuning
+
+    out = tmp_path / "b"
+    calls = {"step": 0, "evaluate": 0}
+    real_step, real_evaluate, real_loss = tuning.DebiasTrainer.step, tuning.DebiasTrainer.evaluate, tuning.debias_loss
+
+    def counted_step(self, predicates):
+        calls["step"] += 1
+        return real_step(self, predicates)
+
+    def loss_then_ctrl_c(probs, weights, kl=None):  # inside step 2, after its forward pass
+        if where == "in a step" and calls["step"] == 2 and torch.is_grad_enabled():
+            signal.raise_signal(signal.SIGINT)
+        return real_loss(probs, weights, kl)
+
+    def evaluate_then_ctrl_c(self, predicates, *args, **kwargs):
+        calls["evaluate"] += 1
+        if where == "in an evaluation" and calls["evaluate"] == 2:  # the first is before tuning, the second at step 2
+            signal.raise_signal(signal.SIGINT)
+        return real_evaluate(self, predicates, *args, **kwargs)
+
+    monkeypatch.setattr(tuning.DebiasTrainer, "step", counted_step)
+    monkeypatch.setattr(tuning.DebiasTrainer, "evaluate", evaluate_then_ctrl_c)
+    monkeypatch.setattr(tuning, "debias_loss", loss_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        tune(_options(tiny_data, out))
+    state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=True)
+    assert (state["step"], state["evaluation_due"], [p["step"] for p in state["dev_curve"]]) == (2, True, [0])
+    monkeypatch.setattr(tuning.DebiasTrainer, "evaluate", real_evaluate)
+    monkeypatch.setattr(tuning, "debias_loss", real_loss)
+    manifest = tune(_options(tiny_data, out))
+    reference = json.loads((trained / "manifest.json").read_text(encoding="utf-8"))
+    assert adapter_bytes(out) == adapter_bytes(trained)
+    assert [p["step"] for p in manifest["dev_curve"]] == [0, 2, 4]  # step 2's evaluation was done on resume
+    for mine, theirs in zip(manifest["dev_curve"], reference["dev_curve"], strict=True):
+        assert (mine["loss"], mine["gld"]) == (theirs["loss"], theirs["gld"])
+    assert [r["loss"] for r in manifest["train_curve"]] == [r["loss"] for r in reference["train_curve"]]
+
+
+def test_a_damaged_checkpoint_is_a_one_line_error(tiny_data: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    (out / "checkpoint").mkdir(parents=True)
+    (out / "checkpoint" / "trainer_state.pt").write_bytes(b"not a checkpoint")
+    done = _cli(
+        "tune",
+        "--train",
+        str(tiny_data[0]),
+        "--dev",
+        str(tiny_data[1]),
+        "--steps",
+        "4",
+        "--rank",
+        "8",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(f"error: checkpoint {out / 'checkpoint'} is damaged")
+    assert done.stderr.strip().splitlines()[-1].endswith(f": delete {out / 'checkpoint'} to start the tuning over")
 
 
 @pytest.mark.slow

@@ -1,29 +1,36 @@
 """Debias Tuning (paper Section 5.3): LoRA adapters on a frozen model trained with L_d + L_g + L_l.
 
 The model learns to give gendered words a low and balanced probability right after neutral
-`My friend {predicate}, and` prompts. Training is resumable: every `checkpoint_every` steps the
-adapter, optimizer, scheduler, RNG state and step are saved under OUT/checkpoint, and the same
-command continues from there with the same step count and the same batches (the data order is a
-function of the seed and the step only).
+`My friend {predicate}, and` prompts. Training is resumable: every `checkpoint_every` steps, and on Ctrl-C, the
+adapter, optimizer, scheduler, random state and step are saved under OUT/checkpoint, and the same
+command continues from there with the same batches (the data order is a function of the seed and the
+step only), so a resumed run writes the same adapter bytes as an uninterrupted one. A step is whole or
+not done (Ctrl-C waits for the step to end), the random state saved is the one of the last finished
+step, and a step whose dev evaluation was interrupted is evaluated again on resume.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from pickle import PickleError
 from typing import Any, Literal
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+from safetensors import SafetensorError
 
 from fairprobe import __version__
 from fairprobe.detectors import AttributeWords
 from fairprobe.documents import Ablations, read_document
-from fairprobe.errors import ConfigError, DataError
+from fairprobe.errors import ConfigError, DataError, first_line
 from fairprobe.families.paper.metrics import gld_per_prompt
 from fairprobe.families.paper.sets import debias_llms_file, read_predicates
 from fairprobe.io import atomic_write_json, fingerprint, read_text, sha256_file
@@ -255,19 +262,14 @@ class DebiasTrainer:
         return drift_values(prompts, texts, nll)
 
     def save_checkpoint(self, folder: Path, state: dict[str, Any]) -> None:
-        """Adapter + optimizer + scheduler + RNG + step, swapped in whole so a crash never leaves half of one."""
+        """Adapter + optimizer + scheduler + step + the random state of the last finished step (`state["rng"]`),
+        swapped in whole so a crash never leaves half of one."""
         tmp = folder.with_name(f".{folder.name}.tmp")
         old = folder.with_name(f".{folder.name}.old")
         shutil.rmtree(tmp, ignore_errors=True)
         self.backend.save_adapter(tmp)
         torch.save(
-            {
-                **state,
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "rng_cpu": torch.get_rng_state(),
-                "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            },
+            {**plain(state), "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
             tmp / "trainer_state.pt",
         )
         shutil.rmtree(old, ignore_errors=True)
@@ -277,16 +279,65 @@ class DebiasTrainer:
         shutil.rmtree(old, ignore_errors=True)
 
     def load_checkpoint(self, folder: Path) -> dict[str, Any]:
-        """Restore adapter weights, optimizer, scheduler and RNG; returns the saved state (step, curves)."""
-        state = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
-        self.backend.load_adapter_weights(folder)
-        self.optimizer.load_state_dict(state.pop("optimizer"))
-        self.scheduler.load_state_dict(state.pop("scheduler"))
-        torch.set_rng_state(state.pop("rng_cpu"))
-        rng_cuda = state.pop("rng_cuda")
-        if rng_cuda is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng_cuda)
+        """Restore adapter weights, optimizer, scheduler and random state; returns the saved state (step, curves).
+
+        Read as tensors and plain data only (no pickled code); a damaged checkpoint is a one-line error.
+        """
+        try:
+            state = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=True)
+            self.backend.load_adapter_weights(folder)
+            self.optimizer.load_state_dict(state.pop("optimizer"))
+            self.scheduler.load_state_dict(state.pop("scheduler"))
+            restore_rng(state["rng"])
+        except (OSError, RuntimeError, EOFError, ValueError, KeyError, TypeError, SafetensorError, PickleError) as exc:
+            raise ConfigError(
+                f"checkpoint {folder} is damaged or from another version ({first_line(str(exc)) or type(exc).__name__})"
+                f": delete {folder} to start the tuning over"
+            ) from None
         return state
+
+
+def plain(obj: Any) -> Any:
+    """Numbers of numpy (a drift test's difference) as Python's, so a checkpoint holds only what a weights-only
+    load reads: tensors and plain data."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(plain(v) for v in obj)
+    return obj.item() if isinstance(obj, np.generic) else obj
+
+
+def rng_state() -> dict[str, Any]:
+    """torch's random state now (CPU, and every CUDA device)."""
+    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def restore_rng(saved: dict[str, Any]) -> None:
+    """Set torch's random state back to `saved` (rng_state's)."""
+    torch.set_rng_state(saved["cpu"])
+    if saved.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(saved["cuda"])
+
+
+@contextmanager
+def whole_step() -> Iterator[None]:
+    """Hold Ctrl-C until the block ends, so a training step and its bookkeeping are done whole or not at all
+    (a step cut in its middle has drawn dropout masks and maybe moved weights that no checkpoint records).
+
+    Only where Ctrl-C raises KeyboardInterrupt (Python's default handler, main thread); elsewhere a no-op.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
 
 
 def find_checkpoint(out: Path) -> Path | None:
@@ -357,10 +408,21 @@ def start_state(
         "dev_curve": [before["point"]],
         "perplexity_before": before_ppl,
         "seconds": 0.0,
+        "rng": rng_state(),
+        "evaluation_due": False,
     }
     if before["drift_start"] is not None:
         state["drift_start"] = before["drift_start"]
     return state
+
+
+def finish_evaluation(trainer: DebiasTrainer, dev: list[str], state: dict[str, Any], progress: Progress) -> None:
+    """The dev evaluation the last finished step is due (if any), then the random state as it leaves it."""
+    if state["evaluation_due"]:
+        progress.info(f"evaluating {len(dev)} dev predicates at step {state['step']}")
+        state["dev_curve"].append(evaluation_point(trainer, dev, state))
+        state["evaluation_due"] = False
+        state["rng"] = rng_state()
 
 
 def train_steps(
@@ -376,19 +438,21 @@ def train_steps(
     progress.start("debias tuning", options.steps)
     progress.advance(state["step"])
     try:
+        finish_evaluation(trainer, dev, state, progress)  # a resumed run whose last evaluation was cut short
         for step in range(state["step"], options.steps):
             rows = batch_indices(len(train), options.batch_size, step, options.seed)
-            loss, parts = trainer.step([train[i] for i in rows])
-            state["step"] = step + 1
-            state["train_curve"].append({"step": step + 1, "loss": loss, **{f"l_{k}": v for k, v in parts.items()}})
-            if state["step"] % options.eval_every == 0 or state["step"] == options.steps:
-                progress.info(f"loss {loss:.4f}, evaluating {len(dev)} dev predicates")
-                state["dev_curve"].append(evaluation_point(trainer, dev, state))
+            with whole_step():
+                loss, parts = trainer.step([train[i] for i in rows])
+                state["train_curve"].append({"step": step + 1, "loss": loss, **{f"l_{k}": v for k, v in parts.items()}})
+                state["step"], state["rng"] = step + 1, rng_state()
+                state["evaluation_due"] = (step + 1) % options.eval_every == 0 or step + 1 == options.steps
+            finish_evaluation(trainer, dev, state, progress)
             progress.info(f"loss {loss:.4f}, dev {state['dev_curve'][-1]['loss']:.4f}")
             progress.advance(1)
             state["seconds"] = resumed_seconds + time.perf_counter() - started
             if state["step"] % options.checkpoint_every == 0 and state["step"] < options.steps:
-                trainer.save_checkpoint(options.out / CHECKPOINT, state)
+                with whole_step():
+                    trainer.save_checkpoint(options.out / CHECKPOINT, state)
     except KeyboardInterrupt:
         trainer.save_checkpoint(options.out / CHECKPOINT, state)
         progress.note(f"interrupted at step {state['step']}: checkpoint saved; run the same command to resume")
