@@ -412,12 +412,15 @@ def parse_document(text: str, model: type[T], where: str) -> T:
         raise DataError(f"malformed {where}: {_error_text(exc)}") from None
 
 
-def read_json_object(path: Path, what: str) -> tuple[dict[str, Any], str]:
-    """A JSON object file and its text; a missing, empty, non-JSON or non-object file is a DataError naming it."""
+def read_json_object(path: Path, what: str, non_finite: bool = False) -> tuple[dict[str, Any], str]:
+    """A JSON object file and its text; a missing, empty, non-JSON or non-object file is a DataError naming it.
+
+    NaN and Infinity are refused unless `non_finite` (a summary.json, whose every number `fairprobe check` judges).
+    """
     where = f"{what} {path}"
     text = read_text(path, what)
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_constant=float if non_finite else _reject_constant)
     except json.JSONDecodeError as exc:
         raise DataError(f"malformed {where}: not JSON ({exc.msg} at line {exc.lineno})") from None
     except ValueError as exc:

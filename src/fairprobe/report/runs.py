@@ -46,7 +46,7 @@ def load_summary(path: Path) -> Summary:
     """summary.json of a run folder, validated; a missing or malformed file is a DataError naming it."""
     if not Path(path).is_dir():
         raise DataError(f"run folder not found: {path}")
-    obj, _ = read_json_object(path / "summary.json", "summary.json")
+    obj, _ = read_json_object(path / "summary.json", "summary.json", non_finite=True)
     # summary.json leaves out None fields, so a metric without a value (no gendered continuation) has no "value".
     for result in (obj.get("results") or {}).values() if isinstance(obj, dict) else ():
         parts = [result, *(result.get("subsets") or {}).values()] if isinstance(result, dict) else []
