@@ -48,7 +48,7 @@ def measure(config: dict, args: argparse.Namespace, queue: mp.Queue) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from fairprobe.detectors import AttributeWords
+    from fairprobe.families.paper.words import AttributeWords
     from fairprobe.mitigation.tuning import (
         DebiasTrainer,
         TuneOptions,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fairprobe.detectors import AttributeWords, detect_gendered_words
+from fairprobe.families.paper.words import AttributeWords, detect_gendered_words
 from fairprobe.errors import DataError
 
 WORDS = AttributeWords.default()

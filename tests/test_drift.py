@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairprobe.metrics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_p, wilson_interval
+from fairprobe.statistics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_p, wilson_interval
 from fairprobe.mitigation.drift import (
     cohen_kappa,
     distinct_2,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairprobe.detectors import AttributeWords, detect_gendered_words
+from fairprobe.families.paper.words import AttributeWords, detect_gendered_words
 from fairprobe.errors import DataError, ModelError
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper import PaperSample

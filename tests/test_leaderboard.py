@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fairprobe.detectors import AttributeWords
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.errors import ConfigError
-from fairprobe.metrics.pairwise import bootstrap_paired, holm, mcnemar_test
+from fairprobe.statistics.pairwise import bootstrap_paired, holm, mcnemar_test
 from fairprobe.models import Completion, GenerationConfig, register_scheme
 from fairprobe.multimodel import run_models
 from fairprobe.report.export import export

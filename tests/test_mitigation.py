@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from fairprobe.errors import ConfigError, DataError, ModelError
 from fairprobe.families.paper import INSTRUCTION
 from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
-from fairprobe.metrics.stats import exact_mcnemar
+from fairprobe.statistics.stats import exact_mcnemar
 from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_d, loss_g, loss_l
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import TuneOptions, batch_indices, tune

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import paper_data_dir
-from fairprobe.detectors import AttributeWords
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.families import family_of_set, load_probe_set
 from fairprobe.models import GenerationConfig
 from fairprobe.models.hf import HFBackend, positions_from_mask, word_log_probs

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from conftest import shared_data_dir
-from fairprobe.detectors.gendered_words import AttributeWords
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.paper.sets import debias_llms_file, load_statement_file, read_predicates
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
-from fairprobe.probes.generated import (
+from fairprobe.families.paper.build_generated import (
     StatementPool,
     clean_line,
     generate_statements,
@@ -27,7 +27,7 @@ from fairprobe.probes.generated import (
     normalize,
     parse_statements,
 )
-from fairprobe.probes.natural import (
+from fairprobe.families.paper.build_natural import (
     build_natural,
     extract_predicates,
     overlap,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairprobe.detectors import AttributeWords, detect_gendered_words
+from fairprobe.families.paper.words import AttributeWords, detect_gendered_words
 from fairprobe.errors import ConfigError, DataError, FairprobeError
 from fairprobe.families.gender_income.sets import read_decodingtrust, read_uci
 from fairprobe.families.paper.sets import load_statement_file, read_predicates
@@ -25,7 +25,7 @@ from fairprobe.io import iter_jsonl, read_text, split_lines
 from fairprobe.models import validate
 from fairprobe.models.api import parse_reply, word_probs_from_top
 from fairprobe.models.validate import MalformedResponse
-from fairprobe.probes.natural import read_snli_sentences, read_stsb_sentences
+from fairprobe.families.paper.build_natural import read_snli_sentences, read_stsb_sentences
 from fairprobe.records import ProbeSet, Summary
 from fairprobe.report.check import check_summary
 from fairprobe.report.runs import load_run, load_summary

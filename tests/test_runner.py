@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import shared_data_dir
-from fairprobe.detectors import AttributeWords
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.errors import ConfigError
 from fairprobe.models import Completion, GenerationConfig, ModelBackend, Prompt
 from fairprobe.runner import RunInterrupted, RunOptions, run

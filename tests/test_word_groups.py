@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairprobe.detectors import AttributeWords
-from fairprobe.detectors.word_groups import packed_pairs, unpack_groups
+from fairprobe.families.paper.words import AttributeWords
+from fairprobe.families.paper.word_groups import packed_pairs, unpack_groups
 from fairprobe.errors import DataError
 from fairprobe.families.paper.groups import likeliest_group, share_bounds
 from fairprobe.families.paper.metrics import group_share_metrics, paper_metrics

@@ -18,7 +18,11 @@ class Probe(BaseModel):
 
 
 class ProbeSet(BaseModel):
-    """A named list of probes with its recorded source and sha256 (of the source file or of the list)."""
+    """A named list of probes with its recorded source and sha256 (of the source file or of the list).
+
+    `pair_fields` names the meta fields that make one probe's record in the set's own pair format (`probes show
+    --format pairs`: the gender-income pairs as Vijil's JSONL); empty for sets that are not pairs.
+    """
 
     name: str
     kind: str = "continuation"
@@ -26,6 +30,7 @@ class ProbeSet(BaseModel):
     source: str
     sha256: str
     probes: list[Probe]
+    pair_fields: tuple[str, ...] = ()
 
 
 class ChatMessage(BaseModel):

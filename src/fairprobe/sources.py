@@ -16,13 +16,15 @@ DEFAULT_MIRROR = "https://raw.githubusercontent.com"
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a public repository at a pinned commit, with its expected sha256."""
+    """One file of a public repository at a pinned commit, with its expected sha256 and the folder of the shared
+    data root that holds a local copy (its family names it)."""
 
     repo: str
     commit: str
     path: str
     sha256: str
     license: str
+    folder: str = ""
 
     @property
     def name(self) -> str:
@@ -41,15 +43,12 @@ class RemoteFile:
         return f"{self.repo}@{self.commit[:7]}/{self.path}"
 
 
-# The folders of the shared data root (../shared/data): `--data-dir` names the root, for every suite.
-DATA_FOLDERS = ("debias_llms", "decodingtrust_fairness", "uci_adult", "kotek_professional_bias", "winobias", "stsb")
-
-
-def find_local(name: str, data_dir: Path) -> Path | None:
-    """A file named `name` in the data root, one folder below it, or (the older, deeper form
-    `--data-dir ../shared/data/debias_llms`) in a sibling folder of the root's known folders."""
+def find_local(name: str, data_dir: Path, folder: str = "") -> Path | None:
+    """A file named `name` in the data root (`--data-dir` names the root, for every suite), one folder below it,
+    or, when `data_dir` is the file's own `folder` (the older, deeper form `--data-dir ../shared/data/debias_llms`),
+    in a sibling folder of it."""
     roots = [data_dir]
-    if data_dir.name in DATA_FOLDERS:
+    if folder and data_dir.name == folder:
         roots.append(data_dir.parent)
     for root in roots:
         direct = root / name
@@ -70,7 +69,7 @@ def fetch(remote: RemoteFile, data_dir: Path | None = None, timeout: float = 30.
     if data_dir is not None:
         if not data_dir.is_dir():
             raise DataError(f"data folder not found: {data_dir}")
-        local = find_local(remote.name, data_dir)
+        local = find_local(remote.name, data_dir, remote.folder)
         if local is None:
             raise DataError(
                 f"{remote.name} not found in data folder {data_dir} or one folder below it "

@@ -12,7 +12,9 @@ them (`computes`), so a metric's name and metadata sit next to the code that com
 
 from __future__ import annotations
 
+import fnmatch
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,15 +167,20 @@ class MetricFunction(Generic[P]):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.metrics = metrics
-        self.names = frozenset(m.name for m in metrics)
         self.computed: set[str] = set()
+
+    def declares(self, name: str) -> Metric | None:
+        """The declared metric a name is (a declaration may be a pattern such as `*_share`)."""
+        return next((m for m in self.metrics if m.name == name), None) or next(
+            (m for m in self.metrics if "*" in m.name and fnmatch.fnmatchcase(name, m.name)), None
+        )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> dict[str, MetricValue]:
         out = self.fn(*args, **kwargs)
-        undeclared = sorted(set(out) - self.names)
+        undeclared = sorted(name for name in out if self.declares(name) is None)
         if undeclared:
             raise UndeclaredMetric(f"{self.fn.__qualname__} returned undeclared metric(s) {', '.join(undeclared)}")
-        self.computed.update(out)
+        self.computed.update(m.name for m in (self.declares(name) for name in out) if m is not None)
         return out
 
 
@@ -241,8 +248,9 @@ class Family(Generic[RecordT, OptionsT]):
         return self.name.replace("-", "_")
 
     def metric(self, name: str) -> Metric | None:
-        """The metadata of one of this family's metrics."""
-        return next((m for m in self.declared() if m.name == name), None)
+        """The metadata of one of this family's metrics (a name matching a declared pattern gets the pattern's)."""
+        found = [m for fn in self.metrics if (m := fn.declares(name)) is not None]
+        return next((m for m in found if m.name == name), found[0] if found else None)
 
     def option_keys(self) -> list[str]:
         """The `-o` keys this family takes."""
@@ -336,10 +344,10 @@ def metric_order(name: str) -> tuple[int, str]:
 
 
 def summarize_by_subset(
-    ps: ProbeSet, samples: list[Sample], metrics: Callable[[list[Sample]], dict[str, MetricValue]]
+    ps: ProbeSet, samples: list[RecordT], metrics: Callable[[list[RecordT]], dict[str, MetricValue]]
 ) -> SetResult:
     """A set's metrics over all its samples and over each subset its samples name."""
-    subsets: dict[str, list[Sample]] = {}
+    subsets: dict[str, list[RecordT]] = {}
     for s in samples:
         for name in s.subset_names():
             subsets.setdefault(name, []).append(s)
@@ -364,7 +372,8 @@ def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = 
         ps = family.prefixes[prefix](Path(name.removeprefix(prefix)), name)
     else:
         loader = PROBE_SETS.get(name).loader
-        ps = loader(data_dir=data_dir) if opts is None else loader(data_dir=data_dir, options=opts)
+        takes = "options" in inspect.signature(loader).parameters
+        ps = loader(data_dir=data_dir, options=opts) if takes else loader(data_dir=data_dir)
     if not ps.probes:
         raise DataError(f"probe set {name!r} from {ps.source} has no prompts")
     if limit is not None:

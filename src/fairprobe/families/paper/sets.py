@@ -35,7 +35,7 @@ def debias_llms_file(name: str) -> RemoteFile:
     """A data file of the paper's repository at the pinned commit."""
     if name not in _SHA256:
         raise DataError(f"unknown Debias-LLMs data file {name!r}")
-    return RemoteFile(DEBIAS_LLMS_REPO, DEBIAS_LLMS_COMMIT, f"data/{name}", _SHA256[name], "Apache-2.0")
+    return RemoteFile(DEBIAS_LLMS_REPO, DEBIAS_LLMS_COMMIT, f"data/{name}", _SHA256[name], "Apache-2.0", "debias_llms")
 
 
 # A first line holding one of these is a column header, not a predicate.

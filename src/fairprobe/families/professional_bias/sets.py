@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairprobe.errors import ConfigError, DataError
+from fairprobe.errors import DataError
 from fairprobe.families.base import probe_set
 from fairprobe.families.professional_bias.options import ProfessionalBiasOptions
 from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
@@ -188,6 +188,7 @@ def winobias_file(kind: str, split: str) -> RemoteFile:
         f"WinoBias/wino/data/{kind}_stereotyped_type1.txt.{split}",
         WINOBIAS_SHA256[(kind, split)],
         "MIT",
+        "winobias",
     )
 
 
@@ -196,7 +197,7 @@ def winobias_path(kind: str, split: str, data_dir: Path | None) -> tuple[Path, s
     remote = winobias_file(kind, split)
     if data_dir is not None:
         for name in (f"{kind}_stereotyped_type1.{split}.txt", remote.name):
-            if data_dir.is_dir() and (local := find_local(name, data_dir)) is not None:
+            if data_dir.is_dir() and (local := find_local(name, data_dir, "winobias")) is not None:
                 return local, str(local)
     return fetch(remote, data_dir)
 
@@ -259,9 +260,6 @@ def occupations_order(sentence: str, male: str, female: str) -> str:
     return "male_first" if low.find(male.lower()) < low.find(female.lower()) else "female_first"
 
 
-PROFESSIONAL_SOURCES = ("builtin", "vijil", "winobias")
-
-
 @probe_set(
     "professional-bias",
     family="professional_bias",
@@ -272,12 +270,7 @@ PROFESSIONAL_SOURCES = ("builtin", "vijil", "winobias")
 def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBiasOptions | None = None) -> ProbeSet:
     """Professional-bias prompts; source=builtin (fairprobe's frames), vijil (local JSONL) or winobias."""
     options = options or ProfessionalBiasOptions()
-    source, split = str(options.source or "builtin"), str(options.split or "test")
-    if source not in PROFESSIONAL_SOURCES:
-        raise ConfigError(
-            f"professional-bias option source={source!r}: use one of {', '.join(PROFESSIONAL_SOURCES)} "
-            "(-o professional_bias.source=... gives an option to this set only)"
-        )
+    source, split = options.source, options.split
     if source == "builtin":
         probes = frame_probes(list(BUILTIN_FRAMES))
         raw = json.dumps([f.__dict__ for f in BUILTIN_FRAMES]).encode()
@@ -297,7 +290,7 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
             )
         if not data_dir.is_dir():
             raise DataError(f"data folder not found: {data_dir}")
-        path = find_local(VIJIL_PROMPTS, data_dir)
+        path = find_local(VIJIL_PROMPTS, data_dir, "kotek_professional_bias")
         if path is None:
             raise DataError(f"{VIJIL_PROMPTS} not found in data folder {data_dir}")
         return ProbeSet(
@@ -308,8 +301,6 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
             sha256=sha256_bytes(path.read_bytes()),
             probes=read_vijil_prompts(path),
         )
-    if split not in ("dev", "test"):
-        raise ConfigError(f"WinoBias split must be dev or test, got {split!r}")
     probes, src, sha = winobias_probes(data_dir, split)
     return ProbeSet(
         name="professional-bias",

@@ -1,0 +1,175 @@
+"""log P(continuation | prompt) on a local model, batched, with the prompt's key/value cache shared by its continuations.
+
+Each continuation is tokenized on its own (no special tokens, no space added) and its tokens follow the prompt's.
+The first token's log-probability is read from the distribution right after the prompt (the same one the first
+generation step uses); a continuation of several tokens adds its later tokens' conditional log-probabilities
+(chain rule), fed after the prompt's cached keys and values, so the prompt is never run twice. Everything is one
+torch graph, so Debias Tuning trains on exactly the numbers the metrics read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from transformers import Cache, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from fairprobe.errors import ModelError
+from fairprobe.models.base import ContinuationScore, Scores
+
+
+@dataclass(frozen=True)
+class ContinuationTable:
+    """Continuations tokenized for one tokenizer.
+
+    `ids` holds each continuation's tokens and `first` (C,) their first tokens; `multi` lists the continuations
+    of several tokens as (index, token ids). For those, `tail_feed` (M, W) holds the tokens to feed after the
+    prompt (all but the last, right-padded) and `tail_targets` (M, W) the tokens they predict (-1 on padding).
+    """
+
+    ids: tuple[tuple[int, ...], ...]
+    first: torch.Tensor
+    multi: tuple[tuple[int, tuple[int, ...]], ...]
+    tail_feed: torch.Tensor
+    tail_targets: torch.Tensor
+
+    @classmethod
+    def build(cls, tokenizer: PreTrainedTokenizerBase, continuations: tuple[str, ...]) -> ContinuationTable:
+        """Tokenize every continuation exactly as given, without special tokens."""
+        ids = []
+        for text in continuations:
+            tokens = tuple(tokenizer.encode(text, add_special_tokens=False))
+            if not tokens:
+                raise ModelError(f"continuation {text!r} tokenizes to nothing: a scored continuation needs a token")
+            ids.append(tokens)
+        multi = tuple((k, t) for k, t in enumerate(ids) if len(t) > 1)
+        width = max((len(t) - 1 for _, t in multi), default=0)
+        feed = torch.zeros((len(multi), width), dtype=torch.long)
+        targets = torch.full((len(multi), width), -1, dtype=torch.long)
+        for row, (_, tokens) in enumerate(multi):
+            feed[row, : len(tokens) - 1] = torch.tensor(tokens[:-1])
+            targets[row, : len(tokens) - 1] = torch.tensor(tokens[1:])
+        first = torch.tensor([t[0] for t in ids], dtype=torch.long)
+        return cls(ids=tuple(ids), first=first, multi=multi, tail_feed=feed, tail_targets=targets)
+
+
+@dataclass
+class TableScores:
+    """Log-probabilities (B, C) of every continuation after every prompt and, when asked, whether each is greedy."""
+
+    log_probs: torch.Tensor
+    greedy: torch.Tensor | None = None
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids for left-padded rows: 0 at each row's first real token."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def score_continuations(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    table: ContinuationTable,
+    first_log_probs: torch.Tensor | None = None,
+    pad_id: int = 0,
+    prompt_cache: Cache | None = None,
+    greedy: bool = False,
+) -> TableScores:
+    """log P(continuation | prompt), shape (B, C), for left-padded prompts; exact and differentiable.
+
+    `first_log_probs` (B, V) together with `prompt_cache` (the key/value cache of exactly the prompts, e.g. cut from
+    generation) skip the prompt pass; the cache is used up. `pad_id` fills the slots after shorter continuations.
+    With `greedy`, also whether each continuation is the greedy one (every token the argmax).
+    """
+    if first_log_probs is None or (table.multi and prompt_cache is None):
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions_from_mask(attention_mask),
+            logits_to_keep=1,
+            use_cache=bool(table.multi),
+        )
+        first_log_probs = out.logits[:, -1, :].float().log_softmax(-1)
+        prompt_cache = out.past_key_values
+    device = first_log_probs.device
+    first = table.first.to(device)
+    lp = first_log_probs[:, first]
+    is_greedy = (first_log_probs.argmax(-1, keepdim=True) == first) if greedy else None
+    if not table.multi:
+        return TableScores(lp, is_greedy)
+    columns = torch.tensor([k for k, _ in table.multi], device=device)
+    tail, tail_greedy = tail_log_probs(model, attention_mask, table, prompt_cache, pad_id)
+    lp[:, columns] = lp[:, columns] + tail
+    if is_greedy is not None:
+        is_greedy[:, columns] &= tail_greedy
+    return TableScores(lp, is_greedy)
+
+
+def tail_log_probs(
+    model: PreTrainedModel, attention_mask: torch.Tensor, table: ContinuationTable, prompt_cache: Cache, pad_id: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each continuation of several tokens, the log-probability (B, M) of its tokens after the first, given the
+    prompt, and whether each of those tokens is the argmax.
+
+    One row per (prompt, continuation) feeds only the continuation's tokens after the prompt's cached keys and
+    values (repeated in place per continuation), so the prompt is never run twice.
+    """
+    batch = attention_mask.shape[0]
+    n_rows, width = table.tail_feed.shape
+    device = attention_mask.device
+    prompt_cache.batch_repeat_interleave(n_rows)
+    prompt_mask = attention_mask.repeat_interleave(n_rows, 0)
+    targets = table.tail_targets.to(device).repeat(batch, 1)
+    known = targets >= 0
+    out = model(
+        input_ids=torch.where(known, table.tail_feed.to(device).repeat(batch, 1), pad_id),
+        attention_mask=torch.cat([prompt_mask, known.long()], dim=1),
+        position_ids=prompt_mask.sum(-1, keepdim=True) + torch.arange(width, device=device),
+        past_key_values=prompt_cache,
+        use_cache=True,
+    )
+    picked = out.logits.float().log_softmax(-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    summed = torch.where(known, picked, torch.zeros_like(picked)).sum(-1).reshape(batch, n_rows)
+    argmax = (out.logits.argmax(-1) == targets) | ~known
+    return summed, argmax.all(-1).reshape(batch, n_rows)
+
+
+def prompt_part(cache: Cache | None, prompt_len: int) -> Cache | None:
+    """A generation cache cut back to the prompt's keys and values; None where that is not exact.
+
+    Only a DynamicCache whose every layer still holds every position can be cut (a sliding-window
+    layer past its window has dropped the start of the prompt).
+    """
+    if not isinstance(cache, DynamicCache) or not cache.layers:
+        return None
+    lengths = {int(getattr(layer, "keys", torch.empty(0)).shape[-2]) for layer in cache.layers}
+    if len(lengths) != 1 or lengths != {cache.get_seq_length()}:
+        return None
+    (length,) = lengths
+    if length < prompt_len:
+        return None
+    cache.crop(prompt_len - length)
+    return cache
+
+
+def as_scores(result: TableScores, table: ContinuationTable) -> list[Scores]:
+    """One Scores per prompt. Each logprob is the log of the float32 probability the model's softmax gives, so
+    exp(logprob) is that probability to float64 rounding (an underflowed probability keeps its float32 logprob)."""
+    probs = result.log_probs.exp().cpu().numpy().astype("float64")
+    raw = result.log_probs.detach().cpu().numpy().astype("float64")
+    greedy = None if result.greedy is None else result.greedy.cpu().numpy()
+    lengths = [len(t) for t in table.ids]
+    out = []
+    for row in range(probs.shape[0]):
+        scores = tuple(
+            ContinuationScore(
+                logprob=math.log(p) if p > 0 else float(raw[row, k]),
+                tokens=lengths[k],
+                greedy=None if greedy is None else bool(greedy[row, k]),
+            )
+            for k, p in enumerate(probs[row])
+        )
+        out.append(Scores(scores))
+    return out
