@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import tempfile
@@ -18,6 +19,8 @@ os.environ["FAIRPROBE_CACHE_DB"] = str(Path(tempfile.mkdtemp(prefix="fairprobe-t
 os.environ.setdefault("FAIRPROBE_THREADS", "2")
 
 import torch
+
+from fairprobe.models.base import ContinuationScore, ScoreRequest, Scores
 
 torch.set_num_threads(2)
 
@@ -77,3 +80,13 @@ def vllm_server(request, embedded_backend):
     from vllm_server import vllm_fixture
 
     return vllm_fixture(request, embedded_backend)
+
+
+def exact_scores(probs: list[float]) -> Scores:
+    """Scores of a fake backend: each continuation known exactly with probability `probs[i]`."""
+    return Scores(tuple(ContinuationScore(math.log(p), 1, None) for p in probs))
+
+
+def fake_loglikelihood(requests: list[ScoreRequest], prob: float = 0.01) -> list[Scores]:
+    """A fake backend's loglikelihood: every continuation has probability `prob`."""
+    return [exact_scores([prob] * len(r.continuations)) for r in requests]

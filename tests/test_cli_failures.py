@@ -99,7 +99,10 @@ def test_a_model_label_with_markup_prints_as_text(capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["run", "--probes", "template", "-o", "foo=bar"], "probe set 'template' has no option 'foo'"),
+        (
+            ["run", "--probes", "template", "-o", "foo=bar"],
+            "unknown template option 'foo': use instruction, words, implicit",
+        ),
         (["run", "--probes", "template", "--words", "{dir}"], "attribute word file is a folder"),
         (["run", "--probes", "template", "--words", "{binary}"], "attribute word file"),
         (

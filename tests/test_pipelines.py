@@ -246,8 +246,12 @@ class ScriptedBackend:
         """A fixed identity."""
         return {"id": self.name}
 
+    def loglikelihood(self, requests: list[Any]) -> list[Any]:
+        """Not used by the statement pipeline."""
+        raise AssertionError("the statement pipeline scores nothing")
+
     def generate(
-        self, prompts: list[Prompt], config: GenerationConfig, word_pairs: list[tuple[str, str]] | None = None
+        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None = None
     ) -> list[Completion]:
         """The next canned replies, one per prompt."""
         start = sum(len(p) for p, _ in self.calls)

@@ -71,8 +71,8 @@ def test_api_run_killed_mid_way_resumes_with_the_missing_samples_only(tmp_path: 
         whole_batches = sum(1 for n in Counter(s.batch for s in left).values() if n == 4)
         before = seen.count
         finish([*args, "--out", str(out)])
-        # Only the batches not saved whole are asked (two calls per prompt: continuation, extra groups' scoring).
-        assert seen.count - before == 2 * (24 - 4 * whole_batches)
+        # Only the batches not saved whole are asked (one call per prompt: the words' scores come with it).
+        assert seen.count - before == 24 - 4 * whole_batches
         finish([*args, "--out", str(tmp_path / "whole")])
     assert_same_run(out, tmp_path / "whole", 24)
 
@@ -117,6 +117,10 @@ class CountingPrompts:
     def identity(self) -> dict:
         return self.inner.identity()
 
-    def generate(self, prompts, config, word_pairs=None):
+    def generate(self, prompts, config, score=None):
         self.prompts += len(prompts)
-        return self.inner.generate(prompts, config, word_pairs)
+        return self.inner.generate(prompts, config, score)
+
+    def loglikelihood(self, requests):
+        self.prompts += len(requests)
+        return self.inner.loglikelihood(requests)

@@ -21,7 +21,7 @@ from fairprobe.models import DEFAULT_MODEL, GenerationConfig, backend_settings
 class RunOptions(BaseModel):
     """Everything that decides a run's samples (hashed to recognise a resumable run) plus where to write."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     model: str = DEFAULT_MODEL
     adapter: str | None = None

@@ -298,11 +298,12 @@ def run_settings(options: RunOptions, sets: list[ProbeSet]) -> dict[str, Any]:
 
 def implicit_manifest(backend: ModelBackend, results: dict[str, SetResult]) -> dict[str, Any] | None:
     """How GLD/ADD's probabilities were read: the endpoint's detected abilities and, per set, mode and top-k used."""
-    detected = getattr(getattr(backend, "inner", backend), "implicit_info", None)
+    reader = getattr(getattr(backend, "inner", backend), "implicit_info", None)
+    detected = reader() if reader else None
     per_set = {name: r.implicit for name, r in results.items() if r.implicit is not None}
     if detected is None and not per_set:
         return None
-    return {**(detected() if detected else {}), "sets": per_set}
+    return {**(detected or {}), "sets": per_set}
 
 
 def write_report(out: Path) -> None:

@@ -16,15 +16,13 @@ DEFAULT_MIRROR = "https://raw.githubusercontent.com"
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a public repository at a pinned commit, with its expected sha256 and the folder of the shared
-    data root that holds a local copy (its family names it)."""
+    """One file of a public repository at a pinned commit, with its expected sha256."""
 
     repo: str
     commit: str
     path: str
     sha256: str
     license: str
-    folder: str = ""
 
     @property
     def name(self) -> str:
@@ -43,12 +41,21 @@ class RemoteFile:
         return f"{self.repo}@{self.commit[:7]}/{self.path}"
 
 
-def find_local(name: str, data_dir: Path, folder: str = "") -> Path | None:
+# The folders of the shared data root (../shared/data) that the families read, each declared by its family.
+DATA_FOLDERS: set[str] = set()
+
+
+def data_folder(name: str) -> str:
+    """Declare a folder of the shared data root that a family reads its files from (returns the name)."""
+    DATA_FOLDERS.add(name)
+    return name
+
+
+def find_local(name: str, data_dir: Path) -> Path | None:
     """A file named `name` in the data root (`--data-dir` names the root, for every suite), one folder below it,
-    or, when `data_dir` is the file's own `folder` (the older, deeper form `--data-dir ../shared/data/debias_llms`),
-    in a sibling folder of it."""
+    or (the older, deeper form `--data-dir ../shared/data/debias_llms`) in a sibling of a declared data folder."""
     roots = [data_dir]
-    if folder and data_dir.name == folder:
+    if data_dir.name in DATA_FOLDERS:
         roots.append(data_dir.parent)
     for root in roots:
         direct = root / name
@@ -69,7 +76,7 @@ def fetch(remote: RemoteFile, data_dir: Path | None = None, timeout: float = 30.
     if data_dir is not None:
         if not data_dir.is_dir():
             raise DataError(f"data folder not found: {data_dir}")
-        local = find_local(remote.name, data_dir, remote.folder)
+        local = find_local(remote.name, data_dir)
         if local is None:
             raise DataError(
                 f"{remote.name} not found in data folder {data_dir} or one folder below it "

@@ -284,7 +284,9 @@ class Family(Generic[RecordT, OptionsT]):
         except ValidationError as exc:
             first = exc.errors()[0]
             key = ".".join(str(x) for x in first.get("loc", ()))
-            raise ConfigError(f"{self.suite} option {key}={own.get(key)!r}: {first.get('msg')}") from None
+            shared = key in raw and sum(key in f.option_keys() for f in siblings) > 1
+            hint = f" (-o {self.option_prefix}.{key}=... gives an option to this family only)" if shared else ""
+            raise ConfigError(f"{self.suite} option {key}={own.get(key)!r}: {first.get('msg')}{hint}") from None
 
 
 @dataclass(frozen=True)

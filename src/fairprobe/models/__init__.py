@@ -19,8 +19,9 @@ from fairprobe.registry import Registry
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
-# A loader takes the spec's rest (after `PREFIX:`), its validated settings and an adapter folder (or None).
-SchemeLoader = Callable[[str, Any, "str | None"], ModelBackend]
+# A typed scheme's loader takes the spec's rest (after `PREFIX:`), its validated settings and an adapter folder (or
+# None); a scheme without a settings type takes the rest and its `-M` args as keywords.
+SchemeLoader = Callable[..., ModelBackend]
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,12 @@ class Scheme:
 
     loader: SchemeLoader
     settings: type[BackendSettings]
+
+    def load(self, rest: str, settings: BackendSettings, adapter: str | None) -> ModelBackend:
+        """The backend of a spec's rest, with its validated settings."""
+        if isinstance(settings, OpenSettings):  # untyped: the args as given, as keywords
+            return self.loader(rest, **settings.answer_args(), **({"adapter": adapter} if adapter else {}))
+        return self.loader(rest, settings, adapter)
 
 
 # `PREFIX:REST` specs; third-party packages add theirs in the entry-point group `fairprobe.models` (a Scheme, or a
@@ -118,7 +125,7 @@ def load_model(spec: str, adapter: str | None = None, **args: Any) -> ModelBacke
     settings = scheme.settings.parse(args)
     if adapter and not issubclass(scheme.settings, LocalSettings):
         raise ConfigError(f"--adapter needs a local model (embedded or hf:), not {spec!r}")
-    return scheme.loader(spec.partition(":")[2], settings, adapter)
+    return scheme.load(spec.partition(":")[2], settings, adapter)
 
 
 __all__ = [

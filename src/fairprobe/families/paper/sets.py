@@ -12,7 +12,7 @@ from fairprobe.errors import DataError
 from fairprobe.families.base import probe_set
 from fairprobe.io import read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch
+from fairprobe.sources import data_folder, RemoteFile, fetch
 
 DEBIAS_LLMS_REPO = "dongxiangjue/Debias-LLMs"
 DEBIAS_LLMS_COMMIT = "ea017a3939d75c7c1599c869a6e682015524c8ef"
@@ -30,12 +30,16 @@ _SHA256 = {
     "templates_200_1.txt": "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62",
 }
 
+# The shared data root's folders this family reads.
+data_folder("debias_llms")
+data_folder("stsb")
+
 
 def debias_llms_file(name: str) -> RemoteFile:
     """A data file of the paper's repository at the pinned commit."""
     if name not in _SHA256:
         raise DataError(f"unknown Debias-LLMs data file {name!r}")
-    return RemoteFile(DEBIAS_LLMS_REPO, DEBIAS_LLMS_COMMIT, f"data/{name}", _SHA256[name], "Apache-2.0", "debias_llms")
+    return RemoteFile(DEBIAS_LLMS_REPO, DEBIAS_LLMS_COMMIT, f"data/{name}", _SHA256[name], "Apache-2.0")
 
 
 # A first line holding one of these is a column header, not a predicate.

@@ -18,11 +18,15 @@ from fairprobe.families.base import probe_set
 from fairprobe.families.professional_bias.options import ProfessionalBiasOptions
 from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch, find_local
+from fairprobe.sources import data_folder, RemoteFile, fetch, find_local
 
 # ---------------------------------------------------------------------------------------------------
 # professional-bias
 # ---------------------------------------------------------------------------------------------------
+
+# The shared data root's folders this family reads.
+data_folder("kotek_professional_bias")
+data_folder("winobias")
 
 
 @dataclass(frozen=True)
@@ -188,7 +192,6 @@ def winobias_file(kind: str, split: str) -> RemoteFile:
         f"WinoBias/wino/data/{kind}_stereotyped_type1.txt.{split}",
         WINOBIAS_SHA256[(kind, split)],
         "MIT",
-        "winobias",
     )
 
 
@@ -197,7 +200,7 @@ def winobias_path(kind: str, split: str, data_dir: Path | None) -> tuple[Path, s
     remote = winobias_file(kind, split)
     if data_dir is not None:
         for name in (f"{kind}_stereotyped_type1.{split}.txt", remote.name):
-            if data_dir.is_dir() and (local := find_local(name, data_dir, "winobias")) is not None:
+            if data_dir.is_dir() and (local := find_local(name, data_dir)) is not None:
                 return local, str(local)
     return fetch(remote, data_dir)
 
@@ -290,7 +293,7 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
             )
         if not data_dir.is_dir():
             raise DataError(f"data folder not found: {data_dir}")
-        path = find_local(VIJIL_PROMPTS, data_dir, "kotek_professional_bias")
+        path = find_local(VIJIL_PROMPTS, data_dir)
         if path is None:
             raise DataError(f"{VIJIL_PROMPTS} not found in data folder {data_dir}")
         return ProbeSet(
