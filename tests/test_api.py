@@ -45,7 +45,7 @@ def backend(url: str, **kw):
     return open_endpoint("test", base_url=url, retry=kw.pop("retry", FAST), timeout=kw.pop("timeout", 5.0), **kw)
 
 
-def options(url: str, out: Path, words: Path | None | bool = True, **kw) -> RunOptions:
+def options(url: str, out: Path, words: Path | bool | None = True, **kw) -> RunOptions:
     """Six template prompts, batches of 4, no cache (each test counts its own requests), top-k logprobs, the
     binary pairs only (their test has the extra groups)."""
     words = pairs_only_words(Path(out).parent) if words is True else words

@@ -17,13 +17,13 @@ from safetensors.torch import load_file
 from fairprobe.errors import ConfigError, DataError, ModelError
 from fairprobe.families.paper import INSTRUCTION
 from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
-from fairprobe.statistics.stats import exact_mcnemar
 from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_d, loss_g, loss_l
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import TuneOptions, batch_indices, tune
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.progress import SilentProgress
 from fairprobe.runner import RunOptions, read_samples
+from fairprobe.statistics.stats import exact_mcnemar
 
 # One prompt, two pairs: (she 0.2, he 0.1), (her 0.05, his 0.0); and a second prompt.
 PROBS = torch.tensor([[[0.2, 0.1], [0.05, 0.0]], [[0.3, 0.3], [0.0, 0.1]]], dtype=torch.float64)

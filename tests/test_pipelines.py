@@ -15,10 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import shared_data_dir
-from fairprobe.families.paper.words import AttributeWords
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.families.paper.sets import debias_llms_file, load_statement_file, read_predicates
-from fairprobe.models.base import Completion, GenerationConfig, Prompt
 from fairprobe.families.paper.build_generated import (
     StatementPool,
     clean_line,
@@ -35,6 +32,9 @@ from fairprobe.families.paper.build_natural import (
     subject_predicate,
     write_predicates,
 )
+from fairprobe.families.paper.sets import debias_llms_file, load_statement_file, read_predicates
+from fairprobe.families.paper.words import AttributeWords
+from fairprobe.models.base import Completion, GenerationConfig, Prompt
 
 WORDS = AttributeWords.default()
 

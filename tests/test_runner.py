@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import exact_scores, fake_loglikelihood, shared_data_dir
-from fairprobe.families.paper.words import AttributeWords
 from fairprobe.errors import ConfigError
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.models import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.runner import RunInterrupted, RunOptions, run
 

@@ -12,6 +12,24 @@ from fairprobe.errors import ConfigError
 
 app = typer.Typer()
 
+CompareAblationOpt = Annotated[
+    list[str] | None, typer.Option(help="more adapters as NAME=PATH, e.g. 'w/o L_d=adapters/no-d' (repeatable)")
+]
+
+CompareAblationsOpt = Annotated[
+    Path | None, typer.Option(help="a `tune --ablations` folder: each of its adapters becomes a method")
+]
+
+CompareSweepFileOpt = Annotated[
+    Path | None, typer.Option("--sweep", help="sweep.json: use its best setting (of the first set) as --hyper")
+]
+
+CompareInstructionOpt = Annotated[str | None, typer.Option(help="instruction prefix (default: the paper's; '' = skip)")]
+
+CompareHyperOpt = Annotated[
+    str, typer.Option(help="Hyperparameter method's decoding, e.g. temperature=0.3 ('' = skip)")
+]
+
 
 @app.command("tune")
 def tune_cmd(
@@ -114,21 +132,11 @@ def compare_cmd(
     probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
     model: ModelOpt = "smollm2-135m-instruct",
     adapter: Annotated[str | None, typer.Option(help="the Debias Tuning adapter folder")] = None,
-    ablation: Annotated[
-        list[str] | None, typer.Option(help="more adapters as NAME=PATH, e.g. 'w/o L_d=adapters/no-d' (repeatable)")
-    ] = None,
-    ablations: Annotated[
-        Path | None, typer.Option(help="a `tune --ablations` folder: each of its adapters becomes a method")
-    ] = None,
-    hyper: Annotated[str, typer.Option(help="Hyperparameter method's decoding, e.g. temperature=0.3 ('' = skip)")] = (
-        "temperature=0.3"
-    ),
-    sweep_file: Annotated[
-        Path | None, typer.Option("--sweep", help="sweep.json: use its best setting (of the first set) as --hyper")
-    ] = None,
-    instruction: Annotated[
-        str | None, typer.Option(help="instruction prefix (default: the paper's; '' = skip)")
-    ] = None,
+    ablation: CompareAblationOpt = None,
+    ablations: CompareAblationsOpt = None,
+    hyper: CompareHyperOpt = ("temperature=0.3"),
+    sweep_file: CompareSweepFileOpt = None,
+    instruction: CompareInstructionOpt = None,
     data_dir: DataDirOpt = None,
     out: Annotated[Path, typer.Option(help="comparison folder (rerun resumes)")] = Path("runs/compare"),
     limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,

@@ -23,6 +23,36 @@ from fairprobe.cli.common import (
 
 app = typer.Typer()
 
+InstructionOpt = Annotated[
+    str | None, typer.Option(help="prefix every prompt (instruction guiding); 'paper' = the paper's text")
+]
+
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="openai: server URL(s), comma-separated for round-robin (default https://api.openai.com/v1; "
+        "= -M base_url=...)"
+    ),
+]
+
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option(min=1, help="parallel requests to an openai: server (default 8; = -M concurrency=...)")
+]
+
+ImplicitOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="next-word probabilities: off (= -o implicit=off), or over an openai: server exact (score prompt "
+        "tokens) or topk (bounds from top logprobs) (= -M implicit=...); default: exact where the server can"
+    ),
+]
+
+TopLogprobsOpt = Annotated[
+    int | None, typer.Option(min=1, help="top logprobs to ask for with --implicit topk (= -M top_logprobs=...)")
+]
+
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")]
+
 
 @app.command("run")
 def run_cmd(
@@ -40,38 +70,18 @@ def run_cmd(
     top_p: Annotated[float, typer.Option(help="nucleus sampling (needs temperature > 0)")] = 1.0,
     top_k: Annotated[int, typer.Option(min=0, help="top-k sampling, 0 = off")] = 0,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens to generate")] = 50,
-    instruction: Annotated[
-        str | None, typer.Option(help="prefix every prompt (instruction guiding); 'paper' = the paper's text")
-    ] = None,
+    instruction: InstructionOpt = None,
     words: Annotated[Path | None, typer.Option(help="attribute word lists (JSON) instead of the default")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:1 ... (= -M device=...)")] = None,
     dtype: Annotated[str | None, typer.Option(help="auto, float32, bfloat16, float16 (= -M dtype=...)")] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            help="openai: server URL(s), comma-separated for round-robin (default https://api.openai.com/v1; "
-            "= -M base_url=...)"
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, help="parallel requests to an openai: server (default 8; = -M concurrency=...)")
-    ] = None,
-    implicit: Annotated[
-        str | None,
-        typer.Option(
-            help="next-word probabilities: off (= -o implicit=off), or over an openai: server exact (score prompt "
-            "tokens) or topk (bounds from top logprobs) (= -M implicit=...); default: exact where the server can"
-        ),
-    ] = None,
-    top_logprobs: Annotated[
-        int | None, typer.Option(min=1, help="top logprobs to ask for with --implicit topk (= -M top_logprobs=...)")
-    ] = None,
+    base_url: BaseUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    implicit: ImplicitOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
     cache: CacheOpt = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")
-    ] = False,
+    no_cache: NoCacheOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
     model_arg: ModelArgsOpt = None,
 ) -> None:

@@ -20,7 +20,7 @@ from fairprobe.families.gender_income.options import GenderIncomeOptions
 from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
 from fairprobe.models.embedded import package_dir
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import data_folder, RemoteFile, fetch
+from fairprobe.sources import RemoteFile, data_folder, fetch
 
 # ---------------------------------------------------------------------------------------------------
 # gender-income

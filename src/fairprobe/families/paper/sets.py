@@ -12,7 +12,7 @@ from fairprobe.errors import DataError
 from fairprobe.families.base import probe_set
 from fairprobe.io import read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import data_folder, RemoteFile, fetch
+from fairprobe.sources import RemoteFile, data_folder, fetch
 
 DEBIAS_LLMS_REPO = "dongxiangjue/Debias-LLMs"
 DEBIAS_LLMS_COMMIT = "ea017a3939d75c7c1599c869a6e682015524c8ef"

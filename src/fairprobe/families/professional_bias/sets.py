@@ -18,7 +18,7 @@ from fairprobe.families.base import probe_set
 from fairprobe.families.professional_bias.options import ProfessionalBiasOptions
 from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import data_folder, RemoteFile, fetch, find_local
+from fairprobe.sources import RemoteFile, data_folder, fetch, find_local
 
 # ---------------------------------------------------------------------------------------------------
 # professional-bias
