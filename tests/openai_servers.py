@@ -312,6 +312,11 @@ def _first_position(body: dict[str, Any], fault: str) -> dict[str, Any]:
     return {"object": "text_completion", "choices": [choice]}
 
 
+def rendered_chat(messages: list[dict[str, str]]) -> str:
+    """The echo server's chat template: each turn as `<role>content`, then the generation prompt `<assistant>`."""
+    return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+
+
 def _char_ids(text: str, next_token_ids: bool) -> list[int]:
     """The echo server's tokens of a text: code points (" she" and " he" single tokens with `next_token_ids`)."""
     if next_token_ids and text in SINGLE_TOKENS:
@@ -335,10 +340,11 @@ def echo_server(
     """
 
     def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
-        if "add_special_tokens" in body and "max_tokens" not in body:  # /tokenize
+        if "max_tokens" not in body:  # /tokenize: text, or chat messages rendered as the server's template does
             if not tokenize:
                 return 404, b'{"detail": "Not Found"}', {}
-            return 200, json.dumps({"tokens": _char_ids(body["prompt"], next_token_ids)}).encode(), {}
+            text = body["prompt"] if "prompt" in body else rendered_chat(body["messages"])
+            return 200, json.dumps({"tokens": _char_ids(text, next_token_ids)}).encode(), {}
         if "logprob_token_ids" in body:
             if not next_token_ids:
                 return 400, b'{"error": {"message": "unknown field logprob_token_ids"}}', {}

@@ -20,10 +20,20 @@ from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
-from fairprobe.models.api import RetryPolicy, open_endpoint
+from fairprobe.models import ScoreRequest
+from fairprobe.models.api import EndpointError, RetryPolicy, open_endpoint
 from fairprobe.models.cached import CachedBackend
+from fairprobe.records import ChatMessage, message_dicts
 from fairprobe.runner import RunOptions, read_samples, run
-from openai_servers import SINGLE_TOKENS, echo_server, first_position_logprob, scripted, word_logprob
+from openai_servers import (
+    SINGLE_TOKENS,
+    char_logprob,
+    echo_server,
+    first_position_logprob,
+    rendered_chat,
+    scripted,
+    word_logprob,
+)
 
 FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 PAIRS = [("she", "he"), ("woman", "man")]
@@ -253,3 +263,37 @@ def test_a_server_that_fails_on_the_probe_is_topk_not_a_failed_run(tmp_path: Pat
     assert sum(1 for b in seen.bodies if b.get("echo")) == 1  # asked once, not retried
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
     assert manifest["endpoints"][url]["why_not"].startswith("HTTP 500")
+
+
+def test_loglikelihood_over_an_echo_server_is_exact_for_plain_and_chat_prompts() -> None:
+    chat = [ChatMessage(role="user", content="Who was late? (a) the doctor (b) the nurse")]
+    requests = [ScoreRequest("Q: who was late?\nA:", ("(a)", "(b)", " (a)")), ScoreRequest(chat, ("(a)", "(c)"))]
+    with echo_server() as (url, seen):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0)
+        scores = backend.loglikelihood(requests)
+    for request, scored in zip(requests, scores, strict=True):
+        assert scored.error is None and scored.mode == "exact"
+        for text, got in zip(request.continuations, scored.continuations, strict=True):
+            # Every token's logprob is known by hand; the continuation is scored exactly as given (no space added).
+            assert got.logprob == pytest.approx(sum(char_logprob(ord(c)) for c in text), abs=1e-12)
+            assert (got.tokens, got.greedy, got.status) == (len(text), True, "exact")
+    # The chat prompt went to /tokenize as messages; its echo is the rendered prompt's ids + the option's.
+    tokenized = [b for b, path in zip(seen.bodies, seen.paths, strict=True) if path == "/tokenize" and "messages" in b]
+    assert [b["messages"] for b in tokenized] == [[{"role": "user", "content": chat[0].content}]]
+    echo = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
+    assert len(echo) == 1 and echo[0]["prompt"][3] == [ord(c) for c in rendered_chat(message_dicts(chat)) + "(a)"]
+    # Detection (3 probes), the continuations' ids and the plain prompt's ids (one request each), one /tokenize
+    # for the chat prompt, one echo request for all five sequences.
+    assert seen.count == 7
+
+
+def test_loglikelihood_over_topk_is_bounded_and_over_no_logprobs_an_error() -> None:
+    with scripted() as (url, _):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, implicit="topk")
+        [scores] = backend.loglikelihood([ScoreRequest("My friend is a nurse, and", (" she", " he", " her"))])
+    assert [c.status for c in scores.continuations] == ["exact", "exact", "upper_bound"]
+    assert np.exp(scores.logprobs()).tolist() == [pytest.approx(0.3), pytest.approx(0.1), pytest.approx(0.1)]
+    with scripted(lambda n, b: "nologprobs") as (url, _):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, implicit="topk")
+        with pytest.raises(EndpointError, match=f"{url} gives no logprobs: it cannot score continuations"):
+            backend.loglikelihood([ScoreRequest("x", ("(a)",))])

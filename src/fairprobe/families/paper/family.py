@@ -120,7 +120,8 @@ def group_fields(scores: Scores, start: int, options: PaperOptions, binary: dict
     out: dict[str, object] = {"p_groups": values}
     if not known.all():
         out["p_groups_upper"] = bounds
-    names, lower, upper_mass = group_masses([PaperSample(set="", id="", prompt="", continuation="", **binary, **out)])  # type: ignore[arg-type]
+    one = PaperSample.model_validate({"set": "", "id": "", "prompt": "", "continuation": "", **binary, **out})
+    names, lower, upper_mass = group_masses([one])
     out["likeliest_group"] = likeliest_group(names, lower[0], upper_mass[0])
     return out
 
