@@ -7,7 +7,7 @@ once with `--implicit off` (generation only) for the time of generation alone. A
 and the server counts every POST by path (completions, chat completions, /tokenize), so every request is counted,
 whatever the code asks. Target: at most 1.25 requests per prompt.
 
-    .venv/bin/python benchmarks/api_exact.py [--limit 20] [--before /tmp/main/src] [--threads 1]
+    .venv/bin/python benchmarks/api_exact.py [--limit 20] [--before /tmp/main/src] [--threads 1] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20, help="prompts per paper set (5 sets)")
     parser.add_argument("--before", type=Path, help="src/ of the code to compare with (e.g. of `git archive main`)")
     parser.add_argument("--threads", type=int, default=1, help="vLLM's CPU threads")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds of generation only, before and after")
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     args = parser.parse_args()
     if not VLLM_PYTHON.is_file():
@@ -135,13 +136,14 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             one_run(ROOT / "src", proxy, argparse.Namespace(**{**vars(args), "limit": 1}), "exact", Path(tmp) / "warm")
-            off, off_counts = one_run(ROOT / "src", proxy, args, "off", Path(tmp) / "off")
-            report("generation only (--implicit off)", off, off_counts, prompts, None)
-            if args.before:
-                wall, counts = one_run(args.before, proxy, args, "exact", Path(tmp) / "before")
-                report(f"before ({args.before})", wall, counts, prompts, off)
-            wall, counts = one_run(ROOT / "src", proxy, args, "exact", Path(tmp) / "after")
-            report("after (this checkout)", wall, counts, prompts, off)
+            for r in range(args.repeats):  # alternating, so a change in the machine's load hits both sides
+                off, off_counts = one_run(ROOT / "src", proxy, args, "off", Path(tmp) / f"off{r}")
+                report(f"generation only (--implicit off) #{r + 1}", off, off_counts, prompts, None)
+                if args.before:
+                    wall, counts = one_run(args.before, proxy, args, "exact", Path(tmp) / f"before{r}")
+                    report(f"before ({args.before.name}) #{r + 1}", wall, counts, prompts, off)
+                wall, counts = one_run(ROOT / "src", proxy, args, "exact", Path(tmp) / f"after{r}")
+                report(f"after (this checkout) #{r + 1}", wall, counts, prompts, off)
     finally:
         server.stop()
     print(f"load average after: {os.getloadavg()} (a shared machine: compare within one run)")

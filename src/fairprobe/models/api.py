@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,6 +223,41 @@ class Work:
         return Scores(tuple(s or UNAVAILABLE for s in self.scores), mode="exact")
 
 
+class EchoBatcher:
+    """Sends the prompts whose scores wait for an echo ECHO_PROMPTS_PER_REQUEST at a time, as soon as that many
+    generations have answered (the rest when every one has), so echo requests run beside the generation ones.
+
+    `expected` prompts will each be added (its work) or skipped (no scores to finish).
+    """
+
+    def __init__(self, send: Callable[[list[tuple[int, Work]]], Awaitable[None]], expected: int) -> None:
+        self.send = send
+        self.left = expected
+        self.pending: list[tuple[int, Work]] = []
+        self.tasks: list[asyncio.Future[None]] = []
+
+    def add(self, index: int, work: Work) -> None:
+        """One prompt ready for its echo."""
+        self.pending.append((index, work))
+        self.skip()
+
+    def skip(self) -> None:
+        """One prompt less to wait for; send a full chunk, or the rest once no prompt is left to wait for."""
+        self.left -= 1
+        if len(self.pending) >= ECHO_PROMPTS_PER_REQUEST or (self.left <= 0 and self.pending):
+            chunk, self.pending = self.pending, []
+            self.tasks.append(asyncio.ensure_future(self.send(chunk)))
+
+    async def done(self) -> None:
+        """Wait for every chunk sent."""
+        await asyncio.gather(*self.tasks)
+
+    def cancel(self) -> None:
+        """Stop the chunks still running (the run failed)."""
+        for task in self.tasks:
+            task.cancel()
+
+
 class OpenAIBackend:
     """An OpenAI-compatible HTTP endpoint (or several, used round-robin) serving one model."""
 
@@ -253,6 +289,7 @@ class OpenAIBackend:
         self._mode: str | None = "topk" if self.implicit == "topk" else None
         self._abilities: list[Abilities] = []
         self._ids: dict[tuple[str, bool], list[int]] = {}
+        self._turn = itertools.count()  # echo requests take the endpoints in turn
         self.notices: list[str] = []
         self.requests_sent = 0
         self.scoring_requests = 0
@@ -477,13 +514,24 @@ class OpenAIBackend:
         mode = await self._mode_now() if any(wanted) else "off"
         ids = await self._continuation_ids({c for s in wanted for c in s}) if mode == "exact" else None
         route = ids is not None and self._every("next_token_ids")
-        works: dict[int, Work] = {}
+        results: list[Completion | None] = [None] * len(prompts)
 
-        async def one(index: int) -> Completion | None:
+        async def scored(chunk: list[tuple[int, Work]]) -> None:
+            await self._finish([w for _, w in chunk], ids, gate)
+            for index, work in chunk:
+                completion = results[index]
+                if completion is not None:
+                    completion.scores = work.result()
+                    if on_result is not None:
+                        on_result(index, completion)
+
+        echo = EchoBatcher(scored, sum(1 for s in wanted if s) if mode == "exact" else 0)
+
+        async def one(index: int) -> None:
             chosen = first_ids(wanted[index], ids) if route else []
             async with gate:
                 if abort.is_set():
-                    return None
+                    return echo.skip() if mode == "exact" and wanted[index] else None
                 try:
                     completion, answer = await self._ask(
                         index, prompts[index], config, mode, wanted[index], chosen, abort
@@ -491,28 +539,23 @@ class OpenAIBackend:
                 except EndpointError:
                     abort.set()
                     raise
-            if completion is not None and wanted[index] and completion.error is None:
-                if mode == "topk":
-                    completion.scores = topk_scores(answer.top if answer else None, wanted[index], self._logprobs)
-                else:
-                    works[index] = self._work_from(prompts[index], wanted[index], answer, ids, config)
-                    return completion
+            results[index] = completion
+            if completion is not None and wanted[index] and mode == "exact":
+                if completion.error is None:
+                    return echo.add(index, self._work_from(prompts[index], wanted[index], answer, ids, config))
+                echo.skip()
+            if completion is not None and wanted[index] and mode == "topk" and completion.error is None:
+                completion.scores = topk_scores(answer.top if answer else None, wanted[index], self._logprobs)
             if completion is not None and on_result is not None:
                 on_result(index, completion)
-            return completion
 
-        results = await asyncio.gather(*(one(i) for i in range(len(prompts))), return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        await self._finish(list(works.values()), ids, gate)
-        for index, work in works.items():
-            completion = results[index]
-            assert isinstance(completion, Completion)
-            completion.scores = work.result()
-            if on_result is not None:
-                on_result(index, completion)
-        return results  # type: ignore[return-value]
+        outcomes = await asyncio.gather(*(one(i) for i in range(len(prompts))), return_exceptions=True)
+        failure = next((r for r in outcomes if isinstance(r, BaseException)), None)
+        if failure is not None:
+            echo.cancel()
+            raise failure
+        await echo.done()
+        return [c for c in results if c is not None]
 
     def _work_from(
         self,
@@ -579,7 +622,7 @@ class OpenAIBackend:
                     work.scores = [s or ContinuationScore(0.0, status="upper_bound") for s in work.scores]
         todo = [w for w in todo if w.error is None and w.pending()]
         chunks = [todo[k : k + ECHO_PROMPTS_PER_REQUEST] for k in range(0, len(todo), ECHO_PROMPTS_PER_REQUEST)]
-        await asyncio.gather(*(self._echo_chunk(chunk, ids, k, gate) for k, chunk in enumerate(chunks)))
+        await asyncio.gather(*(self._echo_chunk(chunk, ids, next(self._turn), gate) for chunk in chunks))
 
     async def _tokenize_prompt(self, work: Work, index: int, gate: asyncio.Semaphore) -> None:
         """A prompt's token ids from /tokenize (chat messages with the generation prompt)."""
