@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import signal
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -90,3 +95,23 @@ def exact_scores(probs: list[float]) -> Scores:
 def fake_loglikelihood(requests: list[ScoreRequest], prob: float = 0.01) -> list[Scores]:
     """A fake backend's loglikelihood: every continuation has probability `prob`."""
     return [exact_scores([prob] * len(r.continuations)) for r in requests]
+
+
+@contextmanager
+def fixture_family(module: str, probe_set: str) -> Iterator[ModuleType]:
+    """A family from tests/fixtures/families, imported from its folder and registered through the public API
+    (`register_family`), removed again afterwards."""
+    from fairprobe.catalog import FAMILIES, PROBE_SETS
+    from fairprobe.families import register_family
+
+    folder = str(Path(__file__).parent / "fixtures" / "families")
+    sys.path.insert(0, folder)
+    try:
+        imported = importlib.import_module(module)
+        register_family(imported.FAMILY)
+        yield imported
+    finally:
+        FAMILIES.unregister(imported.FAMILY.name)
+        PROBE_SETS.unregister(probe_set)
+        sys.modules.pop(module, None)
+        sys.path.remove(folder)

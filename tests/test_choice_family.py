@@ -5,9 +5,7 @@ chat prompts included."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -16,9 +14,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from conftest import fixture_family
 from fairprobe import cli
-from fairprobe.catalog import FAMILIES, PROBE_SETS
-from fairprobe.families import register_family
 from fairprobe.formatting import format_number
 from fairprobe.models import ScoreRequest
 from fairprobe.runner import RunOptions, read_samples, run
@@ -30,17 +27,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def bbq_lite() -> Iterator[ModuleType]:
-    """The fixture family, imported from its folder and registered through the public API (removed afterwards)."""
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        module = importlib.import_module("bbq_lite")
-        register_family(module.FAMILY)
-        yield module
-    finally:
-        FAMILIES.unregister("bbq_lite")
-        PROBE_SETS.unregister("bbq-lite")
-        sys.modules.pop("bbq_lite", None)
-        sys.path.remove(str(FIXTURES))
+    """The fixture family, registered through the public API (removed afterwards)."""
+    with fixture_family("bbq_lite", "bbq-lite") as imported:
+        yield imported
 
 
 def option_logprobs(folder: Path) -> np.ndarray:

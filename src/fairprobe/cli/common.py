@@ -133,3 +133,9 @@ DataDirOpt = Annotated[
         "--data-dir", help="the shared data root, e.g. ../shared/data, for every suite (else download, pinned + sha256)"
     ),
 ]
+
+LimitOpt = Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")]
+MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="tokens to generate")]
+BatchSizeOpt = Annotated[int, typer.Option(min=1, help="prompts per batch (a batch is saved whole)")]
+DeviceOpt = Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:1 ... (= -M device=...)")]
+DtypeOpt = Annotated[str | None, typer.Option(help="auto, float32, bfloat16, float16 (= -M dtype=...)")]

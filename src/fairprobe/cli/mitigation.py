@@ -7,7 +7,20 @@ from typing import Annotated
 
 import typer
 
-from fairprobe.cli.common import DataDirOpt, ModelArgsOpt, ModelOpt, console, err_console, split_csv, written
+from fairprobe.cli.common import (
+    BatchSizeOpt,
+    DataDirOpt,
+    DeviceOpt,
+    DtypeOpt,
+    LimitOpt,
+    MaxNewTokensOpt,
+    ModelArgsOpt,
+    ModelOpt,
+    console,
+    err_console,
+    split_csv,
+    written,
+)
 from fairprobe.errors import ConfigError
 
 app = typer.Typer()
@@ -99,17 +112,17 @@ def sweep_cmd(
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
     data_dir: DataDirOpt = None,
     out: Annotated[Path, typer.Option(help="sweep folder (rerun resumes)")] = Path("runs/sweep"),
-    limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
+    limit: LimitOpt = None,
     seeds: Annotated[int, typer.Option(min=1, help="sampling seeds per setting")] = 3,
     temperature: Annotated[str | None, typer.Option(help="temperature grid (default 0.3,0.5,0.7,1.0)")] = None,
     top_p: Annotated[str | None, typer.Option(help="top-p grid (default 0.3,0.5,0.7,1.0)")] = None,
     top_k: Annotated[str | None, typer.Option(help="top-k grid (default 10,50,100,150,200)")] = None,
     only: Annotated[str | None, typer.Option(help="sweep only these knobs, e.g. temperature,top_k")] = None,
     base_temperature: Annotated[float, typer.Option(help="temperature while top-p / top-k vary")] = 1.0,
-    max_new_tokens: Annotated[int, typer.Option(min=1)] = 50,
-    batch_size: Annotated[int, typer.Option(min=1)] = 32,
-    device: Annotated[str | None, typer.Option(help="= -M device=...")] = None,
-    dtype: Annotated[str | None, typer.Option(help="= -M dtype=...")] = None,
+    max_new_tokens: MaxNewTokensOpt = 50,
+    batch_size: BatchSizeOpt = 32,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
     model_arg: ModelArgsOpt = None,
 ) -> None:
     """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
@@ -139,12 +152,12 @@ def compare_cmd(
     instruction: CompareInstructionOpt = None,
     data_dir: DataDirOpt = None,
     out: Annotated[Path, typer.Option(help="comparison folder (rerun resumes)")] = Path("runs/compare"),
-    limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
+    limit: LimitOpt = None,
     seed: Annotated[int, typer.Option(help="sampling seed of the Hyperparameter method")] = 0,
-    max_new_tokens: Annotated[int, typer.Option(min=1)] = 50,
-    batch_size: Annotated[int, typer.Option(min=1)] = 32,
-    device: Annotated[str | None, typer.Option(help="= -M device=...")] = None,
-    dtype: Annotated[str | None, typer.Option(help="= -M dtype=...")] = None,
+    max_new_tokens: MaxNewTokensOpt = 50,
+    batch_size: BatchSizeOpt = 32,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
     model_arg: ModelArgsOpt = None,
 ) -> None:
     """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests and drift."""
