@@ -37,7 +37,7 @@ class CountingBackend:
         self.asked: list[str] = []
 
     def identity(self) -> dict[str, Any]:
-        return {"id": "counting", "revision": "1"}
+        return {"id": "counting"}
 
     def generate(self, prompts, config: GenerationConfig, score=None) -> list[Completion]:
         self.asked.extend(prompts)

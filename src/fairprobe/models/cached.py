@@ -78,11 +78,13 @@ class CachedBackend:
     def __init__(self, inner: ModelBackend, cache: Cache, model_args: dict[str, Any] | None = None) -> None:
         self.inner = inner
         self.cache = cache
-        # -M model args may change the answers (a revision, a chat template); a key leaves out none but the API key.
-        self._model_args = {k: v for k, v in sorted((model_args or {}).items()) if k != "api_key"}
         self.name = inner.name
         self.has_chat_template = inner.has_chat_template
         self._identity = inner.identity()
+        # -M model args may change the answers (a revision, a chat template): a key holds those the identity does not
+        # already say (its resolved dtype, its endpoint), and never the API key.
+        args = (model_args or {}).items()
+        self._model_args = {k: v for k, v in sorted(args) if k != "api_key" and k not in self._identity}
         self._model_label = str(self._identity.get("id", inner.name))
         self.hits = 0
         self.misses = 0

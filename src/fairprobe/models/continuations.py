@@ -20,19 +20,27 @@ from fairprobe.models.base import ContinuationScore, Scores
 
 
 @dataclass(frozen=True)
+class TailGroup:
+    """The continuations of one tail width (tokens after the first), fed after the prompt in one pass: their
+    columns, `feed` (M, W) the tokens to feed (all but the last), `targets` (M, W) the tokens they predict."""
+
+    columns: tuple[int, ...]
+    feed: torch.Tensor
+    targets: torch.Tensor
+
+
+@dataclass(frozen=True)
 class ContinuationTable:
     """Continuations tokenized for one tokenizer.
 
-    `ids` holds each continuation's tokens and `first` (C,) their first tokens; `multi` lists the continuations
-    of several tokens as (index, token ids). For those, `tail_feed` (M, W) holds the tokens to feed after the
-    prompt (all but the last, right-padded) and `tail_targets` (M, W) the tokens they predict (-1 on padding).
+    `ids` holds each continuation's tokens and `first` (C,) their first tokens; `tails` groups the continuations of
+    several tokens by the number of tokens after the first, one pass each (so a continuation's tail pass has no
+    padding, and its numbers do not depend on longer continuations asked beside it).
     """
 
     ids: tuple[tuple[int, ...], ...]
     first: torch.Tensor
-    multi: tuple[tuple[int, tuple[int, ...]], ...]
-    tail_feed: torch.Tensor
-    tail_targets: torch.Tensor
+    tails: tuple[TailGroup, ...]
 
     @classmethod
     def build(cls, tokenizer: PreTrainedTokenizerBase, continuations: tuple[str, ...]) -> ContinuationTable:
@@ -43,15 +51,15 @@ class ContinuationTable:
             if not tokens:
                 raise ModelError(f"continuation {text!r} tokenizes to nothing: a scored continuation needs a token")
             ids.append(tokens)
-        multi = tuple((k, t) for k, t in enumerate(ids) if len(t) > 1)
-        width = max((len(t) - 1 for _, t in multi), default=0)
-        feed = torch.zeros((len(multi), width), dtype=torch.long)
-        targets = torch.full((len(multi), width), -1, dtype=torch.long)
-        for row, (_, tokens) in enumerate(multi):
-            feed[row, : len(tokens) - 1] = torch.tensor(tokens[:-1])
-            targets[row, : len(tokens) - 1] = torch.tensor(tokens[1:])
+        widths = sorted({len(t) - 1 for t in ids if len(t) > 1})
+        tails = []
+        for width in widths:
+            members = [k for k, t in enumerate(ids) if len(t) - 1 == width]
+            feed = torch.tensor([ids[k][:-1] for k in members], dtype=torch.long)
+            targets = torch.tensor([ids[k][1:] for k in members], dtype=torch.long)
+            tails.append(TailGroup(tuple(members), feed, targets))
         first = torch.tensor([t[0] for t in ids], dtype=torch.long)
-        return cls(ids=tuple(ids), first=first, multi=multi, tail_feed=feed, tail_targets=targets)
+        return cls(ids=tuple(ids), first=first, tails=tuple(tails))
 
 
 @dataclass
@@ -73,23 +81,22 @@ def score_continuations(
     attention_mask: torch.Tensor,
     table: ContinuationTable,
     first_log_probs: torch.Tensor | None = None,
-    pad_id: int = 0,
     prompt_cache: Cache | None = None,
     greedy: bool = False,
 ) -> TableScores:
     """log P(continuation | prompt), shape (B, C), for left-padded prompts; exact and differentiable.
 
     `first_log_probs` (B, V) together with `prompt_cache` (the key/value cache of exactly the prompts, e.g. cut from
-    generation) skip the prompt pass; the cache is used up. `pad_id` fills the slots after shorter continuations.
-    With `greedy`, also whether each continuation is the greedy one (every token the argmax).
+    generation) skip the prompt pass; the cache is used up. With `greedy`, also whether each continuation is the
+    greedy one (every token the argmax).
     """
-    if first_log_probs is None or (table.multi and prompt_cache is None):
+    if first_log_probs is None or (table.tails and prompt_cache is None):
         out = model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=positions_from_mask(attention_mask),
             logits_to_keep=1,
-            use_cache=bool(table.multi),
+            use_cache=bool(table.tails),
         )
         first_log_probs = out.logits[:, -1, :].float().log_softmax(-1)
         prompt_cache = out.past_key_values
@@ -97,43 +104,45 @@ def score_continuations(
     first = table.first.to(device)
     lp = first_log_probs[:, first]
     is_greedy = (first_log_probs.argmax(-1, keepdim=True) == first) if greedy else None
-    if not table.multi:
+    if not table.tails:
         return TableScores(lp, is_greedy)
-    columns = torch.tensor([k for k, _ in table.multi], device=device)
-    tail, tail_greedy = tail_log_probs(model, attention_mask, table, prompt_cache, pad_id)
-    lp[:, columns] = lp[:, columns] + tail
-    if is_greedy is not None:
-        is_greedy[:, columns] &= tail_greedy
+    # Each tail pass feeds its rows after the prompt's keys and values: a fresh cache of the same tensors each.
+    layers = [(layer.keys, layer.values) for layer in prompt_cache.layers]  # type: ignore[union-attr]
+    for k, group in enumerate(table.tails):
+        cache = prompt_cache if k == 0 else DynamicCache(ddp_cache_data=layers)
+        columns = torch.tensor(group.columns, device=device)
+        tail, tail_greedy = tail_log_probs(model, attention_mask, group, cache)
+        lp[:, columns] = lp[:, columns] + tail
+        if is_greedy is not None:
+            is_greedy[:, columns] &= tail_greedy
     return TableScores(lp, is_greedy)
 
 
 def tail_log_probs(
-    model: PreTrainedModel, attention_mask: torch.Tensor, table: ContinuationTable, prompt_cache: Cache, pad_id: int = 0
+    model: PreTrainedModel, attention_mask: torch.Tensor, group: TailGroup, prompt_cache: Cache
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each continuation of several tokens, the log-probability (B, M) of its tokens after the first, given the
+    """For each continuation of the group, the log-probability (B, M) of its tokens after the first, given the
     prompt, and whether each of those tokens is the argmax.
 
     One row per (prompt, continuation) feeds only the continuation's tokens after the prompt's cached keys and
     values (repeated in place per continuation), so the prompt is never run twice.
     """
     batch = attention_mask.shape[0]
-    n_rows, width = table.tail_feed.shape
+    n_rows, width = group.feed.shape
     device = attention_mask.device
     prompt_cache.batch_repeat_interleave(n_rows)
     prompt_mask = attention_mask.repeat_interleave(n_rows, 0)
-    targets = table.tail_targets.to(device).repeat(batch, 1)
-    known = targets >= 0
+    targets = group.targets.to(device).repeat(batch, 1)
     out = model(
-        input_ids=torch.where(known, table.tail_feed.to(device).repeat(batch, 1), pad_id),
-        attention_mask=torch.cat([prompt_mask, known.long()], dim=1),
+        input_ids=group.feed.to(device).repeat(batch, 1),
+        attention_mask=torch.cat([prompt_mask, torch.ones_like(targets)], dim=1),
         position_ids=prompt_mask.sum(-1, keepdim=True) + torch.arange(width, device=device),
         past_key_values=prompt_cache,
         use_cache=True,
     )
-    picked = out.logits.float().log_softmax(-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    summed = torch.where(known, picked, torch.zeros_like(picked)).sum(-1).reshape(batch, n_rows)
-    argmax = (out.logits.argmax(-1) == targets) | ~known
-    return summed, argmax.all(-1).reshape(batch, n_rows)
+    picked = out.logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    argmax = out.logits.argmax(-1) == targets
+    return picked.sum(-1).reshape(batch, n_rows), argmax.all(-1).reshape(batch, n_rows)
 
 
 def prompt_part(cache: Cache | None, prompt_len: int) -> Cache | None:

@@ -209,7 +209,6 @@ class HFBackend:
                 else first_log_probs[pick]
                 if not whole
                 else first_log_probs,
-                pad_id=self.tokenizer.pad_token_id,
                 prompt_cache=cache if whole else None,
                 greedy=True,
             )
@@ -328,7 +327,7 @@ class HFBackend:
         """log P(continuation | prompt) (B, C) for plain prompts cut to max_length; differentiable outside inference mode."""
         ids, mask = self._encode_training(prompts, max_length)
         table = self.table(tuple(continuations))
-        return score_continuations(self.model, ids, mask, table, pad_id=self.tokenizer.pad_token_id).log_probs
+        return score_continuations(self.model, ids, mask, table).log_probs
 
     def first_token_ids(self, continuations: tuple[str, ...]) -> torch.Tensor:
         """The distinct first tokens of the continuations."""
