@@ -5,8 +5,9 @@
 Key order is not a value (a record's fields may be listed in another order). Every string, integer, boolean and
 null must be equal (after each side's own folder path is replaced by OUT); a float may differ, and every field
 where one does is listed with its largest absolute and relative change (list positions folded: `p_female[]`).
-Exit 0 when identical or when every float change stays under the limits (1e-9 absolute for values in [0, 1], the
-probabilities and shares; 1e-9 relative otherwise), 1 otherwise.
+Exit 0 when identical or when every float change stays under the limits, 1 otherwise: 1e-9 absolute for the
+probabilities a sample records (fields named `p_...`), 1e-4 relative for every other float (a metric computed from
+such probabilities, whose rounding it carries: a share of two tiny masses, a bootstrap interval's end).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-LIMIT = 1e-9
+PROBABILITY_LIMIT = 1e-9
+RELATIVE_LIMIT = 1e-4
 
 
 def records(path: Path, root: str | None) -> list[Any]:
@@ -48,10 +50,9 @@ def walk(a: Any, b: Any, where: str, floats: dict[str, list[float]], other: list
             other.append(f"{where}: {a} before, {b} after")
             return
         scale = max(abs(a), abs(b))
-        entry = floats.setdefault(where, [0.0, 0.0, 1.0])
+        entry = floats.setdefault(where, [0.0, 0.0])
         entry[0] = max(entry[0], abs(a - b))
         entry[1] = max(entry[1], abs(a - b) / scale)
-        entry[2] = max(entry[2], scale)
     elif a != b or type(a) is not type(b):
         other.append(f"{where}: {a!r} before, {b!r} after")
 
@@ -73,8 +74,9 @@ def main() -> int:
     for line in other[:10]:
         print(f"    DIFFERENT {line}")
     ok = not other
-    for field, (absolute, relative, scale) in sorted(floats.items()):
-        within = absolute <= LIMIT if scale <= 1.0 else relative <= LIMIT
+    for field, (absolute, relative) in sorted(floats.items()):
+        probability = field.rsplit(".", 1)[-1].startswith("p_") or field.startswith("p_")
+        within = absolute <= PROBABILITY_LIMIT if probability else relative <= RELATIVE_LIMIT
         ok &= within
         mark = "" if within else "  OVER THE LIMIT"
         print(f"    float rounding: {field}: largest change {absolute:.3g} (relative {relative:.3g}){mark}")
