@@ -19,6 +19,10 @@ from fairprobe.errors import ModelError
 from fairprobe.models.base import ContinuationScore, Scores
 
 
+# Continuations of several tokens scored in one tail pass (each repeats the prompts' key/value cache once).
+TAIL_ROWS = 4
+
+
 @dataclass(frozen=True)
 class TailGroup:
     """The continuations of one tail width (tokens after the first), fed after the prompt in one pass: their
@@ -34,8 +38,8 @@ class ContinuationTable:
     """Continuations tokenized for one tokenizer.
 
     `ids` holds each continuation's tokens and `first` (C,) their first tokens; `tails` groups the continuations of
-    several tokens by the number of tokens after the first, one pass each (so a continuation's tail pass has no
-    padding, and its numbers do not depend on longer continuations asked beside it).
+    several tokens by the number of tokens after the first, TAIL_ROWS a pass (so a tail pass has no padding, a
+    continuation's numbers do not depend on longer ones asked beside it, and memory stays that of a few rows).
     """
 
     ids: tuple[tuple[int, ...], ...]
@@ -55,9 +59,11 @@ class ContinuationTable:
         tails = []
         for width in widths:
             members = [k for k, t in enumerate(ids) if len(t) - 1 == width]
-            feed = torch.tensor([ids[k][:-1] for k in members], dtype=torch.long)
-            targets = torch.tensor([ids[k][1:] for k in members], dtype=torch.long)
-            tails.append(TailGroup(tuple(members), feed, targets))
+            for start in range(0, len(members), TAIL_ROWS):  # a few continuations a pass: the prompt cache is
+                chunk = members[start : start + TAIL_ROWS]  # repeated once per continuation of the pass
+                feed = torch.tensor([ids[k][:-1] for k in chunk], dtype=torch.long)
+                targets = torch.tensor([ids[k][1:] for k in chunk], dtype=torch.long)
+                tails.append(TailGroup(tuple(chunk), feed, targets))
         first = torch.tensor([t[0] for t in ids], dtype=torch.long)
         return cls(ids=tuple(ids), first=first, tails=tuple(tails))
 
