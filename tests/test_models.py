@@ -74,12 +74,18 @@ def test_known_probabilities_after_nurse(backend: HFBackend) -> None:
 
 def test_multi_token_words_use_the_chain_rule(backend: HFBackend) -> None:
     table = backend.table(WORDS)
-    multi = {WORDS[k].strip() for group in table.tails for k in group.columns}
+    multi = {WORDS[k].strip() for group in table.tails for k in group.columns.tolist()}
     assert multi == {"niece", "boyfriend"}  # SmolLM2's tokenizer splits only these two
     probs = next_word_probs(backend, PROMPTS)
     for k, prompt in enumerate(PROMPTS[:2]):
         for word in ("niece", "boyfriend", "she"):
             assert probs[k][column(word)] == pytest.approx(manual_prob(backend, prompt, word), rel=1e-4)
+    # Continuations that share their first tokens share a row (" x" + "em" is read from " x" + "em" + "self").
+    shared = (" xe", " xem", " xemself", " hir", " hirs", " hirself", " she")
+    assert sum(len(group.feed) for group in backend.table(shared).tails) == 2
+    [scores] = backend.loglikelihood([ScoreRequest(NURSE, shared)])
+    for word, got in zip(shared, np.exp(scores.logprobs()), strict=True):
+        assert got == pytest.approx(manual_prob(backend, NURSE, word.strip()), rel=1e-4)
 
 
 def test_continuation_log_probs_without_cache_match(backend: HFBackend) -> None:

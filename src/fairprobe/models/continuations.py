@@ -19,27 +19,53 @@ from fairprobe.errors import ModelError
 from fairprobe.models.base import ContinuationScore, Scores
 
 
-# Continuations of several tokens scored in one tail pass (each repeats the prompts' key/value cache once).
-TAIL_ROWS = 4
-
-
 @dataclass(frozen=True)
 class TailGroup:
-    """The continuations of one tail width (tokens after the first), fed after the prompt in one pass: their
-    columns, `feed` (M, W) the tokens to feed (all but the last), `targets` (M, W) the tokens they predict."""
+    """One tail pass: `feed` (R, W) rows of tokens fed after the prompt, and the entries read from its output:
+    entry e is the log-probability of token `tokens[e]` at position `positions[e]` (row * W + column) and belongs
+    to continuation column `owners[e]`.
 
-    columns: tuple[int, ...]
+    A row is a continuation's tokens but its last; a continuation whose row is the start of a longer one's reads
+    from that longer row (causal attention: the same numbers), so continuations that share their first tokens
+    (" x" + "em", " x" + "em" + "self") cost one row.
+    """
+
     feed: torch.Tensor
-    targets: torch.Tensor
+    positions: torch.Tensor
+    tokens: torch.Tensor
+    owners: torch.Tensor
+    columns: torch.Tensor
+
+
+def tail_groups(ids: list[tuple[int, ...]]) -> tuple[TailGroup, ...]:
+    """The tail passes of the continuations of several tokens: one per row width, the rows without padding."""
+    feeds = {ids[k][:-1] for k in range(len(ids)) if len(ids[k]) > 1}
+    rows = sorted(f for f in feeds if not any(len(g) > len(f) and g[: len(f)] == f for g in feeds))
+    groups = []
+    for width in sorted({len(r) for r in rows}):
+        mine = [r for r in rows if len(r) == width]
+        entries = []
+        for k, tokens in enumerate(ids):
+            feed = tokens[:-1]
+            if len(tokens) < 2:
+                continue
+            home = next((i for i, r in enumerate(mine) if r[: len(feed)] == feed), None)
+            if home is None or min(len(r) for r in rows if r[: len(feed)] == feed) != width:
+                continue  # its row is in a pass of another width (the shortest row that holds it)
+            entries += [(home * width + w, tokens[w + 1], k) for w in range(len(feed))]
+        positions, toks, owners = (torch.tensor(column, dtype=torch.long) for column in zip(*entries, strict=True))
+        columns = torch.tensor(sorted(set(owners.tolist())), dtype=torch.long)
+        groups.append(TailGroup(torch.tensor(mine, dtype=torch.long), positions, toks, owners, columns))
+    return tuple(groups)
 
 
 @dataclass(frozen=True)
 class ContinuationTable:
     """Continuations tokenized for one tokenizer.
 
-    `ids` holds each continuation's tokens and `first` (C,) their first tokens; `tails` groups the continuations of
-    several tokens by the number of tokens after the first, TAIL_ROWS a pass (so a tail pass has no padding, a
-    continuation's numbers do not depend on longer ones asked beside it, and memory stays that of a few rows).
+    `ids` holds each continuation's tokens and `first` (C,) their first tokens; `tails` are the passes that feed the
+    continuations of several tokens after the prompt (`tail_groups`): one per row width, so no row is padded and a
+    continuation's numbers do not depend on longer ones asked beside it.
     """
 
     ids: tuple[tuple[int, ...], ...]
@@ -55,17 +81,8 @@ class ContinuationTable:
             if not tokens:
                 raise ModelError(f"continuation {text!r} tokenizes to nothing: a scored continuation needs a token")
             ids.append(tokens)
-        widths = sorted({len(t) - 1 for t in ids if len(t) > 1})
-        tails = []
-        for width in widths:
-            members = [k for k, t in enumerate(ids) if len(t) - 1 == width]
-            for start in range(0, len(members), TAIL_ROWS):  # a few continuations a pass: the prompt cache is
-                chunk = members[start : start + TAIL_ROWS]  # repeated once per continuation of the pass
-                feed = torch.tensor([ids[k][:-1] for k in chunk], dtype=torch.long)
-                targets = torch.tensor([ids[k][1:] for k in chunk], dtype=torch.long)
-                tails.append(TailGroup(tuple(chunk), feed, targets))
         first = torch.tensor([t[0] for t in ids], dtype=torch.long)
-        return cls(ids=tuple(ids), first=first, tails=tuple(tails))
+        return cls(ids=tuple(ids), first=first, tails=tail_groups(ids))
 
 
 @dataclass
@@ -116,8 +133,8 @@ def score_continuations(
     layers = [(layer.keys, layer.values) for layer in prompt_cache.layers]  # type: ignore[union-attr]
     for k, group in enumerate(table.tails):
         cache = prompt_cache if k == 0 else DynamicCache(ddp_cache_data=layers)
-        columns = torch.tensor(group.columns, device=device)
         tail, tail_greedy = tail_log_probs(model, attention_mask, group, cache)
+        columns = group.columns.to(device)
         lp[:, columns] = lp[:, columns] + tail
         if is_greedy is not None:
             is_greedy[:, columns] &= tail_greedy
@@ -127,28 +144,34 @@ def score_continuations(
 def tail_log_probs(
     model: PreTrainedModel, attention_mask: torch.Tensor, group: TailGroup, prompt_cache: Cache
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each continuation of the group, the log-probability (B, M) of its tokens after the first, given the
-    prompt, and whether each of those tokens is the argmax.
+    """For each continuation the pass serves, the log-probability (B, M) of its tokens after the first, given the
+    prompt, and whether each of those tokens is the argmax (M = len(group.columns), in that order).
 
-    One row per (prompt, continuation) feeds only the continuation's tokens after the prompt's cached keys and
-    values (repeated in place per continuation), so the prompt is never run twice.
+    Each (prompt, row) feeds the row's tokens after the prompt's cached keys and values (repeated in place per
+    row), so the prompt is never run twice.
     """
     batch = attention_mask.shape[0]
     n_rows, width = group.feed.shape
     device = attention_mask.device
     prompt_cache.batch_repeat_interleave(n_rows)
     prompt_mask = attention_mask.repeat_interleave(n_rows, 0)
-    targets = group.targets.to(device).repeat(batch, 1)
+    feed = group.feed.to(device).repeat(batch, 1)
     out = model(
-        input_ids=group.feed.to(device).repeat(batch, 1),
-        attention_mask=torch.cat([prompt_mask, torch.ones_like(targets)], dim=1),
+        input_ids=feed,
+        attention_mask=torch.cat([prompt_mask, torch.ones_like(feed)], dim=1),
         position_ids=prompt_mask.sum(-1, keepdim=True) + torch.arange(width, device=device),
         past_key_values=prompt_cache,
         use_cache=True,
     )
-    picked = out.logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    argmax = out.logits.argmax(-1) == targets
-    return picked.sum(-1).reshape(batch, n_rows), argmax.all(-1).reshape(batch, n_rows)
+    logits = out.logits.reshape(batch, n_rows * width, -1)
+    positions, tokens = group.positions.to(device), group.tokens.to(device)
+    picked = logits.float().log_softmax(-1)[:, positions, tokens]
+    missed = (logits.argmax(-1)[:, positions] != tokens).float()
+    owners = torch.searchsorted(group.columns.to(device), group.owners.to(device))
+    shape = (batch, len(group.columns))
+    summed = torch.zeros(shape, dtype=picked.dtype, device=device).index_add(1, owners, picked)
+    misses = torch.zeros(shape, device=device).index_add(1, owners, missed)
+    return summed, misses == 0
 
 
 def prompt_part(cache: Cache | None, prompt_len: int) -> Cache | None:
