@@ -331,7 +331,7 @@ def test_compare_table_and_paired_tests(embedded_backend, trained: Path, shared_
     assert rows["Original"]["perplexity"] > 1 and "perplexity" in rows["Debias Tuning"]
     assert "perplexity" not in rows["Instruction"]
     manifest = json.loads((tmp_path / "runs" / "instruction" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["instruction"] == INSTRUCTION
+    assert manifest["family_options"]["paper"]["instruction"] == INSTRUCTION
     md = (tmp_path / "compare.md").read_text(encoding="utf-8")
     assert "| " + " | ".join(COLUMNS) + " |" in md
     assert sum(line.startswith("| stsb |") for line in md.splitlines()) == 4

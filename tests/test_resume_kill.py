@@ -91,16 +91,15 @@ def test_hf_run_killed_after_its_first_batch_resumes_to_the_uninterrupted_result
         probes=["template"],
         limit=4,
         batch_size=2,
-        device="cpu",
-        dtype="float32",
+        model_args={"device": "cpu", "dtype": "float32"},
         generation=GenerationConfig(max_new_tokens=5),
         use_cache=False,
         out=out,
     )
     asked = CountingPrompts(embedded_backend)
     run(options, backend=asked)  # type: ignore[arg-type]
-    # Only the batch that was not saved whole, each prompt twice: its continuation and the groups' scoring call.
-    assert asked.prompts == 2 * (4 - 2 * (len(left) // 2))
+    # Only the batch that was not saved whole, each prompt once (the words' scores read from the same call).
+    assert asked.prompts == 4 - 2 * (len(left) // 2)
     run(options.model_copy(update={"out": tmp_path / "whole"}), backend=embedded_backend)
     assert_same_run(out, tmp_path / "whole", 4)
 
