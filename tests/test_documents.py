@@ -95,7 +95,7 @@ SWEEP_EDITS: list[tuple[str, Edit | None, str]] = [
 
 @pytest.mark.parametrize(("name", "change", "message"), SWEEP_EDITS, ids=[e[0] for e in SWEEP_EDITS])
 def test_a_hand_edited_sweep_file_is_refused(written: Path, tmp_path: Path, name: str, change, message: str) -> None:
-    from fairprobe.cli import best_sweep_setting
+    from fairprobe.mitigation.sweep import best_sweep_setting
 
     path = tmp_path / "sweep.json"
     shutil.copy(written / "sweep" / "sweep.json", path)

@@ -20,7 +20,7 @@ from pathlib import Path
 from fairprobe.errors import ConfigError, RunInterrupted, describe_failure
 from fairprobe.families import family_of_set
 from fairprobe.io import read_text
-from fairprobe.models import check_spec
+from fairprobe.models import scheme_of
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Summary
 from fairprobe.report.leaderboard import check_sort_by, write_comparison
@@ -54,7 +54,7 @@ def check_specs(specs: list[str]) -> list[str]:
     for spec in specs:
         if spec in seen:
             raise ConfigError(f"--model {spec} is given twice: name each model once")
-        check_spec(spec)
+        scheme_of(spec)
         seen.add(spec)
     return specs
 
