@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -189,3 +192,61 @@ def test_cache_cli_stats_and_clear(tmp_path: Path) -> None:
     assert f"{path}: 2 entries" in stats and "openai:test" in stats
     assert "deleted 2 entries" in cli("clear")
     assert ": 0 entries" in cli("stats")
+
+
+def on_full_disk(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """Run `script` (sh) with a 512 KiB tmpfs mounted at tmp_path/disk, in a private user and mount namespace
+    (`unshare -rm`: no root needed, nothing left mounted); $DISK names it, `fill` fills it to the last byte."""
+    disk = tmp_path / "disk"
+    disk.mkdir(exist_ok=True)
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        reason = f"needs `unshare -rm` for a private tmpfs: {probe.stderr.decode().strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    fill = 'fill() { dd if=/dev/zero of="$DISK/fill" bs=4k 2>/dev/null; df -k "$DISK" | tail -1; }'
+    body = f'DISK={disk}; {fill}; mount -t tmpfs -o size=512k tmpfs "$DISK" && {script}'
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(["unshare", "-rm", "sh", "-c", body], capture_output=True, text=True, env=env, check=False)
+
+
+def test_a_full_disk_while_writing_the_cache_warns_once_and_reading_goes_on(tmp_path: Path) -> None:
+    script = """
+import sys, warnings
+from pathlib import Path
+from fairprobe.cache import Cache
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    cache = Cache(Path(sys.argv[1]) / "calls.sqlite")
+    cache.put("kept", "stored before the disk filled", "generation", "m")
+    open(Path(sys.argv[1]) / "fill", "wb").close()
+    import subprocess; subprocess.run(["sh", "-c", "dd if=/dev/zero of=" + sys.argv[1] + "/fill bs=4k 2>/dev/null"])
+    for batch in range(3):
+        cache.put_many([(f"{batch}-{i}", "x" * 2000) for i in range(300)], "generation", "m")
+    print(cache.get("kept"))
+    print(len([w for w in caught if "cache" in str(w.message)]), cache.write_error)
+"""
+    (tmp_path / "write.py").write_text(script)
+    done = on_full_disk(tmp_path, f'{sys.executable} {tmp_path}/write.py "$DISK"')
+    assert done.returncode == 0, done.stderr
+    kept, warned = done.stdout.splitlines()[-2:]
+    assert kept == "stored before the disk filled"
+    assert warned == "1 database or disk is full"
+
+
+def test_a_full_disk_while_opening_the_cache_warns_once_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A real run (the embedded model, two prompts) with its cache on a disk that is already full."""
+    run = tmp_path / "run"
+    command = (
+        f"{Path(sys.executable).parent / 'fairprobe'} run --probes template --limit 2 --out {run} "
+        '--cache "$DISK/calls.sqlite" --batch-size 2'
+    )
+    done = on_full_disk(tmp_path, f"fill && {command}")
+    assert done.returncode == 0, done.stderr
+    warnings_seen = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings_seen) == 1, done.stderr
+    assert "calls.sqlite cannot be used (" in warnings_seen[0] and "the run goes on without it" in warnings_seen[0]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["results"]["template"]["n"] == 2
+    assert len(read_samples(run / "samples.jsonl")) == 2

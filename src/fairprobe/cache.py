@@ -4,6 +4,8 @@ Keys are sha256 digests of a JSON object (model identity, decoding parameters, e
 so rerunning a suite, adding a probe set or re-scoring with another detector asks the model nothing twice.
 The database lives in fairprobe's cache folder (`$FAIRPROBE_CACHE_DB` or `--cache PATH` move it);
 WAL mode and one connection per thread make it safe for concurrent requests and concurrent runs.
+A cache the disk cannot hold (full, read-only, gone) never stops a run: it warns once and the run goes on
+uncached; only a database sqlite cannot read is an error.
 """
 
 from __future__ import annotations
@@ -31,6 +33,27 @@ CREATE TABLE IF NOT EXISTS entries (
     created REAL NOT NULL
 )
 """
+
+
+# SQLite's primary result codes that blame the disk, not the database: I/O error, read-only, full, cannot open.
+_DISK_CODES = {10, 8, 13, 14}
+# Paths already warned about in this process: a run with several models (or passes) warns once per cache.
+_WARNED: set[str] = set()
+
+
+def disk_problem(exc: Exception) -> bool:
+    """Whether an error opening or using the cache comes from the disk (full, read-only) rather than a damaged file."""
+    if isinstance(exc, OSError):
+        return True
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _DISK_CODES
+
+
+def warn_once(path: Path, text: str) -> None:
+    """One warning per cache path and process."""
+    if str(path) not in _WARNED:
+        _WARNED.add(str(path))
+        warnings.warn(text, stacklevel=4)
 
 
 def default_cache_path() -> Path:
@@ -65,10 +88,25 @@ class Cache:
             raise ConfigError(f"cache path is a folder, not a file: {self.path}")
         if self.path.exists() and not self.path.is_file():
             raise ConfigError(f"cache path is not a regular file (a pipe, socket or device): {self.path}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self.write_error: str | None = None
-        self._connect()
+        self.unavailable: str | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._connect()
+        except (OSError, sqlite3.Error) as exc:
+            self._disk_failed(exc)
+
+    def _disk_failed(self, exc: Exception) -> None:
+        """Go on without the cache after a disk failure (one warning); any other failure is the damaged-file error."""
+        if not disk_problem(exc):
+            raise self._damaged(exc) from None  # type: ignore[arg-type]
+        self.unavailable = str(getattr(exc, "strerror", None) or exc)
+        warn_once(
+            self.path,
+            f"cache {self.path} cannot be used ({self.unavailable}): the run goes on without it, "
+            f"answers are kept in the run folder but not cached",
+        )
 
     def _damaged(self, exc: sqlite3.Error) -> ConfigError:
         """The one-line error for a database sqlite cannot read, with how to get past it."""
@@ -86,6 +124,8 @@ class Cache:
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(_SCHEMA)
             except sqlite3.DatabaseError as exc:
+                if disk_problem(exc):
+                    raise
                 raise self._damaged(exc) from None
             self._local.conn = conn
         return conn
@@ -99,10 +139,12 @@ class Cache:
 
     def get_many(self, keys: list[str]) -> dict[str, Any]:
         """The stored values of those keys that are present; an entry that is not JSON is dropped (asked again)."""
-        conn = self._connect()
+        if self.unavailable is not None:
+            return {}
         found: dict[str, Any] = {}
         damaged: list[str] = []
         try:
+            conn = self._connect()
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -111,14 +153,15 @@ class Cache:
                         found[key] = json.loads(value)
                     except (TypeError, ValueError, RecursionError):
                         damaged.append(key)
-        except sqlite3.DatabaseError as exc:
-            raise self._damaged(exc) from None
+        except sqlite3.Error as exc:
+            self._disk_failed(exc)
+            return {}
         self.discard(damaged)
         return found
 
     def discard(self, keys: list[str]) -> None:
         """Delete entries that cannot be used (damaged or of the wrong shape), so they are asked again."""
-        if not keys:
+        if not keys or self.unavailable is not None:
             return
         try:
             self._connect().executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in keys])
@@ -131,12 +174,12 @@ class Cache:
 
     def put_many(self, items: list[tuple[str, Any]], kind: str, model: str) -> None:
         """Store (key, JSON-able value) pairs in one transaction."""
-        if not items:
+        if not items or self.unavailable is not None:
             return
         now = time.time()
         rows = [(k, kind, redact(model), redact(json.dumps(v, ensure_ascii=False)), now) for k, v in items]
-        conn = self._connect()
         try:
+            conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
@@ -152,18 +195,24 @@ class Cache:
         """A write that fails (read-only file, full disk) only warns once: the run keeps its answers in samples.jsonl."""
         if self.write_error is None:
             self.write_error = str(exc)
-            warnings.warn(
+            warn_once(
+                self.path,
                 f"cache {self.path} cannot be written ({exc}): answers are kept in the run folder but not cached",
-                stacklevel=3,
             )
 
     def put(self, key: str, value: Any, kind: str, model: str) -> None:
         """Store one value (e.g. a judge verdict)."""
         self.put_many([(key, value)], kind, model)
 
+    def _usable(self) -> sqlite3.Connection:
+        """The connection for `cache stats` / `cache clear`, which cannot go on without the database."""
+        if self.unavailable is not None:
+            raise ConfigError(f"cache {self.path} cannot be opened: {self.unavailable}")
+        return self._connect()
+
     def stats(self) -> CacheStats:
         """Entry counts by kind and model, and the database size."""
-        conn = self._connect()
+        conn = self._usable()
         try:
             by_kind = dict(conn.execute("SELECT kind, COUNT(*) FROM entries GROUP BY kind ORDER BY kind").fetchall())
             by_model = dict(
@@ -176,7 +225,7 @@ class Cache:
 
     def clear(self, model: str | None = None) -> int:
         """Delete every entry (or one model's); returns how many were deleted."""
-        conn = self._connect()
+        conn = self._usable()
         try:
             if model is None:
                 deleted = conn.execute("DELETE FROM entries").rowcount
