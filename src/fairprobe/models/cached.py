@@ -8,7 +8,11 @@ import numpy as np
 
 from fairprobe.cache import Cache, cache_key
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
+from fairprobe.models.content import model_content
 from fairprobe.records import message_dicts
+
+# -M settings of how to reach a model, not of what it answers: never part of a key (nor is the API key).
+TRANSPORT_ARGS = frozenset({"api_key", "base_url", "concurrency", "timeout", "retry", "limits"})
 
 
 def prompt_json(prompt: Prompt) -> str | list[dict[str, str]]:
@@ -83,11 +87,12 @@ class CachedBackend:
     def __init__(self, inner: ModelBackend, cache: Cache, model_args: dict[str, Any] | None = None) -> None:
         self.inner = inner
         self.cache = cache
-        # -M model args may change the answers (a revision, a chat template); a key leaves out none but the API key.
-        self._model_args = {k: v for k, v in sorted((model_args or {}).items()) if k != "api_key"}
+        # -M model args may change the answers (a revision, a chat template); a key leaves out the endpoint's own.
+        self._model_args = {k: v for k, v in sorted((model_args or {}).items()) if k not in TRANSPORT_ARGS}
         self.name = inner.name
         self.has_chat_template = inner.has_chat_template
         self._identity = inner.identity()
+        self._content = model_content(self._identity)
         self._model_label = str(self._identity.get("id", inner.name))
         self.hits = 0
         self.misses = 0
@@ -99,9 +104,9 @@ class CachedBackend:
     def keys(
         self, prompts: list[Prompt], config: GenerationConfig, word_pairs: list[tuple[str, str]] | None
     ) -> list[str]:
-        """One content address per prompt: model identity and args, decoding parameters, prompt and word pairs."""
+        """One content address per prompt: the model by content and its args, decoding, prompt and word pairs."""
         base: dict[str, Any] = {
-            "model": self._identity,
+            "model": self._content,
             "decoding": decoding_key(config),
             "word_pairs": None if word_pairs is None else [list(p) for p in word_pairs],
         }
