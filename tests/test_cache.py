@@ -63,6 +63,7 @@ def test_store_round_trip_stats_and_clear(tmp_path: Path) -> None:
         {"generation": 2, "judge": 1},
         {"m": 2, "openai:judge": 1},
     )
+    assert stats.by_model_kind == {"m": {"generation": 2}, "openai:judge": {"judge": 1}}
     with sqlite3.connect(cache.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert cache.clear("m") == 2 and cache.stats().entries == 1
@@ -179,9 +180,16 @@ def test_answers_paid_for_are_kept_when_a_later_request_fails(tmp_path: Path) ->
     assert cache.stats().entries == 2
 
 
-def test_cache_cli_stats_and_clear(tmp_path: Path) -> None:
+def test_cache_cli_stats_by_model_and_clear_with_converted_models(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "c.sqlite"
     Cache(path).put_many([("k1", 1), ("k2", 2)], "generation", "openai:test")
+    Cache(path).put("k3", {"verdict": "yes"}, "judge", "openai:judge")
+    root = tmp_path / "fairprobe-cache"
+    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(root))
+    (root / "models" / "smollm2-135m-instruct-b179c9523d0e").mkdir(parents=True)
+    (root / "models" / "smollm2-135m-instruct-b179c9523d0e" / "model.safetensors").write_bytes(b"w" * 540_000)
+    (root / "data" / "org__repo").mkdir(parents=True)
+    (root / "data" / "org__repo" / "templates.txt").write_bytes(b"t" * 2_000)
 
     def cli(*args: str) -> str:
         done = CliRunner().invoke(app, ["cache", *args, "--cache", str(path)], terminal_width=400)
@@ -189,9 +197,17 @@ def test_cache_cli_stats_and_clear(tmp_path: Path) -> None:
         return done.output
 
     stats = cli("stats")
-    assert f"{path}: 2 entries" in stats and "openai:test" in stats
-    assert "deleted 2 entries" in cli("clear")
-    assert ": 0 entries" in cli("stats")
+    assert f"{path}: 3 answers" in stats
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in stats.splitlines() if line.startswith("│")]
+    rows = {row[0]: row[1:3] for row in cells if row[0].startswith("openai:")}
+    assert rows == {"openai:judge": ["1", "judge 1"], "openai:test": ["2", "generation 2"]}
+    assert f"{root}: 542.0 kB besides the answers" in stats
+    assert "models/smollm2-135m-instruct-b179c9523d0e │ 540.0 kB" in stats and "data/org__repo" in stats
+    assert "deleted 2 answers" in cli("clear", "--model", "openai:test")
+    cleared = cli("clear", "--models")
+    assert "deleted 1 answers" in cleared and "deleted 1 converted models and files, 540.0 kB" in cleared
+    assert not (root / "models").exists() and (root / "data" / "org__repo" / "templates.txt").is_file()
+    assert ": 0 answers" in cli("stats")
 
 
 def on_full_disk(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
@@ -302,3 +318,20 @@ def test_a_model_folder_is_named_by_its_files_wherever_it_lies(tmp_path: Path, m
     monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "b" / "config.json").write_text('{"n": 20}')  # another size: seen as changed whatever the clock
     assert content.folder_digest(tmp_path / "b") != first
+
+
+def test_a_cache_on_a_network_disk_uses_the_rollback_journal() -> None:
+    from fairprobe.cache import filesystem_type, journal_mode
+
+    mounts = (
+        "overlay / overlay rw 0 0\n"
+        "server:/export/team /mnt/team nfs4 rw,relatime 0 0\n"
+        "//nas/ml /mnt/nas\\040share cifs rw 0 0\n"
+        "tmpfs /mnt/team/local tmpfs rw 0 0\n"
+    )
+    assert filesystem_type(Path("/mnt/team/fairprobe"), mounts) == "nfs4"
+    assert filesystem_type(Path("/mnt/team/local/x"), mounts) == "tmpfs"  # the deepest mount point wins
+    assert filesystem_type(Path("/mnt/teamwork"), mounts) == "overlay"  # a prefix of a name is not a parent
+    assert journal_mode(Path("/mnt/nas share/cache"), mounts) == "DELETE"
+    assert journal_mode(Path("/mnt/team"), mounts) == "DELETE"
+    assert journal_mode(Path("/home/me/.cache"), mounts) == "WAL"

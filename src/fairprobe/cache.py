@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -56,6 +57,39 @@ def warn_once(path: Path, text: str) -> None:
         warnings.warn(text, stacklevel=4)
 
 
+# File systems that other machines write too: SQLite's WAL needs memory shared by every writer, so there
+# the cache uses the rollback journal and the file system's locks instead.
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs"}
+    | {f"fuse.{name}" for name in ("sshfs", "glusterfs", "cephfs", "rclone", "s3fs", "gcsfuse", "juicefs")}
+)
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the file system holding `path`, from /proc/mounts (None where that cannot be read)."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text(encoding="utf-8")
+        except OSError:
+            return None
+    target, best, kind = str(path.resolve()), "", None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+def journal_mode(folder: Path, mounts: str | None = None) -> str:
+    """WAL on a local disk; the rollback journal on a network file system (one shared by a team's machines)."""
+    kind = filesystem_type(folder, mounts) or ""
+    return "DELETE" if kind in NETWORK_FILESYSTEMS else "WAL"
+
+
 def default_cache_path() -> Path:
     """$FAIRPROBE_CACHE_DB, else calls.sqlite in fairprobe's cache folder."""
     env = os.environ.get("FAIRPROBE_CACHE_DB")
@@ -77,6 +111,57 @@ class CacheStats:
     size_bytes: int
     by_kind: dict[str, int]
     by_model: dict[str, int]
+    by_model_kind: dict[str, dict[str, int]]
+    model_bytes: dict[str, int]
+
+
+# What fairprobe keeps in its cache folder besides the answers; `cache clear --models` drops the rebuilt ones.
+STORED = {
+    "models": "converted model (safetensors from GGUF; rebuilt on next use)",
+    "gguf": "GGUF assembled from package parts (rebuilt on next use)",
+    "data": "downloaded probe-set files (pinned, sha256-checked)",
+    "digests": "model-folder file digests (recomputed on next use)",
+}
+REBUILT = ("models", "gguf", "digests")
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    """One thing in fairprobe's cache folder: what it is, where, how many bytes."""
+
+    what: str
+    path: Path
+    size: int
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of a file or of every file below a folder (symlinks not followed)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def stored_items(root: Path | None = None) -> list[StoredItem]:
+    """Everything fairprobe keeps in its cache folder besides the answer database: one row per converted model,
+    assembled GGUF and download source, one for the digests."""
+    root = root or cache_dir()
+    items = []
+    for name, what in STORED.items():
+        folder = root / name
+        if not folder.is_dir():
+            continue
+        parts = [folder] if name == "digests" else sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        items.extend(StoredItem(what, part, tree_size(part)) for part in parts)
+    return items
+
+
+def clear_rebuilt(root: Path | None = None) -> list[StoredItem]:
+    """Delete what fairprobe rebuilds on next use (converted models, assembled GGUF, digests); returns what went."""
+    root = root or cache_dir()
+    gone = [item for item in stored_items(root) if item.path.relative_to(root).parts[0] in REBUILT]
+    for name in REBUILT:
+        shutil.rmtree(root / name, ignore_errors=True)
+    return gone
 
 
 class Cache:
@@ -91,8 +176,10 @@ class Cache:
         self._local = threading.local()
         self.write_error: str | None = None
         self.unavailable: str | None = None
+        self.journal = "WAL"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.journal = journal_mode(self.path.parent)
             self._connect()
         except (OSError, sqlite3.Error) as exc:
             self._disk_failed(exc)
@@ -120,7 +207,7 @@ class Cache:
         if conn is None:
             try:
                 conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA journal_mode={self.journal}")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(_SCHEMA)
             except sqlite3.DatabaseError as exc:
@@ -215,13 +302,20 @@ class Cache:
         conn = self._usable()
         try:
             by_kind = dict(conn.execute("SELECT kind, COUNT(*) FROM entries GROUP BY kind ORDER BY kind").fetchall())
-            by_model = dict(
-                conn.execute("SELECT model, COUNT(*) FROM entries GROUP BY model ORDER BY model").fetchall()
-            )
+            rows = conn.execute(
+                "SELECT model, kind, COUNT(*), SUM(LENGTH(key) + LENGTH(value)) FROM entries "
+                "GROUP BY model, kind ORDER BY model, kind"
+            ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise self._damaged(exc) from None
+        by_model_kind: dict[str, dict[str, int]] = {}
+        model_bytes: dict[str, int] = {}
+        for model, kind, count, size in rows:
+            by_model_kind.setdefault(model, {})[kind] = count
+            model_bytes[model] = model_bytes.get(model, 0) + int(size or 0)
+        by_model = {model: sum(kinds.values()) for model, kinds in by_model_kind.items()}
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
-        return CacheStats(self.path, sum(by_kind.values()), size, by_kind, by_model)
+        return CacheStats(self.path, sum(by_kind.values()), size, by_kind, by_model, by_model_kind, model_bytes)
 
     def clear(self, model: str | None = None) -> int:
         """Delete every entry (or one model's); returns how many were deleted."""
