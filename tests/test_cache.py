@@ -335,3 +335,25 @@ def test_a_cache_on_a_network_disk_uses_the_rollback_journal() -> None:
     assert journal_mode(Path("/mnt/nas share/cache"), mounts) == "DELETE"
     assert journal_mode(Path("/mnt/team"), mounts) == "DELETE"
     assert journal_mode(Path("/home/me/.cache"), mounts) == "WAL"
+
+
+def test_a_cache_on_a_read_only_disk_is_still_read_and_warns_once(tmp_path: Path) -> None:
+    script = """
+import sys, warnings
+from pathlib import Path
+from fairprobe.cache import Cache
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    cache = Cache(Path(sys.argv[1]) / "calls.sqlite")
+    cache.put_many([("a", 1), ("b", 2)], "generation", "m")
+    cache.put("c", 3, "generation", "m")
+    print(cache.get_many(["a", "b", "c", "d"]), len(caught), cache.write_error)
+"""
+    (tmp_path / "read.py").write_text(script)
+    make = 'python -c "from fairprobe.cache import Cache; Cache(__import__(\\"pathlib\\").Path(\\"$DISK/calls.sqlite\\")).put(\\"a\\", 1, \\"generation\\", \\"m\\")"'
+    done = on_full_disk(
+        tmp_path,
+        f'{make.replace("python", sys.executable, 1)} && mount -o remount,ro "$DISK" && {sys.executable} {tmp_path}/read.py "$DISK"',
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "{'a': 1} 1 unable to open database file"

@@ -206,16 +206,43 @@ class Cache:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-                conn.execute(f"PRAGMA journal_mode={self.journal}")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(_SCHEMA)
+                conn = self._open_for_writing()
             except sqlite3.DatabaseError as exc:
-                if disk_problem(exc):
+                if not disk_problem(exc):
+                    raise self._damaged(exc) from None
+                if not self.path.is_file():
                     raise
-                raise self._damaged(exc) from None
+                conn = self._open_read_only(exc)
             self._local.conn = conn
         return conn
+
+    def _open_for_writing(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA journal_mode={self.journal}")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
+    def _open_read_only(self, why: sqlite3.Error) -> sqlite3.Connection:
+        """An existing cache the disk will not let us write (read-only, full): its answers are still reused.
+
+        A WAL database on a read-only file system cannot make its shared-memory file, so the last try opens it as
+        immutable (nothing can write it there either)."""
+        for query in ("mode=ro", "mode=ro&immutable=1"):
+            uri = f"{self.path.resolve().as_uri()}?{query}"
+            conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+            try:
+                conn.execute("SELECT COUNT(*) FROM entries WHERE key = ''").fetchone()
+            except sqlite3.Error:
+                conn.close()
+                continue
+            self._write_failed(why)
+            return conn
+        raise why
 
     def close(self) -> None:
         """Close this thread's connection (its WAL is folded into the database file)."""
@@ -248,7 +275,7 @@ class Cache:
 
     def discard(self, keys: list[str]) -> None:
         """Delete entries that cannot be used (damaged or of the wrong shape), so they are asked again."""
-        if not keys or self.unavailable is not None:
+        if not keys or self.unavailable is not None or self.write_error is not None:
             return
         try:
             self._connect().executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in keys])
@@ -261,7 +288,7 @@ class Cache:
 
     def put_many(self, items: list[tuple[str, Any]], kind: str, model: str) -> None:
         """Store (key, JSON-able value) pairs in one transaction."""
-        if not items or self.unavailable is not None:
+        if not items or self.unavailable is not None or self.write_error is not None:
             return
         now = time.time()
         rows = [(k, kind, redact(model), redact(json.dumps(v, ensure_ascii=False)), now) for k, v in items]
