@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fairprobe.errors import ConfigError
-from fairprobe.io import cache_dir, sha256_bytes
+from fairprobe.io import cache_dir, sha256_bytes, tree_size
 from fairprobe.redact import redact
 
 _SCHEMA = """
@@ -132,13 +132,6 @@ class StoredItem:
     what: str
     path: Path
     size: int
-
-
-def tree_size(path: Path) -> int:
-    """Bytes of a file or of every file below a folder (symlinks not followed)."""
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def stored_items(root: Path | None = None) -> list[StoredItem]:
