@@ -30,6 +30,7 @@ from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redact
 from fairprobe.runfolder import FolderLock, check_folder
+from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
 
@@ -130,8 +131,11 @@ class RunWriter:
 
 
 def load_sets(options: RunOptions) -> list[ProbeSet]:
-    """Load every probe set of the run before any model work, so bad data fails fast."""
-    sets = []
+    """Load every probe set of the run before any model work, so bad data fails fast.
+
+    A suite run without --probes and --data-dir falls back, offline, to its sets that need no download,
+    and says so in one line; a set named with --probes that cannot be downloaded is an error."""
+    sets, unreachable = [], []
     for name in options.probe_names():
         family = family_of_set(name)
         if family is not None and name not in PROBE_SETS and family.suite != options.suite:
@@ -140,9 +144,21 @@ def load_sets(options: RunOptions) -> list[ProbeSet]:
             raise ConfigError(
                 f"probe set {name!r} belongs to suite {PROBE_SETS.get(name).suite!r}, not {options.suite!r}"
             )
-        sets.append(load_probe_set(name, data_dir=options.data_dir, limit=options.limit, **options.probe_options))
+        try:
+            sets.append(load_probe_set(name, data_dir=options.data_dir, limit=options.limit, **options.probe_options))
+        except Unreachable:
+            if options.probes or options.data_dir is not None:
+                raise
+            unreachable.append(name)
+    if unreachable and sets:
+        warnings.warn(
+            f"offline: running {', '.join(ps.name for ps in sets)} (no download needed); "
+            f"{', '.join(unreachable)} need a download or --data-dir",
+            stacklevel=2,
+        )
     if not sets:
-        raise DataError(f"suite {options.suite!r} has no probe sets to run")
+        hint = f" (offline: {', '.join(unreachable)} need a download or --data-dir)" if unreachable else ""
+        raise DataError(f"suite {options.suite!r} has no probe sets to run{hint}")
     return sets
 
 
