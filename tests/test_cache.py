@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from conftest import private_namespace
 from fairprobe.cache import Cache, cache_key
 from fairprobe.cli import app
 from fairprobe.errors import ConfigError
@@ -215,16 +216,11 @@ def on_full_disk(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
     (`unshare -rm`: no root needed, nothing left mounted); $DISK names it, `fill` fills it to the last byte."""
     disk = tmp_path / "disk"
     disk.mkdir(exist_ok=True)
-    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, check=False)
-    if probe.returncode != 0:
-        reason = f"needs `unshare -rm` for a private tmpfs: {probe.stderr.decode().strip()}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    unshare = private_namespace("-rm")
     fill = 'fill() { dd if=/dev/zero of="$DISK/fill" bs=4k 2>/dev/null; df -k "$DISK" | tail -1; }'
     body = f'DISK={disk}; {fill}; mount -t tmpfs -o size=512k tmpfs "$DISK" && {script}'
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(["unshare", "-rm", "sh", "-c", body], capture_output=True, text=True, env=env, check=False)
+    return subprocess.run([*unshare, "sh", "-c", body], capture_output=True, text=True, env=env, check=False)
 
 
 def test_a_full_disk_while_writing_the_cache_warns_once_and_reading_goes_on(tmp_path: Path) -> None:
