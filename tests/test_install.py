@@ -103,9 +103,7 @@ def test_the_wheel_installs_with_its_extras_and_the_quick_start_runs_offline_fro
     # The first conversion says where it writes how much, shows its tensors, and draws no carriage-return bar.
     converted = tmp_path / "home" / ".cache" / "fairprobe" / "models" / "smollm2-135m-instruct-b179c9523d0e"
     assert any(line.endswith(f"into {converted} (`fairprobe cache clear --models` removes it)") for line in lines)
-    assert any(
-        line.endswith("converting smollm2-135m-instruct: 272/272 (100%)" + line.split("(100%)")[-1]) for line in lines
-    )
+    assert any("converting smollm2-135m-instruct: 272/272 (100%)" in line for line in lines)
     assert any(f"MB written to {converted}" in line for line in lines)
     assert "\r" not in done.stderr and (converted / "config.json").is_file()
     run = empty / "runs" / "smollm2-135m-instruct" / "paper"
