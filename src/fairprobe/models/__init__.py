@@ -46,7 +46,7 @@ def _load_embedded(name: str, **options: Any) -> ModelBackend:
         return with_hf_content(load_hf(entry.hub_id, name=name, info=info, **options), entry.hub_id, options)
     sha = sha256_file(gguf)
     folder = converted_folder(entry, gguf, sha)
-    info = {"id": name, "source": str(gguf), "gguf_sha256": sha, "license": entry.license}
+    info = {"id": name, "source": str(gguf), "gguf_sha256": sha, "hub_id": entry.hub_id, "license": entry.license}
     return load_hf(str(folder), name=name, info=info, **options)
 
 
