@@ -110,3 +110,28 @@ def test_the_wheel_installs_with_its_extras_and_the_quick_start_runs_offline_fro
     assert {"manifest.json", "samples.jsonl", "summary.json", "report.html"} <= {p.name for p in run.iterdir()}
     assert "fairprobe summary: smollm2-135m-instruct" in done.stdout
     assert os.listdir(empty) == ["runs"]
+    shares_the_cache_with_this_environment(tmp_path, env)
+
+
+def shares_the_cache_with_this_environment(tmp_path: Path, fresh_env: dict[str, str]) -> None:
+    """Two virtualenvs (this one, editable, and the fresh one from the wheel, each with its own copy of the
+    embedded model at another path) and the Python API share one cache: the second asks the model nothing."""
+    import fairprobe
+
+    shared = tmp_path / "team" / "calls.sqlite"
+    first = fairprobe.run(probes="template", limit=8, out=tmp_path / "api-run", cache=shared, progress=False)
+    assert first.manifest["model"]["source"].startswith(str(REPO))  # this environment's copy of the model
+    done = subprocess.run(
+        ["fairprobe", "run", "--probes", "template", "--limit", "8", "--cache", str(shared), "--out", "cli-run"],
+        cwd=tmp_path / "empty",
+        env=fresh_env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    reused = [line for line in done.stderr.splitlines() if "answers reused" in line]
+    assert len(reused) == 1 and reused[0].endswith(" answers reused, 0 asked the model"), done.stderr
+    again = fairprobe.load(tmp_path / "empty" / "cli-run")
+    assert again.manifest["model"]["source"] != first.manifest["model"]["source"]
+    assert again.samples == first.samples  # the same answers, byte for byte
