@@ -48,6 +48,10 @@ class Run:
     summary: Summary
     manifest: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    def __repr__(self) -> str:
+        sets = ", ".join(f"{name} (n={r.n})" for name, r in self.summary.results.items())
+        return f"Run(model={self.model!r}, folder={str(self.folder) if self.folder else None!r}, sets: {sets})"
+
     @property
     def model(self) -> str:
         """The model's label, as the summary names it."""
@@ -82,6 +86,9 @@ class Comparison:
     folder: Path
     runs: dict[str, Run]
     leaderboard: dict[str, Any] = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"Comparison(folder={str(self.folder)!r}, models={list(self.runs)})"
 
     @property
     def report_path(self) -> Path | None:
