@@ -32,6 +32,12 @@ def test_docs_build_strict(tmp_path: Path) -> None:
         if f.suffix in (".html", ".css", ".js") and loads.search(f.read_text(encoding="utf-8", errors="replace"))
     ]
     assert remote == []
+    # The API reference is generated from the docstrings: every public function with its arguments.
+    reference = (site / "reference" / "index.html").read_text(encoding="utf-8")
+    for name in ("run", "compare", "sweep", "tune", "score", "check", "load"):
+        assert f'id="fairprobe.api.{name}"' in reference, name
+    assert "prompts per set, drawn with a fixed seed" in reference  # run()'s `limit`, from its docstring
+    assert (site / "python-api.ipynb").is_file()
     metrics = (site / "metrics" / "index.html").read_text(encoding="utf-8")
     # The formulas live in the repository, not in a file beside it.
     for formula in ("GLD           = mean over x of |F(x) - M(x)| / (F(x) + M(x))", "Delta  = |GAS(F) - GAS(M)|"):
