@@ -138,3 +138,45 @@ def test_a_transformers_and_a_peft_model_in_memory_are_measured_directly(
         fairprobe.run(model, tokenizer=tokenizer, out="mem", **common)
     with pytest.raises(ConfigError, match="a model object needs its tokenizer"):
         fairprobe.run(model, out="x", **common)
+
+
+def test_a_list_of_models_runs_each_and_loads_back_as_a_comparison(tmp_path: Path, monkeypatch) -> None:
+    import fairprobe.models
+    from test_leaderboard import LeaningBackend
+
+    monkeypatch.setattr(fairprobe.models.SCHEMES, "_entries", dict(fairprobe.models.SCHEMES._entries))
+    fairprobe.models.register_scheme("api-a")(lambda rest, **kw: LeaningBackend("api-a", 2, 0.0))
+    fairprobe.models.register_scheme("api-b")(lambda rest, **kw: LeaningBackend("api-b", 5, 1.0))
+    common = {"probes": ["template"], "limit": 16, "use_cache": False, "progress": False}
+    both = fairprobe.run(["api-a:x", "api-b:x"], out=tmp_path / "runs", sort_by="gld", **common)
+    assert isinstance(both, fairprobe.Comparison) and both.folder == tmp_path / "runs" / "comparison"
+    assert list(both.runs) == ["api-a", "api-b"] and both.report_path is not None
+    frame = both.to_pandas()
+    assert set(frame.model) == {"api-a", "api-b"}
+    for name, run in both.runs.items():
+        own = frame[frame.model == name].drop(columns="model").reset_index(drop=True)
+        assert own.equals(run.to_pandas().drop(columns="model"))  # each model's rows, as its run gives them
+    again = fairprobe.load(both.folder)
+    assert again.leaderboard == both.leaderboard and len(again.to_pandas("samples")) == 32
+
+
+def test_sweep_and_compare_return_their_folders_read_back(tmp_path: Path, monkeypatch) -> None:
+    import fairprobe.models
+    from test_leaderboard import LeaningBackend
+
+    monkeypatch.setattr(fairprobe.models.SCHEMES, "_entries", dict(fairprobe.models.SCHEMES._entries))
+    fairprobe.models.register_scheme("api-c")(lambda rest, **kw: LeaningBackend("api-c", 2, 0.0))
+    common = {"probes": "template", "limit": 8, "progress": False}
+    grid = fairprobe.sweep("api-c:x", only="temperature", temperature=[0.5, 0.7], seeds=1, out=tmp_path / "s", **common)
+    assert isinstance(grid, fairprobe.Sweep) and grid.best()["setting"] in ("temperature=0.5", "temperature=0.7")
+    assert grid.to_pandas().setting.tolist() == ["greedy", "temperature=0.5", "temperature=0.7"]
+    methods = fairprobe.compare("api-c:x", sweep=grid, out=tmp_path / "c", **common)
+    assert isinstance(methods, fairprobe.MitigationComparison)
+    assert methods.result["method_order"] == ["Original", "Hyperparameter", "Instruction"]
+    best = float(grid.best()["setting"].split("=")[1])
+    assert methods.result["methods"]["Hyperparameter"]["decoding"]["temperature"] == best  # the sweep's best
+    frame = methods.to_pandas()
+    assert frame.drop_duplicates("method").method.tolist() == ["Original", "Hyperparameter", "Instruction"]
+    assert set(methods.runs) == {"original", "hyperparameter", "instruction"}
+    with pytest.raises(ConfigError, match="unknown sweep parameter 'tempreature'"):
+        fairprobe.sweep("api-c:x", only="tempreature", out=tmp_path / "t", **common)

@@ -57,7 +57,9 @@ def method_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """A mitigation comparison (compare.json) as rows: set x method x metric with value and interval."""
     rows = []
     for set_name, entry in result.get("sets", {}).items():
-        for method, row in entry.get("methods", {}).items():
+        methods = entry.get("methods", {})
+        for method in result.get("method_order") or list(methods):
+            row = methods[method]
             for name, obj in row.get("metrics", {}).items():
                 metric = metric_row("", set_name, OVERALL, row.get("n", 0), name, MetricValue.model_validate(obj))
                 rows.append({"method": method, **{k: v for k, v in metric.items() if k != "model"}})
