@@ -60,4 +60,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *API])
+    """The public names (tab completion in a notebook offers the API)."""
+    return sorted(__all__)
