@@ -74,6 +74,8 @@ def run_options(model: str, settings: dict[str, Any]) -> Any:
         settings[key] = value if value is not None else model_args.pop(key, "auto")
     decoding = {k: settings.pop(k) for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
     instruction = settings.pop("instruction")
+    if settings.get("adapter") is not None:
+        settings["adapter"] = str(settings["adapter"])
     paths = {field: path_or_none(settings.pop(arg), arg) for arg, field in PATH_ARGS.items()}
     return RunOptions(
         model=model,
