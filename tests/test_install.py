@@ -119,10 +119,10 @@ def shares_the_cache_with_this_environment(tmp_path: Path, fresh_env: dict[str, 
     import fairprobe
 
     shared = tmp_path / "team" / "calls.sqlite"
-    first = fairprobe.run(probes="template", limit=8, out=tmp_path / "api-run", cache=shared, progress=False)
+    first = fairprobe.run(probes="template", limit=4, out=tmp_path / "api-run", cache=shared, progress=False)
     assert first.manifest["model"]["source"].startswith(str(REPO))  # this environment's copy of the model
     done = subprocess.run(
-        ["fairprobe", "run", "--probes", "template", "--limit", "8", "--cache", str(shared), "--out", "cli-run"],
+        ["fairprobe", "run", "--probes", "template", "--limit", "4", "--cache", str(shared), "--out", "cli-run"],
         cwd=tmp_path / "empty",
         env=fresh_env,
         capture_output=True,
