@@ -59,39 +59,25 @@ def shown(progress: bool) -> Iterator[Progress]:
 
 
 def run_options(model: str, settings: dict[str, Any]) -> Any:
-    """The runner's options from the API's arguments: decoding into a GenerationConfig, names into lists, backend
-    settings (device, dtype, base_url, ...) out of `model_args`."""
-    from fairprobe.families.paper import INSTRUCTION
-    from fairprobe.models import GenerationConfig
-    from fairprobe.runner import RunOptions
+    """The runner's options from the API's arguments, built as the CLI builds them from its flags: decoding into a
+    GenerationConfig, backend settings (`device`, `dtype`, ... and `model_args`) typed per backend, the paper's
+    settings (`instruction`, `words`) as its family options beside `options`."""
+    from fairprobe.options import run_options_from_settings
 
+    settings = dict(settings)
     model_args = dict(settings.pop("model_args") or {})
-    endpoint = {
-        k: model_args.pop(k) for k in ("base_url", "concurrency", "implicit", "top_logprobs") if k in model_args
-    }
-    for key in ("device", "dtype"):
-        value = settings.pop(key)
-        settings[key] = value if value is not None else model_args.pop(key, "auto")
-    decoding = {k: settings.pop(k) for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
-    instruction = settings.pop("instruction")
+    probe_options = {k.replace("-", "_"): str(v) for k, v in (settings.pop("options") or {}).items()}
     if settings.get("adapter") is not None:
-        settings["adapter"] = str(settings["adapter"])
-    paths = {field: path_or_none(settings.pop(arg), arg) for arg, field in PATH_ARGS.items()}
-    return RunOptions(
-        model=model,
-        probes=names(settings.pop("probes"), "probes"),
-        probe_options={k.replace("-", "_"): str(v) for k, v in (settings.pop("options") or {}).items()},
-        generation=GenerationConfig(**decoding, seed=settings["seed"]),
-        instruction=INSTRUCTION if instruction == "paper" else instruction,
-        model_args=model_args,
-        **settings,
-        **endpoint,
-        **paths,
-    )
+        settings["adapter"] = str(path_or_none(settings["adapter"], "adapter"))
+    for arg in PATH_ARGS:
+        settings[arg] = path_or_none(settings.get(arg), arg)
+    settings["no_cache"] = not settings.pop("use_cache", True)
+    flags = {**settings, "model": model, "probes": names(settings.get("probes"), "probes")}
+    return run_options_from_settings(flags, model_args, probe_options)
 
 
-# Path arguments of the API and the runner's fields they fill.
-PATH_ARGS = {"data_dir": "data_dir", "out": "out", "words": "words_file", "cache": "cache"}
+# Path arguments of the API (the runner's fields, and the paper family's `words`).
+PATH_ARGS = ("data_dir", "out", "words", "cache")
 
 
 @public
