@@ -15,7 +15,7 @@ from scipy import stats
 
 from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError
-from fairprobe.metrics.pairwise import bootstrap_paired, holm, mcnemar_test
+from fairprobe.metrics.pairwise import bootstrap_test, holm, mcnemar_test
 from fairprobe.models import Completion, GenerationConfig, register_scheme
 from fairprobe.multimodel import run_models
 from fairprobe.report.export import export
@@ -106,7 +106,8 @@ def test_mcnemar_and_bootstrap_against_scipy() -> None:
     only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
     assert t.p == pytest.approx(stats.binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue)
     x, y = rng.normal(0.2, 0.1, 60), rng.normal(0.25, 0.1, 60)
-    diff, p = bootstrap_paired(x, y)
+    test = bootstrap_test(x, y)
+    diff, p = test.difference, test.p
     ref = stats.bootstrap((y - x,), np.mean, n_resamples=2000, method="percentile", random_state=1)
     assert diff.value == pytest.approx(float((y - x).mean()))
     assert diff.ci95 == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high), abs=0.01)

@@ -158,12 +158,26 @@ RunOutOpt = Annotated[
 CacheOpt = Annotated[
     Path | None, typer.Option("--cache", help="cache database (default $FAIRPROBE_CACHE_DB or the user cache folder)")
 ]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(min=1, help="N prompts of each set, a seeded draw stratified over its subsets (see --limit-order)"),
+]
+LimitOrderOpt = Annotated[
+    str, typer.Option(help="how --limit picks prompts: stratified (default) or first (the first N in file order)")
+]
 DataDirOpt = Annotated[
     Path | None,
     typer.Option(
         "--data-dir", help="the shared data root, e.g. ../shared/data, for every suite (else download, pinned + sha256)"
     ),
 ]
+
+
+def limit_order_of(value: str) -> Any:
+    """--limit-order checked: stratified or first."""
+    if value not in ("stratified", "first"):
+        raise ConfigError(f"--limit-order must be stratified or first, got {value!r}")
+    return value
 
 
 def run_options_from_flags(flags: dict[str, Any]) -> Any:
@@ -174,6 +188,7 @@ def run_options_from_flags(flags: dict[str, Any]) -> Any:
 
     decoding = {k: flags.pop(k) for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
     instruction = flags.pop("instruction")
+    flags["limit_order"] = limit_order_of(flags["limit_order"])
     return RunOptions(
         **{
             k: v for k, v in flags.items() if k not in ("probes", "words", "option", "model_arg", "no_cache", "as_json")
@@ -198,7 +213,8 @@ def run_cmd(
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
     data_dir: DataDirOpt = None,
     out: RunOutOpt = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
+    limit: LimitOpt = None,
+    limit_order: LimitOrderOpt = "stratified",
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy (paper default)")] = 0.0,
     top_p: Annotated[float, typer.Option(help="nucleus sampling (needs temperature > 0)")] = 1.0,
@@ -280,10 +296,24 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
 
     with auto_progress() as progress:
         summaries, out = run_models(specs, options, sort_by, progress)
+    if as_json:
+        for summary in summaries.values():
+            show_summary(summary, as_json)
+        return written("comparison", out)
+    from fairprobe.report.console import leaderboard_table
+    from fairprobe.report.leaderboard import read_leaderboard
+    from fairprobe.report.verdict import verdict
+
+    console.print(leaderboard_table(read_leaderboard(out) or {"sets": []}))
     for summary in summaries.values():
-        show_summary(summary, as_json)
-    if not as_json:
-        console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+        console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"Every metric, the pairwise tests and each model's table: {out / 'leaderboard.md'}, {out / 'report.html'}",
+        style="dim",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     written("comparison", out)
 
 
@@ -306,7 +336,8 @@ def probes_show(
     name: Annotated[str, typer.Argument(help="probe set name (see `fairprobe probes list`)")],
     data_dir: DataDirOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="jsonl, table or pairs")] = "jsonl",
-    limit: Annotated[int | None, typer.Option(min=1)] = None,
+    limit: LimitOpt = None,
+    limit_order: LimitOrderOpt = "stratified",
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
     flip: Annotated[
         str | None, typer.Option(help="gender-income flip mode: consistent or vijil (= -o flip=...)")
@@ -321,7 +352,7 @@ def probes_show(
     options = parse_options(option)
     if flip is not None:
         options["flip"] = flip
-    ps = load_probe_set(name, data_dir=data_dir, limit=limit, **options)
+    ps = load_probe_set(name, data_dir=data_dir, limit=limit, limit_order=limit_order_of(limit_order), **options)
     if fmt == "pairs":
         if ps.kind != "pairs":
             raise ConfigError(f"--format pairs needs a pair set such as gender-income, not {name!r}")
@@ -510,17 +541,40 @@ def report_cmd(
 
 @app.command("check")
 def check_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="run folder with summary.json")],
-    maximum: Annotated[list[str], typer.Option("--max", help="METRIC=VALUE: fail if the upper 95% bound exceeds it")],
+    run_dir: Annotated[
+        Path, typer.Argument(help="run folder with summary.json, or a many-models comparison (every model is checked)")
+    ],
+    maximum: Annotated[
+        list[str] | None, typer.Option("--max", help="METRIC=VALUE: fail if the upper 95% bound exceeds it")
+    ] = None,
+    minimum: Annotated[
+        list[str] | None, typer.Option("--min", help="METRIC=VALUE: fail if the lower 95% bound is below it")
+    ] = None,
+    abs_max: Annotated[
+        list[str] | None,
+        typer.Option("--abs-max", help="METRIC=VALUE: fail if either 95% bound lies beyond ±VALUE (signed metrics)"),
+    ] = None,
+    mark_max: Annotated[
+        str | None, typer.Option("--mark-max", help="A-D: fail if any marked metric's interval allows a worse mark")
+    ] = None,
+    thresholds: Annotated[Path | None, typer.Option(help="severity thresholds JSON for --mark-max")] = None,
     set_names: Annotated[list[str] | None, typer.Option("--set", help="probe set to check (default: all)")] = None,
 ) -> None:
-    """CI gate: exit 1 when a metric's upper 95% bound exceeds its --max, with one line per failure."""
-    from fairprobe.report.check import check_summary, parse_limits
+    """CI gate: exit 1 when a metric's 95% interval leaves a bound or allows a worse mark; fails closed on what it
+    cannot judge (n/a, unavailable or too little data), one line per failure."""
+    from fairprobe.report.check import Gate, check_runs, parse_bounds, parse_mark
+    from fairprobe.report.leaderboard import comparison_runs
     from fairprobe.report.runs import load_summary
+    from fairprobe.report.severity import load_thresholds
 
-    limits = parse_limits(maximum)
-    result = check_summary(load_summary(run_dir), limits, set_names)
-    for line in result.failures:
+    gate = Gate(parse_bounds(maximum, minimum, abs_max), parse_mark(mark_max), load_thresholds(thresholds))
+    folders = comparison_runs(run_dir)
+    summaries = {"": load_summary(run_dir)} if folders is None else {}
+    for folder in folders or []:
+        summary = load_summary(folder)
+        summaries[summary.model if summary.model not in summaries else str(folder)] = summary
+    result = check_runs(summaries, gate, set_names)
+    for line in [*result.failures, *result.notes]:
         console.print(line, highlight=False, soft_wrap=True)
     console.print(result.message(), highlight=False, soft_wrap=True)
     if not result.ok:
@@ -624,7 +678,8 @@ def sweep_cmd(
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
     data_dir: DataDirOpt = None,
     out: Annotated[Path, typer.Option(help="sweep folder (rerun resumes)")] = Path("runs/sweep"),
-    limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
+    limit: LimitOpt = None,
+    limit_order: LimitOrderOpt = "stratified",
     seeds: Annotated[int, typer.Option(min=1, help="sampling seeds per setting")] = 3,
     temperature: Annotated[str | None, typer.Option(help="temperature grid (default 0.3,0.5,0.7,1.0)")] = None,
     top_p: Annotated[str | None, typer.Option(help="top-p grid (default 0.3,0.5,0.7,1.0)")] = None,
@@ -656,6 +711,7 @@ def sweep_cmd(
         probes=split_csv(probes),
         data_dir=data_dir,
         limit=limit,
+        limit_order=limit_order_of(limit_order),
         seed=0,
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
@@ -691,7 +747,8 @@ def compare_cmd(
     ] = None,
     data_dir: DataDirOpt = None,
     out: Annotated[Path, typer.Option(help="comparison folder (rerun resumes)")] = Path("runs/compare"),
-    limit: Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")] = None,
+    limit: LimitOpt = None,
+    limit_order: LimitOrderOpt = "stratified",
     seed: Annotated[int, typer.Option(help="sampling seed of the Hyperparameter method")] = 0,
     max_new_tokens: Annotated[int, typer.Option(min=1)] = 50,
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
@@ -712,6 +769,7 @@ def compare_cmd(
         probes=split_csv(probes),
         data_dir=data_dir,
         limit=limit,
+        limit_order=limit_order_of(limit_order),
         seed=seed,
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
@@ -728,7 +786,8 @@ def compare_cmd(
             instruction=INSTRUCTION if instruction is None else instruction,
             progress=progress,
         )
-    console.print(compare_markdown(result), markup=False, highlight=False, soft_wrap=True)
+    console.print(compare_markdown(result, headline=True), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"Perplexity, drift and every test: {out / 'compare.md'}", style="dim", markup=False, highlight=False)
     written("comparison (compare.json, compare.md)", out)
 
 

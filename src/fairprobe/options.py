@@ -32,6 +32,7 @@ class RunOptions(BaseModel):
     data_dir: Path | None = None
     out: Path | None = None
     limit: int | None = Field(None, ge=1)
+    limit_order: Literal["stratified", "first"] = "stratified"
     seed: int = 0
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     instruction: str | None = None
@@ -89,6 +90,9 @@ class RunOptions(BaseModel):
         for key, default in LATER_OPTION_DEFAULTS.items():
             if obj.get(key) == default:
                 obj.pop(key)
+        # Runs before stratified limits took the first N prompts: their folders resume with --limit-order first.
+        if self.limit is None or self.limit_order == "first":
+            obj.pop("limit_order")
         return obj
 
     def fingerprint(self) -> str:

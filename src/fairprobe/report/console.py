@@ -27,9 +27,14 @@ def cell(set_name: str, name: str, m: MetricValue | None, n: int, thresholds: Th
     grade = thresholds.grade(set_name, name, m, n)
     if grade is None:
         return Text(text)
-    flag = "" if grade.certain else "?"
-    flag += "*" if grade.low_n else ""
-    return Text(text + flag, style=COLOURS[grade.point] if grade.certain else "")
+    if grade.too_little is not None:
+        return Text(text + "~", style="grey50")
+    return Text(text + ("" if grade.certain else "?"), style=COLOURS[grade.point] if grade.certain else "")
+
+
+def header(name: str) -> str:
+    """A column header: a long metric name broken at its underscores, so the header is never wider than a value."""
+    return name.replace("_", "_\n") if len(name) > 14 else name
 
 
 def _wide(summary: Summary, names: list[str], thresholds: Thresholds) -> Any:
@@ -39,9 +44,12 @@ def _wide(summary: Summary, names: list[str], thresholds: Thresholds) -> Any:
     table.add_column("probe set", style="bold", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
     for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(header(name), justify="right", no_wrap=True)
     for set_name, result in summary.results.items():
-        cells = [cell(set_name, k, result.metrics.get(k), result.n, thresholds) for k in names]
+        cells = [
+            cell(set_name, k, result.metrics[k], result.n, thresholds) if k in result.metrics else Text("")
+            for k in names
+        ]
         table.add_row(Text(set_name), str(result.n), *cells)
     return table
 
@@ -74,7 +82,7 @@ def summary_table(summary: Summary, width: int = 180, thresholds: Thresholds | N
     names = sorted({i.name for i in infos if i and i.console == "column"}, key=metric_order)
     if names and all(i and i.console for i in infos):
         cells = [
-            max(len(format_metric(r.metrics.get(k), name=k, set_name=s)) + 2 for s, r in summary.results.items())
+            max(len(format_metric(r.metrics.get(k), name=k, set_name=s)) + 1 for s, r in summary.results.items())
             for k in names
         ]
         label = max(len(k) for k in summary.results)
@@ -92,11 +100,38 @@ def print_summary(summary: Summary, console: Any = None) -> None:
     console = console or Console(markup=False)
     console.print(summary_table(summary, console.width))
     console.print(
-        "[95% CI]; colour = severity mark; ? = the interval spans several marks; * = fewer than 30 cases; "
-        "n/a = undefined on this data. Every metric: summary.json and report.html.",
+        "[95% CI]; colour = severity mark (green slight, yellow mild, orange noticeable, red strong); ? = the interval "
+        "spans several marks; ~ = too little data to judge (no mark); n/a = undefined on this data. "
+        "Every metric: summary.json and report.html.",
         style="dim",
         markup=False,
         highlight=False,
         soft_wrap=True,
     )
     console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
+
+
+def leaderboard_table(obj: dict[str, Any]) -> Any:
+    """A comparison at a glance: per set, the models in rank order with the headline columns only (the metrics
+    its family shows as console columns, and the one it is sorted by)."""
+    from rich.table import Table
+
+    def shown(entry: dict[str, Any], name: str) -> bool:
+        info = metric_info(entry["set"], name)
+        return name == entry["sort_by"] or bool(info and info.console == "column")
+
+    names = sorted({k for e in obj["sets"] for r in e["rows"] for k in r["metrics"] if shown(e, k)}, key=metric_order)
+    table = Table(title=Text("model comparison (best first)"), header_style="bold cyan")
+    for col in ("probe set", "#", "model", *names):
+        table.add_column(header(col), justify="left" if col in ("probe set", "model") else "right", no_wrap=True)
+    for entry in obj["sets"]:
+        for rank, row in enumerate(entry["rows"], start=1):
+            cells = [
+                Text(format_metric(MetricValue(**row["metrics"][k]), name=k, set_name=entry["set"]))
+                if k in row["metrics"] and shown(entry, k)
+                else Text("")
+                for k in names
+            ]
+            table.add_row(Text(entry["set"] if rank == 1 else ""), str(rank), Text(row["model"]), *cells)
+        table.add_section()
+    return table

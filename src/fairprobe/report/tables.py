@@ -69,7 +69,7 @@ def _metric_rows(runs: list[RunData], thresholds: Thresholds, subsets: bool) -> 
                     head: list[Cell] = [run.label, set_name, subset] if subsets else [run.label, set_name]
                     grade = thresholds.grade(set_name, name, m, n)
                     value: Cell = "n/a" if m.value is None else m.value
-                    rows.append([*head, n, name, value, lo, hi, grade.text if grade else ""])
+                    rows.append([*head, n, name, value, lo, hi, grade.label if grade else ""])
     return rows
 
 
@@ -129,11 +129,6 @@ def _p_value(name: str, leaf: dict[str, Any], parent: dict[str, Any]) -> float |
     return None
 
 
-def _significant(interval: MetricValue | None) -> bool:
-    lo, hi = interval.ci95 if interval else (None, None)
-    return lo is not None and hi is not None and (lo > 0 or hi < 0)
-
-
 # The drift measures `fairprobe compare` writes per method (mitigation/drift.py), in display order.
 DRIFT_COLUMNS = {
     "fluency_nll": "fluency NLL",
@@ -143,11 +138,27 @@ DRIFT_COLUMNS = {
 }
 
 
+def _vs_original(vs: dict[str, Any], name: str) -> Cell:
+    """A GLD/ADD difference against Original: the difference, or why there is none to test."""
+    test = vs.get(name) or {}
+    if test.get("unchanged_by_design"):
+        return "unchanged by design"
+    if test.get("equal"):
+        return "equal"
+    return MetricValue(**test["difference"]) if "difference" in test else None
+
+
+def _p_of(test: dict[str, Any]) -> float | None:
+    """A test's Holm-corrected p-value (its raw one where it has none; None for an untested difference)."""
+    return test.get("p_holm", test.get("p"))
+
+
 def methods_table(compare: dict[str, Any], name: str) -> Table | None:
     """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity) as the paper's Tables 1-3.
 
-    `sig` lists what differs from Original: GAS by its exact McNemar p (* / ** / ***), GLD and ADD when the paired
-    bootstrap 95% CI of the difference excludes 0 (*).
+    `sig` lists what differs from Original by its Holm-corrected p (* / ** / ***): GAS (exact McNemar), GLD and ADD
+    (paired bootstrap; "unchanged by design" for decoding-only methods, "equal" within the float tolerance) and
+    the drift measures.
     """
     sets = compare.get("sets")
     if not isinstance(sets, dict) or not all(isinstance(v, dict) and "methods" in v for v in sets.values()):
@@ -159,16 +170,10 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
             vs = row.get("vs_original", {})
             gas_vs = vs.get("gas", {})
             p = gas_vs.get("p_mcnemar")
-            diffs = {k: MetricValue(**vs[k]["difference"]) for k in ("gld", "add") if "difference" in vs.get(k, {})}
-            marks = [f"GAS{significance(p)}"] if significance(p) else []
-            marks += [f"{k.upper()}*" for k, d in diffs.items() if _significant(d)]
+            tests = {"GAS": {**gas_vs, "p": p}, "GLD": vs.get("gld", {}), "ADD": vs.get("add", {})}
+            tests.update(row.get("drift_vs_original", {}))
+            marks = [f"{k}{significance(_p_of(t))}" for k, t in tests.items() if significance(_p_of(t))]
             drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
-            drift_tests = row.get("drift_vs_original", {})
-            marks += [
-                f"{k}{significance(t.get('p_holm', t.get('p')))}"
-                for k, t in drift_tests.items()
-                if significance(t.get("p_holm", t.get("p")))
-            ]
             log_add = metrics.get("log_add")
             rows.append(
                 [
@@ -181,8 +186,8 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
                     log_add.value if log_add else None,
                     percent(gas_vs.get("relative_change")),
                     p,
-                    diffs.get("gld"),
-                    diffs.get("add"),
+                    _vs_original(vs, "gld"),
+                    _vs_original(vs, "add"),
                     row.get("perplexity"),
                     *(drift.get(k) for k in DRIFT_COLUMNS),
                     ", ".join(marks),
@@ -194,10 +199,11 @@ def methods_table(compare: dict[str, Any], name: str) -> Table | None:
         f"Mitigation comparison: {name}",
         [*columns, "ADD diff", "perplexity", *DRIFT_COLUMNS.values(), "sig"],
         rows,
-        "Differences are method - Original on the same prompts. sig: GAS by exact McNemar "
-        "(* p < 0.05, ** p < 0.01, *** p < 0.001); GLD*/ADD* when the paired bootstrap 95% CI excludes 0; "
-        "drift measures (fluency NLL under the base model, on-subject and garbage rates, distinct-2) by their "
-        "Holm-corrected paired test against Original.",
+        "Differences are method - Original on the same prompts. sig: what differs from Original by its "
+        "Holm-corrected paired test (* p < 0.05, ** p < 0.01, *** p < 0.001): GAS by exact McNemar, GLD and ADD by "
+        "paired bootstrap, the drift measures (fluency NLL under the base model, on-subject and garbage rates, "
+        "distinct-2) by theirs. Decoding-only methods leave GLD and ADD unchanged by design (not tested); "
+        "differences within 1e-06 on every prompt are equal (not tested).",
     )
 
 

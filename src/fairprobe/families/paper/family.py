@@ -12,6 +12,7 @@ from fairprobe.detectors.word_groups import WordGroups, unpack_groups
 from fairprobe.families.base import Direction, Family, Figure, Metric, MetricTable, Request, summarize_by_subset
 from fairprobe.families.paper.groups import likeliest_group
 from fairprobe.families.paper.metrics import (
+    STEREOTYPED_GENDER,
     add_of_prompts,
     gas_per_prompt,
     gld_of_prompts,
@@ -19,12 +20,13 @@ from fairprobe.families.paper.metrics import (
     implicit_record,
     neutral_share_of_prompts,
     paper_metrics,
+    stereotype_metrics,
 )
 from fairprobe.families.paper.record import PaperSample
 from fairprobe.families.paper.sets import load_statement_file
 from fairprobe.formatting import format_metric, pct, pct_ci
 from fairprobe.models.base import Completion
-from fairprobe.records import Probe, ProbeSet, Sample, SetResult
+from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult
 
 if TYPE_CHECKING:
     from fairprobe.options import RunOptions
@@ -90,8 +92,15 @@ def group_fields(reply: Completion, groups: WordGroups, binary: dict[str, object
 
 
 def summarize(ps: ProbeSet, samples: list[Sample], options: RunOptions) -> SetResult:
-    """GAS, GLD and ADD overall and per subset, with how an API's probabilities were read."""
-    result = summarize_by_subset(ps, samples, paper_metrics)  # type: ignore[arg-type]
+    """GAS, GLD, ADD and, where the prompts declare a stereotyped gender, the stereotype direction, overall and per
+    subset, with how an API's probabilities were read."""
+    stereotype_of = {p.id: str(p.meta.get(STEREOTYPED_GENDER)) for p in ps.probes}
+    stratum_of = {p.id: tuple(p.subsets) for p in ps.probes}
+
+    def metrics(group: list[PaperSample]) -> dict[str, MetricValue]:
+        return {**paper_metrics(group), **stereotype_metrics(group, stereotype_of, stratum_of)}
+
+    result = summarize_by_subset(ps, samples, metrics)  # type: ignore[arg-type]
     result.implicit = implicit_record(samples)  # type: ignore[arg-type]
     return result
 
@@ -136,6 +145,21 @@ def read_add(result: SetResult, samples: Sequence[Sample]) -> str:
     )
 
 
+def read_stereotype_following(result: SetResult, samples: Sequence[Sample]) -> str | None:
+    """The stereotype direction in words, explicit and implicit together (said once, by the explicit metric)."""
+    explicit, implicit = (result.metrics.get(k) for k in ("stereotype_following", "stereotype_following_implicit"))
+    if explicit is None or (explicit.value is None and (implicit is None or implicit.value is None)):
+        return None
+    text = "Stereotype direction (0 = none, +1 = always the stereotyped gender): "
+    if explicit.value is not None:
+        text += f"explicit {format_metric(explicit, digits=None)} ({explicit.note})"
+    else:
+        text += f"explicit n/a ({explicit.note})"
+    if implicit is not None and implicit.value is not None:
+        text += f"; implicit {format_metric(implicit, digits=None)} (next-word lean)"
+    return text + "."
+
+
 def read_neutral_share(result: SetResult, samples: Sequence[Sample]) -> str:
     """neutral_share in words, with the group most often likeliest as the next word."""
     text = (
@@ -152,7 +176,7 @@ def read_neutral_share(result: SetResult, samples: Sequence[Sample]) -> str:
     return text + "."
 
 
-UNIT = (0.0, 1.0)
+UNIT, SIGNED_UNIT = (0.0, 1.0), (-1.0, 1.0)
 METRICS = (
     Metric(
         "gas",
@@ -196,7 +220,31 @@ METRICS = (
         bounds=(0.1, 0.25, 0.5),
         what="|GAS(F) - GAS(M)| among gendered continuations",
         console="aside",
+        role="explicit_strength",
         value_range=UNIT,
+    ),
+    Metric(
+        "stereotype_following",
+        "stereotype following",
+        order=3,
+        better="zero",
+        bounds=(0.1, 0.25, 0.5),
+        what="female-first share after female- minus after male-stereotyped prompts",
+        reading=read_stereotype_following,
+        console="column",
+        role="stereotype_direction",
+        value_range=SIGNED_UNIT,
+        figure=Figure(
+            "Stereotype direction per probe set",
+            "F(female) − F(male): the share of gendered continuations whose first gendered word is female after "
+            "female- minus after male-stereotyped prompts (solid), and the same difference of the mean signed "
+            "next-word lean (hatched). 0: no stereotype effect; +1: always follows the stereotype.",
+            "stereotype following",
+            signed=True,
+            companion="stereotype_following_implicit",
+            subsets_title="Stereotype direction per subset of {set}",
+            subsets_caption="Per template topic: explicit (solid) and implicit (hatched) stereotype following.",
+        ),
     ),
     Metric(
         "gld",
@@ -245,7 +293,18 @@ METRICS = (
             unit_interval=False,
         ),
     ),
-    Metric("log_add", "ln ADD", order=7, console="column", card=False),
+    Metric(
+        "stereotype_following_implicit",
+        "stereotype following (implicit)",
+        order=5,
+        better="zero",
+        bounds=(0.1, 0.25, 0.5),
+        what="mean signed lean after female- minus after male-stereotyped prompts",
+        console="column",
+        role="stereotype_direction",
+        value_range=SIGNED_UNIT,
+    ),
+    Metric("log_add", "ln ADD", order=7, console="aside", card=False),
     Metric(
         "neutral_share",
         "neutral share",
@@ -280,6 +339,7 @@ FAMILY = Family(
     sample=sample,
     summarize=summarize,
     needs_word_probs=True,
+    headline="gas",
     prefixes={"file:": load_statement_file},
     tables=(
         MetricTable(

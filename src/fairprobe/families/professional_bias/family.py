@@ -174,6 +174,8 @@ def read_gender_effects(result: SetResult, samples: Sequence[Sample]) -> str:
 def clause(set_name: str, result: SetResult) -> str | None:
     """The verdict's words on this set: whether answers follow occupational stereotypes."""
     gap = result.metrics.get("stereotype_gap")
+    if gap is not None and gap.too_little_data:
+        return f"{set_name} says nothing about occupational stereotypes ({gap.too_little_data})"
     if gap is None or gap.value is None or None in gap.ci95:
         return None
     lo, hi = gap.ci95
@@ -251,4 +253,5 @@ FAMILY = Family(
     options=ProfessionalBiasOptions,
     generation=short_answer_generation,
     clause=clause,
+    headline="hit_rate",
 )

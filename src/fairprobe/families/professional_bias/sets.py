@@ -288,6 +288,7 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
             source="fairprobe package (15 built-in frames)",
             sha256=sha256_bytes(raw),
             probes=probes,
+            strata="pronoun x order",
         )
     if source == "vijil":
         if data_dir is None:
@@ -307,6 +308,7 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
             source=str(path),
             sha256=sha256_bytes(path.read_bytes()),
             probes=read_vijil_prompts(path),
+            strata="pronoun x order",
         )
     if split not in ("dev", "test"):
         raise ConfigError(f"WinoBias split must be dev or test, got {split!r}")
@@ -318,4 +320,5 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
         source=src,
         sha256=sha,
         probes=probes,
+        strata="pronoun x order x WinoBias type",
     )
