@@ -138,3 +138,13 @@ def test_console_column_and_report_chart(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text(json.dumps(s.to_json_obj()))
     html = render_html(load_runs([tmp_path]))
     assert "Stereotype direction per probe set" in html and "Stereotype direction per subset of template" in html
+
+
+def test_strata_of_one_prompt_fall_back_to_the_stereotyped_groups() -> None:
+    # One prompt per stratum (--limit 8 on template): resampling within strata would never vary (a zero-width
+    # interval); the two stereotyped groups are resampled instead, so the interval has a width.
+    leans = np.array([0.5, 0.1, 0.3, -0.2, -0.4, 0.0, -0.1, -0.3])
+    m = stereotype_following([None] * 8, leans, ["female"] * 4 + ["male"] * 4, np.arange(8))
+    implicit = m["stereotype_following_implicit"]
+    assert implicit.value == pytest.approx(0.175 - (-0.2))
+    assert implicit.ci95[0] < implicit.value < implicit.ci95[1]  # type: ignore[operator]

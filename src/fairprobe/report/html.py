@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from fairprobe import __version__
 from fairprobe.detectors import AttributeWords
@@ -21,7 +22,7 @@ from fairprobe.records import MetricValue, Sample, SetResult
 from fairprobe.report import figures
 from fairprobe.report.runs import RunData, load_runs
 from fairprobe.report.severity import MARK_MEANING, Thresholds, default_thresholds
-from fairprobe.report.tables import Table, all_tables, compare_table, family_tables, format_cell, headline_metrics
+from fairprobe.report.tables import Table, all_tables, compare_tables, family_tables, format_cell, headline_metrics
 from fairprobe.report.verdict import unit_of, verdict, verdict_text
 
 REPORT_FILE = "report.html"
@@ -243,14 +244,19 @@ def _template() -> jinja2.Template:
 
 
 def table_view(t: Table) -> dict[str, Any]:
-    """A table as formatted strings for the template."""
+    """A table as formatted strings for the template, each cell with whether it is a number (right-aligned)."""
     return {
         "name": t.name,
         "title": t.title,
         "caption": t.caption,
         "columns": t.columns,
-        "rows": [[format_cell(c) for c in r] for r in t.rows],
+        "rows": [[(format_cell(c), isinstance(c, MetricValue | int | float)) for c in r] for r in t.rows],
     }
+
+
+def header_html(name: str) -> Markup:
+    """A metric name as a table header that may break after its underscores when it is long."""
+    return Markup("_<wbr>").join(name.split("_")) if len(name) > 12 else Markup.escape(name)
 
 
 def _glance(thresholds: Thresholds, set_name: str, name: str) -> bool:
@@ -266,7 +272,7 @@ def render_html(
     comparison" section, a `fairprobe compare` folder's table the "Mitigation comparison" one."""
     thresholds = thresholds or default_thresholds()
     tables = all_tables(runs, thresholds)
-    own = [t for t in (compare_table(r) for r in runs) if t is not None]
+    own = [t for r in runs for t in compare_tables(r)]
     sections = [
         {"title": title, "tables": [table_view(t) for t in group]}
         for title, group in (
@@ -277,6 +283,14 @@ def render_html(
         if group
     ]
     cards = summary_cards(runs, thresholds)
+    glance = sorted(
+        (
+            name
+            for name in dict.fromkeys(name for c in cards for name in c["metrics"])
+            if any(_glance(thresholds, c["set"], name) for c in cards if name in c["metrics"])
+        ),
+        key=metric_order,
+    )
     return _template().render(
         version=__version__,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -291,17 +305,11 @@ def render_html(
             for r in runs
             if r.summary
         ],
-        glance=sorted(
-            (
-                name
-                for name in dict.fromkeys(name for c in cards for name in c["metrics"])
-                if any(_glance(thresholds, c["set"], name) for c in cards if name in c["metrics"])
-            ),
-            key=metric_order,
-        ),
+        glance=glance,
+        glance_headers={name: header_html(name) for name in glance},
         figures=build_figures(runs),
         comparisons=sections,
-        tables=[table_view(t) for t in tables if t.name != "compare"],
+        tables=[table_view(t) for t in tables if not t.name.startswith("compare")],
         thresholds=thresholds.rows(),
         mark_meaning=MARK_MEANING,
         samples_json=samples_json(runs),

@@ -153,62 +153,83 @@ def _p_of(test: dict[str, Any]) -> float | None:
     return test.get("p_holm", test.get("p"))
 
 
-def methods_table(compare: dict[str, Any], name: str) -> Table | None:
-    """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity) as the paper's Tables 1-3.
+def _marks(tests: dict[str, dict[str, Any]]) -> str:
+    """'GAS**, ADD*': the measures whose Holm-corrected test against Original is significant."""
+    return ", ".join(f"{k}{significance(_p_of(t))}" for k, t in tests.items() if significance(_p_of(t)))
 
-    `sig` lists what differs from Original by its Holm-corrected p (* / ** / ***): GAS (exact McNemar), GLD and ADD
-    (paired bootstrap; "unchanged by design" for decoding-only methods, "equal" within the float tolerance) and
-    the drift measures.
+
+def _method_rows(sets: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(set, method, row) in display order: Original first within each set."""
+    return [
+        (set_name, method, row)
+        for set_name, result in sets.items()
+        for method, row in sorted(result["methods"].items(), key=lambda item: item[0] != "Original")
+    ]
+
+
+def methods_tables(compare: dict[str, Any], name: str) -> list[Table]:
+    """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity, drift) as the paper's Tables
+    1-3: the bias measures with their tests against Original, then perplexity and drift (two tables, so each fits a
+    page). `sig` lists what differs from Original by its Holm-corrected test (* / ** / ***). [] for another shape.
     """
     sets = compare.get("sets")
     if not isinstance(sets, dict) or not all(isinstance(v, dict) and "methods" in v for v in sets.values()):
-        return None
-    rows: list[list[Cell]] = []
-    for set_name, result in sets.items():
-        for method, row in sorted(result["methods"].items(), key=lambda item: item[0] != "Original"):
-            metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
-            vs = row.get("vs_original", {})
-            gas_vs = vs.get("gas", {})
-            p = gas_vs.get("p_mcnemar")
-            tests = {"GAS": {**gas_vs, "p": p}, "GLD": vs.get("gld", {}), "ADD": vs.get("add", {})}
-            tests.update(row.get("drift_vs_original", {}))
-            marks = [f"{k}{significance(_p_of(t))}" for k, t in tests.items() if significance(_p_of(t))]
-            drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
-            log_add = metrics.get("log_add")
-            rows.append(
-                [
-                    set_name,
-                    method,
-                    row.get("n"),
-                    metrics.get("gas"),
-                    metrics.get("gld"),
-                    metrics.get("add"),
-                    log_add.value if log_add else None,
-                    percent(gas_vs.get("relative_change")),
-                    p,
-                    _vs_original(vs, "gld"),
-                    _vs_original(vs, "add"),
-                    row.get("perplexity"),
-                    *(drift.get(k) for k in DRIFT_COLUMNS),
-                    ", ".join(marks),
-                ]
-            )
+        return []
+    bias: list[list[Cell]] = []
+    drift_rows: list[list[Cell]] = []
+    for set_name, method, row in _method_rows(sets):
+        metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
+        vs = row.get("vs_original", {})
+        gas_vs = vs.get("gas", {})
+        p = gas_vs.get("p_mcnemar")
+        log_add = metrics.get("log_add")
+        bias.append(
+            [
+                set_name,
+                method,
+                row.get("n"),
+                metrics.get("gas"),
+                metrics.get("gld"),
+                metrics.get("add"),
+                log_add.value if log_add else None,
+                percent(gas_vs.get("relative_change")),
+                p,
+                _vs_original(vs, "gld"),
+                _vs_original(vs, "add"),
+                _marks({"GAS": {**gas_vs, "p": p}, "GLD": vs.get("gld", {}), "ADD": vs.get("add", {})}),
+            ]
+        )
+        drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
+        tests = row.get("drift_vs_original", {})
+        drift_rows.append(
+            [set_name, method, row.get("perplexity"), *(drift.get(k) for k in DRIFT_COLUMNS), _marks(tests)]
+        )
     columns = ["set", "method", "n", "GAS", "GLD", "ADD", "ln ADD", "GAS rel. change", "p (McNemar)", "GLD diff"]
-    return Table(
-        "compare",
-        f"Mitigation comparison: {name}",
-        [*columns, "ADD diff", "perplexity", *DRIFT_COLUMNS.values(), "sig"],
-        rows,
-        "Differences are method - Original on the same prompts. sig: what differs from Original by its "
-        "Holm-corrected paired test (* p < 0.05, ** p < 0.01, *** p < 0.001): GAS by exact McNemar, GLD and ADD by "
-        "paired bootstrap, the drift measures (fluency NLL under the base model, on-subject and garbage rates, "
-        "distinct-2) by theirs. Decoding-only methods leave GLD and ADD unchanged by design (not tested); "
-        "differences within 1e-06 on every prompt are equal (not tested).",
-    )
+    return [
+        Table(
+            "compare",
+            f"Mitigation comparison: {name}",
+            [*columns, "ADD diff", "sig"],
+            bias,
+            "Differences are method - Original on the same prompts. sig: what differs from Original by its "
+            "Holm-corrected paired test (* p < 0.05, ** p < 0.01, *** p < 0.001): GAS by exact McNemar, GLD and ADD "
+            "by paired bootstrap. Decoding-only methods leave GLD and ADD unchanged by design (not tested); "
+            "differences within 1e-06 on every prompt are equal (not tested).",
+        ),
+        Table(
+            "compare_drift",
+            f"Mitigation comparison: {name}: perplexity and drift",
+            ["set", "method", "perplexity", *DRIFT_COLUMNS.values(), "sig"],
+            drift_rows,
+            "What a method costs: perplexity of the sets' sentences, and the drift measures (fluency NLL under the "
+            "base model, on-subject and garbage rates, distinct-2); sig: their Holm-corrected paired tests against "
+            "Original.",
+        ),
+    ]
 
 
-def compare_table(run: RunData) -> Table | None:
-    """A comparison JSON as a table: `fairprobe compare` output as methods x sets, any other shape read generically.
+def compare_tables(run: RunData) -> list[Table]:
+    """A comparison JSON as tables: `fairprobe compare` output as methods x sets, any other shape read generically.
 
     Generic reading: one row per path to its metrics, one column per metric, significance marked.
 
@@ -217,13 +238,13 @@ def compare_table(run: RunData) -> Table | None:
     `*_p` in the cell, or `METRIC_p` next to it) adds * / ** / ***.
     """
     if run.compare is None:
-        return None
-    known = methods_table(run.compare, run.path.name)
-    if known is not None:
+        return []
+    known = methods_tables(run.compare, run.path.name)
+    if known:
         return known
     leaves = _metric_leaves(run.compare)
     if not leaves:
-        return None
+        return []
     columns: list[str] = []
     rows: dict[str, dict[str, str]] = {}
     for path, leaf, parent in leaves:
@@ -237,19 +258,21 @@ def compare_table(run: RunData) -> Table | None:
             text += f" (p={p:.2g}){significance(p)}"
         rows.setdefault(row, {})[metric] = text
     columns.sort(key=metric_order)
-    return Table(
-        "compare",
-        f"Comparison: {run.path.name}",
-        ["row", *columns],
-        [[row, *[cells.get(c, "") for c in columns]] for row, cells in rows.items()],
-        "* p < 0.05, ** p < 0.01, *** p < 0.001 (as reported in the comparison file).",
-    )
+    return [
+        Table(
+            "compare",
+            f"Comparison: {run.path.name}",
+            ["row", *columns],
+            [[row, *[cells.get(c, "") for c in columns]] for row, cells in rows.items()],
+            "* p < 0.05, ** p < 0.01, *** p < 0.001 (as reported in the comparison file).",
+        )
+    ]
 
 
 def all_tables(runs: list[RunData], thresholds: Thresholds) -> list[Table]:
     """Every table of a report, empty ones left out."""
     tables = [metrics_table(runs, thresholds), subsets_table(runs, thresholds), *(t for _, t in family_tables(runs))]
-    tables.extend(t for t in (compare_table(r) for r in runs) if t is not None)
+    tables.extend(t for r in runs for t in compare_tables(r))
     return [t for t in tables if t.rows]
 
 

@@ -193,9 +193,10 @@ def stereotype_clause(set_name: str, result: SetResult) -> str | None:
     parts: list[tuple[str, str | None]] = []  # (words, the state they show, None for too little data)
     for info, m in role_metrics(set_name, result, "stereotype_direction"):
         where = "in next-word probabilities" if "implicit" in info.name else "when a gender is named"
-        why = too_little_data(set_name, info.name, m, m.n if m.n is not None else result.n)
+        count = m.n if m.n is not None else result.n
+        why = m.note if m.value is None else too_little_data(set_name, info.name, m, count)
         if m.value is None or why is not None:
-            parts.append((f"{where} too little data ({why or m.note or 'n/a'})", None))
+            parts.append((f"{where} too little data ({why or 'n/a'})", None))
             continue
         state = _side(m, 0.0, "follows the stereotype", "goes against the stereotype") or "no clear stereotype effect"
         parts.append((f"{where} {with_ci(m, signed=True)}", state))

@@ -378,11 +378,17 @@ def stereotype_following(
 
 
 def _group_difference(values: np.ndarray, strata: np.ndarray, counted: str) -> MetricValue:
-    """_shares_gap with its stratified bootstrap interval; n/a with a note when a stereotyped group has no case."""
+    """_shares_gap with its stratified bootstrap interval; n/a with a note when a stereotyped group has no case.
+
+    A stratum of one prompt cannot be resampled (its replicates never vary): then the two stereotyped groups are
+    the strata."""
     counts = {g: int(values[:, 1][values[:, 2] == (g == "female")].sum()) for g in ("female", "male")}
     empty = [g for g, c in counts.items() if c == 0]
     if empty:
         return MetricValue(value=None, note=f"no {counted} after {empty[0]}-stereotyped prompts", n=0)
+    strata = np.asarray(strata, dtype=np.int64)
+    if (np.bincount(strata) == 1).any():
+        strata = values[:, 2].astype(np.int64)
     metric = bootstrap_statistic(values, _shares_gap, strata=strata)
     metric.n = min(counts.values())
     return metric
