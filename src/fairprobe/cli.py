@@ -304,7 +304,7 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
     from fairprobe.report.leaderboard import read_leaderboard
     from fairprobe.report.verdict import verdict
 
-    console.print(leaderboard_table(read_leaderboard(out) or {"sets": []}))
+    console.print(leaderboard_table(read_leaderboard(out) or {"sets": []}, console.width))
     for summary in summaries.values():
         console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
     console.print(

@@ -111,16 +111,43 @@ def print_summary(summary: Summary, console: Any = None) -> None:
     console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
 
 
-def leaderboard_table(obj: dict[str, Any]) -> Any:
-    """A comparison at a glance: per set, the models in rank order with the headline columns only (the metrics
-    its family shows as console columns, and the one it is sorted by)."""
+def _leaderboard_columns(obj: dict[str, Any], width: int) -> list[str]:
+    """The headline columns that fit `width`: each set's sort metric first, then its family's console columns in
+    their order, as many as fit beside the set and model names."""
+    wanted: list[str] = []
+    for entry in obj["sets"]:
+        present = {k for r in entry["rows"] for k in r["metrics"]}
+        console = [
+            k
+            for k in sorted(present, key=metric_order)
+            if (i := metric_info(entry["set"], k)) and i.console == "column"
+        ]
+        for name in [entry["sort_by"], *console]:
+            if name and name not in wanted:
+                wanted.append(name)
+    names = [len(e["set"]) for e in obj["sets"]] + [len(r["model"]) for e in obj["sets"] for r in e["rows"]]
+    used = max(names, default=10) * 2 + 12
+    chosen = []
+    for name in wanted:
+        cells = [
+            len(format_metric(MetricValue(**r["metrics"][name]), name=name))
+            for e in obj["sets"]
+            for r in e["rows"]
+            if name in r["metrics"]
+        ]
+        need = max([len(header(name).split("\n")[0]), *cells]) + 3
+        if used + need <= width:
+            chosen.append(name)
+            used += need
+    return chosen
+
+
+def leaderboard_table(obj: dict[str, Any], width: int = 180) -> Any:
+    """A comparison at a glance: per set, the models in rank order with the headline columns that fit `width` (each
+    set's sort metric, then its family's console columns); every metric is in leaderboard.md and report.html."""
     from rich.table import Table
 
-    def shown(entry: dict[str, Any], name: str) -> bool:
-        info = metric_info(entry["set"], name)
-        return name == entry["sort_by"] or bool(info and info.console == "column")
-
-    names = sorted({k for e in obj["sets"] for r in e["rows"] for k in r["metrics"] if shown(e, k)}, key=metric_order)
+    names = _leaderboard_columns(obj, width)
     table = Table(title=Text("model comparison (best first)"), header_style="bold cyan")
     for col in ("probe set", "#", "model", *names):
         table.add_column(header(col), justify="left" if col in ("probe set", "model") else "right", no_wrap=True)
@@ -128,7 +155,7 @@ def leaderboard_table(obj: dict[str, Any]) -> Any:
         for rank, row in enumerate(entry["rows"], start=1):
             cells = [
                 Text(format_metric(MetricValue(**row["metrics"][k]), name=k, set_name=entry["set"]))
-                if k in row["metrics"] and shown(entry, k)
+                if k in row["metrics"]
                 else Text("")
                 for k in names
             ]

@@ -205,6 +205,7 @@ def methods_tables(compare: dict[str, Any], name: str) -> list[Table]:
             [set_name, method, row.get("perplexity"), *(drift.get(k) for k in DRIFT_COLUMNS), _marks(tests)]
         )
     columns = ["set", "method", "n", "GAS", "GLD", "ADD", "ln ADD", "GAS rel. change", "p (McNemar)", "GLD diff"]
+    drawn = "".join(f" Limited run: {k} {v['drawn']}." for k, v in sets.items() if v.get("drawn"))
     return [
         Table(
             "compare",
@@ -214,7 +215,7 @@ def methods_tables(compare: dict[str, Any], name: str) -> list[Table]:
             "Differences are method - Original on the same prompts. sig: what differs from Original by its "
             "Holm-corrected paired test (* p < 0.05, ** p < 0.01, *** p < 0.001): GAS by exact McNemar, GLD and ADD "
             "by paired bootstrap. Decoding-only methods leave GLD and ADD unchanged by design (not tested); "
-            "differences within 1e-06 on every prompt are equal (not tested).",
+            "differences within 1e-06 on every prompt are equal (not tested)." + drawn,
         ),
         Table(
             "compare_drift",
