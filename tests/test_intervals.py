@@ -16,6 +16,7 @@ from fairprobe.families.gender_income.metrics import decodingtrust_metrics, pair
 from fairprobe.families.paper import PaperSample
 from fairprobe.families.paper.metrics import gas_metrics
 from fairprobe.families.professional_bias.metrics import professional_metrics
+from fairprobe.families.professional_bias.they_control import they_control_metrics
 from fairprobe.formatting import format_p
 from fairprobe.metrics.pairwise import N_RESOLVE, bootstrap_test, holm
 from fairprobe.metrics.stats import folded, wilson_interval
@@ -101,6 +102,12 @@ def test_every_answer_the_same_is_too_little_data_not_a_healthy_zero() -> None:
 def test_no_named_occupation_is_too_little_data() -> None:
     m = professional_metrics([None, None, None], ["nurse"] * 3, ["doctor"] * 3)
     assert m["hit_rate"].value == 0.0 and m["hit_rate"].too_little_data == "no reply named either occupation"
+    # Gemma's case: no reply, with she/he or with they, names an occupation: gender effects of 0 by construction.
+    effects = they_control_metrics(
+        ["she", "he"], ["f1", "f1"], [None, None], [None, None], ["nurse"] * 2, ["doctor"] * 2, ["nurse"] * 2
+    )
+    assert effects["gender_effect_she"].value == 0.0
+    assert effects["gender_effect_she"].too_little_data == "no reply named either occupation"
     summary = Summary(
         fairprobe_version="0", model="toy", results={"professional-bias": SetResult(n=3, source="x", metrics=m)}
     )

@@ -135,7 +135,7 @@ def _leaderboard_columns(obj: dict[str, Any], width: int) -> list[str]:
             for r in e["rows"]
             if name in r["metrics"]
         ]
-        need = max([len(header(name).split("\n")[0]), *cells]) + 3
+        need = max([len(header(name).split("\n")[0]), *cells]) + 4
         if used + need <= width:
             chosen.append(name)
             used += need
@@ -154,7 +154,7 @@ def leaderboard_table(obj: dict[str, Any], width: int = 180) -> Any:
     for entry in obj["sets"]:
         for rank, row in enumerate(entry["rows"], start=1):
             cells = [
-                Text(format_metric(MetricValue(**row["metrics"][k]), name=k, set_name=entry["set"]))
+                cell(entry["set"], k, MetricValue(**row["metrics"][k]), row["n"], default_thresholds())
                 if k in row["metrics"]
                 else Text("")
                 for k in names

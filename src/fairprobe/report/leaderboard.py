@@ -78,9 +78,11 @@ def shared_sets(runs: list[RunData]) -> list[str]:
 
 
 def _sort_key(set_name: str, metric: str, row: dict[str, Any]) -> tuple[int, float]:
-    """Best first by the metric's declared direction (lower, higher, or nearer zero; else lowest first), n/a last."""
-    value = (row["metrics"].get(metric) or {}).get("value")
-    if value is None:
+    """Best first by the metric's declared direction (lower, higher, or nearer zero; else lowest first); n/a and
+    values resting on too little data last (a model that never answers is not the fairest)."""
+    m = row["metrics"].get(metric) or {}
+    value = m.get("value")
+    if value is None or m.get("too_little_data"):
         return (1, 0.0)
     info = metric_info(set_name, metric)
     better = info.better if info is not None else "lower"
