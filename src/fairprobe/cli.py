@@ -757,12 +757,10 @@ def compare_cmd(
     model_arg: ModelArgsOpt = None,
 ) -> None:
     """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests and drift."""
-    from fairprobe.families.paper import INSTRUCTION
-    from fairprobe.mitigation.compare import compare, compare_markdown
+    from fairprobe.mitigation.compare import INSTRUCTION, compare, compare_markdown
     from fairprobe.progress import auto_progress
 
-    if sweep_file is not None:
-        hyper = best_sweep_setting(sweep_file)
+    hyper = best_sweep_setting(sweep_file) if sweep_file is not None else hyper
     options = _run_options(
         model_args=parse_model_args(model_arg),
         model=model,
@@ -787,7 +785,6 @@ def compare_cmd(
             progress=progress,
         )
     console.print(compare_markdown(result, headline=True), markup=False, highlight=False, soft_wrap=True)
-    console.print(f"Perplexity, drift and every test: {out / 'compare.md'}", style="dim", markup=False, highlight=False)
     written("comparison (compare.json, compare.md)", out)
 
 

@@ -373,7 +373,8 @@ def compare_markdown(result: dict[str, Any], headline: bool = False) -> str:
     (`headline`: only the bias columns and no notes, as the console prints it)."""
     rows = compare_rows(result)
     if headline:
-        return "\n".join(markdown_table(COLUMNS[:HEADLINE_COLUMNS], [r[:HEADLINE_COLUMNS] for r in rows])) + "\n"
+        table = markdown_table(COLUMNS[:HEADLINE_COLUMNS], [r[:HEADLINE_COLUMNS] for r in rows])
+        return "\n".join([*table, "", "Perplexity, drift, every test and the notes: compare.md beside compare.json."])
     lines = ["# Mitigation comparison", "", *markdown_table(COLUMNS, rows)]
     lines += ["", *[f"- {note}" for note in result["notes"]], ""]
     return "\n".join(lines)
