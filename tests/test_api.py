@@ -48,6 +48,7 @@ def options(url: str, out: Path, **kw) -> RunOptions:
     """Six template prompts, batches of 4, no cache (each test counts its own requests), top-k logprobs, the
     binary pairs only (one request per prompt; the extra groups' call has its own test)."""
     base = {"model": "openai:test", "base_url": url, "probes": ["template"], "limit": 6, "out": out, "batch_size": 4}
+    base["limit_order"] = "first"  # the tests name the first prompts (attendant, ...)
     base["implicit"] = "topk"
     base["words_file"] = pairs_only_words(Path(out).parent)
     return RunOptions(**{**base, "use_cache": False, **kw})
@@ -108,7 +109,7 @@ def within(metric: dict, value: float) -> bool:
 def test_paper_suite_uses_completions_with_top_logprobs_and_bounds_gld(tmp_path: Path) -> None:
     with scripted() as (url, seen):
         summary = run(options(url, tmp_path / "run"), backend=backend(url))
-    ps = load_probe_set("template", limit=6)
+    ps = load_probe_set("template", limit=6, limit_order="first")
     assert seen.paths == ["/v1/completions"] * 6
     # The prompt goes as it is (no chat template), greedy, with 20 top logprobs.
     assert sorted(b["prompt"] for b in seen.bodies) == sorted(p.prompt for p in ps.probes)

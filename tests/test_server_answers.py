@@ -89,7 +89,14 @@ def test_limits_come_from_the_environment_and_are_checked(monkeypatch: pytest.Mo
 def _run(url: str, out: Path, limits: AnswerLimits | None = None):
     backend = load_model("openai:test", base_url=url, retry=FAST, timeout=5.0, limits=limits)
     options = RunOptions(
-        model="openai:test", base_url=url, probes=["template"], limit=6, out=out, batch_size=6, use_cache=False
+        model="openai:test",
+        base_url=url,
+        probes=["template"],
+        limit=6,
+        limit_order="first",
+        out=out,
+        batch_size=6,
+        use_cache=False,
     )
     return run(options, backend=backend)
 
