@@ -8,8 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairprobe.metrics.pairwise import N_RESOLVE, bootstrap_test, holm
-from fairprobe.metrics.stats import exact_mcnemar, wilson_interval
 from fairprobe.mitigation.drift import (
     cohen_kappa,
     distinct_2,
@@ -23,6 +21,8 @@ from fairprobe.mitigation.drift import (
     stem,
     within_original_ci,
 )
+from fairprobe.statistics.pairwise import N_RESOLVE, bootstrap_test, holm
+from fairprobe.statistics.stats import exact_mcnemar, wilson_interval
 
 LABELS = Path(__file__).parent / "fixtures" / "on_subject_labels.jsonl"
 

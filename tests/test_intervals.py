@@ -18,8 +18,6 @@ from fairprobe.families.paper.metrics import gas_metrics
 from fairprobe.families.professional_bias.metrics import professional_metrics
 from fairprobe.families.professional_bias.they_control import they_control_metrics
 from fairprobe.formatting import format_p
-from fairprobe.metrics.pairwise import N_RESOLVE, bootstrap_test, holm
-from fairprobe.metrics.stats import folded, wilson_interval
 from fairprobe.mitigation.compare import UNCHANGED_BY_DESIGN, decoding_only, paired_stats
 from fairprobe.models import GenerationConfig
 from fairprobe.records import MetricValue, SetResult, Summary
@@ -30,6 +28,8 @@ from fairprobe.report.severity import default_thresholds
 from fairprobe.report.tables import significance
 from fairprobe.report.verdict import verdict
 from fairprobe.runner import RunOptions
+from fairprobe.statistics.pairwise import N_RESOLVE, bootstrap_test, holm
+from fairprobe.statistics.stats import folded, wilson_interval
 
 Z = 1.959963984540054
 

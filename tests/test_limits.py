@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from fairprobe.families import load_probe_set
-from fairprobe.metrics.strata import stratified_draw
 from fairprobe.records import Drawn, MetricValue, SetResult, Summary
 from fairprobe.report.leaderboard import set_leaderboard
 from fairprobe.report.verdict import verdict
 from fairprobe.runner import RunOptions
+from fairprobe.statistics.strata import stratified_draw
 
 TEMPLATE_STRATA = {
     (topic, f"{gender}-stereotyped")

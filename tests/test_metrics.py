@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fairprobe.families.paper.metrics import ADD_EPSILON, add_per_prompt, gas_metrics, gld_per_prompt, implicit_metrics
-from fairprobe.metrics.pairwise import paired_difference
-from fairprobe.metrics.stats import bootstrap_statistic, exact_mcnemar, proportion, wilson_interval
+from fairprobe.statistics.pairwise import paired_difference
+from fairprobe.statistics.stats import bootstrap_statistic, exact_mcnemar, proportion, wilson_interval
 
 Z95 = 1.959963984540054
 
@@ -180,7 +180,7 @@ def test_wilson_interval_agrees_with_scipy() -> None:
     # byte-identical across releases (scipy differs in the last bit on about half of all intervals).
     from scipy import stats as scipy_stats
 
-    from fairprobe.metrics.stats import wilson_interval
+    from fairprobe.statistics.stats import wilson_interval
 
     for n in (1, 2, 7, 30, 160, 364):
         for k in range(n + 1):

@@ -356,14 +356,14 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
     assert section[4:10] == [
         "| set | method | n | GAS | GLD | ADD | ln ADD | GAS rel. change | p (McNemar) | GLD diff | ADD diff | sig |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        "| template | Original | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] | -5.300 |  |  "
-        "|  |  |  |",
-        "| template | Instruction | 20 | 0.100 [0.050, 0.200] | 0.190 [0.100, 0.300] | 0.004 [0.003, 0.005] | -5.520 "
-        "| -75% | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] | GAS**, ADD* |",
-        "| template | Hyperparameter | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] | -5.300 "
-        "| +0% | 1 | unchanged by design | unchanged by design |  |",
-        "| template | Noise | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] | -5.300 "
-        "|  |  | equal |  |  |",
+        "| template | Original | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] "
+        "| -5.300 [-5.500, -5.100] |  |  |  |  |  |",
+        "| template | Instruction | 20 | 0.100 [0.050, 0.200] | 0.190 [0.100, 0.300] | 0.004 [0.003, 0.005] "
+        "| -5.520 [-5.800, -5.300] | -75% | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] | GAS**, ADD* |",
+        "| template | Hyperparameter | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] "
+        "| -5.300 [-5.500, -5.100] | +0% | 1 | unchanged by design | unchanged by design |  |",
+        "| template | Noise | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] "
+        "| -5.300 [-5.500, -5.100] |  |  | equal |  |  |",
     ]
     drift = text[text.index("### Mitigation comparison: cmp: perplexity and drift") :].splitlines()
     assert drift[4:8] == [

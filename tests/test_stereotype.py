@@ -14,13 +14,13 @@ from rich.console import Console
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper import FAMILY, PaperSample
 from fairprobe.families.paper.metrics import stereotype_following
-from fairprobe.metrics.stats import stratified_rows
 from fairprobe.records import MetricValue, SetResult, Summary
 from fairprobe.report.console import print_summary
 from fairprobe.report.html import render_html
 from fairprobe.report.runs import load_runs
 from fairprobe.report.verdict import verdict
 from fairprobe.runner import RunOptions
+from fairprobe.statistics.stats import stratified_rows
 
 
 def test_stereotype_following_hand_computed() -> None:

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from fairprobe.metrics.stats import folded
 from fairprobe.mitigation.sweep import baseline_verdict, sweep_markdown
 from fairprobe.progress import Labelled, PlainProgress
 from fairprobe.records import MetricValue, SetResult, Summary
@@ -22,6 +21,7 @@ from fairprobe.report.html import render_html
 from fairprobe.report.runs import load_runs
 from fairprobe.report.severity import default_thresholds
 from fairprobe.report.verdict import verdict
+from fairprobe.statistics.stats import folded
 
 
 def mv(value: float | None, lo: float | None = None, hi: float | None = None, **kw: object) -> MetricValue:
@@ -233,7 +233,7 @@ def test_plain_progress_prints_a_line_per_step_and_a_heartbeat() -> None:
 
 
 def test_nan_statistic_is_n_a_not_a_number() -> None:
-    from fairprobe.metrics.stats import bootstrap_statistic
+    from fairprobe.statistics.stats import bootstrap_statistic
 
     m = bootstrap_statistic(np.array([1.0, 0.0]), lambda v: np.full(v.shape[0], np.nan))
     assert m.value is None and m.ci95 == (None, None)

@@ -17,6 +17,10 @@ class Probe(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
+# How `--limit` picks a set's prompts: a seeded draw stratified over its subsets, or the first N in file order.
+LimitOrder = Literal["stratified", "first"]
+
+
 class Drawn(BaseModel):
     """How a `--limit` run drew a set's prompts: `n` of `of`, stratified over the set's strata or the first n.
 
@@ -26,7 +30,7 @@ class Drawn(BaseModel):
 
     n: int
     of: int
-    order: Literal["stratified", "first"] = "stratified"
+    order: LimitOrder = "stratified"
     strata: str = ""
     seed: int | None = None
 
@@ -45,8 +49,10 @@ class Drawn(BaseModel):
 class ProbeSet(BaseModel):
     """A named list of probes with its recorded source and sha256 (of the source file or of the list).
 
-    `strata` names what its probes' subsets are (a `--limit` draw is stratified over them); `drawn` says how a
-    limit drew the probes, when one did.
+    `pair_fields` names the meta fields that make one probe's record in the set's own pair format (`probes show
+    --format pairs`: the gender-income pairs as Vijil's JSONL); empty for sets that are not pairs. `strata` names
+    what its probes' subsets are (a `--limit` draw is stratified over them); `drawn` says how a limit drew the
+    probes, when one did.
     """
 
     name: str
@@ -55,6 +61,7 @@ class ProbeSet(BaseModel):
     source: str
     sha256: str
     probes: list[Probe]
+    pair_fields: tuple[str, ...] = ()
     strata: str = ""
     drawn: Drawn | None = None
 
@@ -74,9 +81,10 @@ def message_dicts(messages: Sequence[ChatMessage | Mapping[str, str]]) -> list[d
 class Sample(BaseModel):
     """One scored prompt of a run (a samples.jsonl line). Each family declares its own typed record on top.
 
-    Fields named in `optional` are written only when set (a reply's error, an API's scoring details), so a
-    record carries exactly what its run produced. The view methods tell the report what to show without it
-    knowing the family.
+    Every record has the subsets of its set it belongs to and, when a model call failed, `error`. Fields named in
+    `optional` (and `error`) are written only when set (a reply's error, an API's scoring details), so a record
+    carries exactly what its run produced. The view methods tell the report what to show without it knowing the
+    family.
     """
 
     optional: ClassVar[tuple[str, ...]] = ()
@@ -85,18 +93,20 @@ class Sample(BaseModel):
     id: str
     prompt: str
     batch: int = 0
+    subsets: list[str] = Field(default_factory=list)
+    error: str | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset_optional(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in self.optional:
+        for key in ("error", *self.optional):
             if key not in self.model_fields_set:
                 data.pop(key, None)
         return data
 
     def subset_names(self) -> list[str]:
         """The subsets of its set this sample belongs to."""
-        return []
+        return self.subsets
 
     def reply_text(self) -> str:
         """The model's reply (or replies) as shown in the report."""

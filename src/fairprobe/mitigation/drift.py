@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 
 from fairprobe.formatting import format_p
-from fairprobe.metrics.pairwise import bootstrap_test
-from fairprobe.metrics.stats import bootstrap_statistic, exact_mcnemar, proportion
 from fairprobe.models.base import ModelBackend, ScoringBackend
 from fairprobe.models.cached import CachedBackend
 from fairprobe.records import MetricValue, Sample
+from fairprobe.statistics.pairwise import bootstrap_test
+from fairprobe.statistics.stats import bootstrap_statistic, exact_mcnemar, proportion
 
 SUBJECT_WORDS = frozenset(
     str.split(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from fairprobe.errors import ConfigError, DataError
@@ -19,6 +20,8 @@ from fairprobe.families import metric_info
 from fairprobe.formatting import format_number
 from fairprobe.io import parse_pairs
 from fairprobe.records import MetricValue, SetResult, Summary
+from fairprobe.report.leaderboard import comparison_runs
+from fairprobe.report.runs import load_summary
 from fairprobe.report.severity import MARKS, Thresholds, default_thresholds, too_little_data
 
 Kind = Literal["max", "min", "abs-max"]
@@ -261,6 +264,18 @@ def check_runs(summaries: dict[str, Summary], gate: Gate, sets: list[str] | None
         )
     gate.signed_notes({s: r for by_set in chosen.values() for s, r in by_set.items()})
     return gate.result
+
+
+def check_folder(folder: Path, gate: Gate, sets: list[str] | None = None) -> CheckResult:
+    """The gate over a run folder, or over every model of a many-models comparison folder (labelled by model)."""
+    runs = comparison_runs(folder)
+    if runs is None:
+        return check_runs({"": load_summary(folder)}, gate, sets)
+    summaries: dict[str, Summary] = {}
+    for run in runs:
+        summary = load_summary(run)
+        summaries[summary.model if summary.model not in summaries else str(run)] = summary
+    return check_runs(summaries, gate, sets)
 
 
 def check_summary(

@@ -14,8 +14,8 @@ import jinja2
 from markupsafe import Markup
 
 from fairprobe import __version__
-from fairprobe.detectors import AttributeWords
 from fairprobe.families import Figure, all_families, family_of_set, metric_info, metric_order
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.formatting import format_number
 from fairprobe.io import atomic_write_text
 from fairprobe.records import MetricValue, Sample, SetResult
@@ -158,7 +158,7 @@ def _subsets_with(runs: list[RunData], set_name: str, metric: str) -> list[str]:
 def metric_figures(runs: list[RunData]) -> list[dict[str, str]]:
     """Each metric's figure its family declares (per set, and per subset when asked), when a run has the metric."""
     out: list[dict[str, str]] = []
-    specs = {m.name: m for f in all_families() for m in f.metrics if m.figure is not None}
+    specs = {m.name: m for f in all_families() for m in f.declared() if m.figure is not None}
     for name in sorted(specs, key=metric_order):
         fig = specs[name].figure
         assert fig is not None

@@ -150,78 +150,79 @@ def _vs_original(vs: dict[str, Any], name: str) -> Cell:
 
 def _p_of(test: dict[str, Any]) -> float | None:
     """A test's Holm-corrected p-value (its raw one where it has none; None for an untested difference)."""
-    return test.get("p_holm", test.get("p"))
+    return test.get("p_holm", test.get("p_mcnemar", test.get("p")))
 
 
-def _marks(tests: dict[str, dict[str, Any]]) -> str:
-    """'GAS**, ADD*': the measures whose Holm-corrected test against Original is significant."""
-    return ", ".join(f"{k}{significance(_p_of(t))}" for k, t in tests.items() if significance(_p_of(t)))
+def _marks(tests: dict[str, dict[str, Any]]) -> list[str]:
+    """['GAS**', 'ADD*']: the measures whose Holm-corrected test against Original is significant."""
+    return [f"{k}{significance(_p_of(t))}" for k, t in tests.items() if significance(_p_of(t))]
 
 
-def _method_rows(sets: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(set, method, row) in display order: Original first within each set."""
-    return [
-        (set_name, method, row)
-        for set_name, result in sets.items()
-        for method, row in sorted(result["methods"].items(), key=lambda item: item[0] != "Original")
-    ]
+def label_of(name: str) -> str:
+    """A metric's declared label (its name when no family declares it)."""
+    info = metric_info(None, name)
+    return info.label if info else name
+
+
+def method_cells(row: dict[str, Any], shown: list[str], mcnemar: list[str], differences: list[str]) -> list[Cell]:
+    """One method's cells after set, method and n: metrics, paired tests against Original, significance."""
+    metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
+    vs = row.get("vs_original", {})
+    cells: list[Cell] = [metrics.get(k) for k in shown]
+    for k in mcnemar:
+        cells += [percent(vs.get(k, {}).get("relative_change")), vs.get(k, {}).get("p_mcnemar")]
+    cells += [_vs_original(vs, k) for k in differences]
+    return [*cells, ", ".join(_marks({label_of(k): vs[k] for k in [*mcnemar, *differences] if k in vs}))]
+
+
+def drift_cells(row: dict[str, Any]) -> list[Cell]:
+    """One method's perplexity, drift measures and their significance against Original."""
+    drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
+    marks = _marks(row.get("drift_vs_original", {}))
+    return [row.get("perplexity"), *(drift.get(k) for k in DRIFT_COLUMNS), ", ".join(marks)]
 
 
 def methods_tables(compare: dict[str, Any], name: str) -> list[Table]:
     """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity, drift) as the paper's Tables
-    1-3: the bias measures with their tests against Original, then perplexity and drift (two tables, so each fits a
-    page). `sig` lists what differs from Original by its Holm-corrected test (* / ** / ***). [] for another shape.
+    1-3 in two tables, so each fits a page: the bias metrics the file holds (in their declared order, by their
+    labels) with their paired tests against Original (a McNemar-tested metric's relative change and p, a
+    bootstrap-tested one's difference), then perplexity and drift. `sig` lists what differs from Original by its
+    Holm-corrected test (* / ** / ***). [] for another shape.
     """
     sets = compare.get("sets")
     if not isinstance(sets, dict) or not all(isinstance(v, dict) and "methods" in v for v in sets.values()):
         return []
+    rows_in = [row for result in sets.values() for row in result["methods"].values()]
+    shown = sorted({k for row in rows_in for k in row.get("metrics", {})}, key=metric_order)
+    tested = sorted({k for row in rows_in for k in row.get("vs_original", {})}, key=metric_order)
+    mcnemar = [k for k in tested if any("p_mcnemar" in r.get("vs_original", {}).get(k, {}) for r in rows_in)]
+    differences = [k for k in tested if k not in mcnemar]
     bias: list[list[Cell]] = []
-    drift_rows: list[list[Cell]] = []
-    for set_name, method, row in _method_rows(sets):
-        metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
-        vs = row.get("vs_original", {})
-        gas_vs = vs.get("gas", {})
-        p = gas_vs.get("p_mcnemar")
-        log_add = metrics.get("log_add")
-        bias.append(
-            [
-                set_name,
-                method,
-                row.get("n"),
-                metrics.get("gas"),
-                metrics.get("gld"),
-                metrics.get("add"),
-                log_add.value if log_add else None,
-                percent(gas_vs.get("relative_change")),
-                p,
-                _vs_original(vs, "gld"),
-                _vs_original(vs, "add"),
-                _marks({"GAS": {**gas_vs, "p": p}, "GLD": vs.get("gld", {}), "ADD": vs.get("add", {})}),
-            ]
-        )
-        drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
-        tests = row.get("drift_vs_original", {})
-        drift_rows.append(
-            [set_name, method, row.get("perplexity"), *(drift.get(k) for k in DRIFT_COLUMNS), _marks(tests)]
-        )
-    columns = ["set", "method", "n", "GAS", "GLD", "ADD", "ln ADD", "GAS rel. change", "p (McNemar)", "GLD diff"]
+    drift: list[list[Cell]] = []
+    for set_name, result in sets.items():
+        for method, row in sorted(result["methods"].items(), key=lambda item: item[0] != "Original"):
+            bias.append([set_name, method, row.get("n"), *method_cells(row, shown, mcnemar, differences)])
+            drift.append([set_name, method, *drift_cells(row)])
+    columns = ["set", "method", "n", *(label_of(k) for k in shown)]
+    columns += [c for k in mcnemar for c in (f"{label_of(k)} rel. change", "p (McNemar)")]
+    columns += [f"{label_of(k)} diff" for k in differences]
     drawn = "".join(f" Limited run: {k} {v['drawn']}." for k, v in sets.items() if v.get("drawn"))
     return [
         Table(
             "compare",
             f"Mitigation comparison: {name}",
-            [*columns, "ADD diff", "sig"],
+            [*columns, "sig"],
             bias,
             "Differences are method - Original on the same prompts. sig: what differs from Original by its "
-            "Holm-corrected paired test (* p < 0.05, ** p < 0.01, *** p < 0.001): GAS by exact McNemar, GLD and ADD "
-            "by paired bootstrap. Decoding-only methods leave GLD and ADD unchanged by design (not tested); "
-            "differences within 1e-06 on every prompt are equal (not tested)." + drawn,
+            "Holm-corrected paired test (* p < 0.05, ** p < 0.01, *** p < 0.001): McNemar-tested metrics by exact "
+            "McNemar, the others by paired bootstrap. Decoding-only methods leave next-word probabilities unchanged "
+            "by design (not tested); differences within 1e-06 on every prompt are equal (not tested)." + drawn,
         ),
         Table(
             "compare_drift",
             f"Mitigation comparison: {name}: perplexity and drift",
             ["set", "method", "perplexity", *DRIFT_COLUMNS.values(), "sig"],
-            drift_rows,
+            drift,
             "What a method costs: perplexity of the sets' sentences, and the drift measures (fluency NLL under the "
             "base model, on-subject and garbage rates, distinct-2); sig: their Holm-corrected paired tests against "
             "Original.",

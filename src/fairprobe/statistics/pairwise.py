@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairprobe.metrics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP, bootstrap_rows, exact_mcnemar
 from fairprobe.records import MetricValue
+from fairprobe.statistics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP, bootstrap_rows, exact_mcnemar
 
 # Per-prompt differences within this are float noise (two runs of one model differ by ~1e-7), never an effect.
 EQUAL_TOLERANCE = 1e-6
