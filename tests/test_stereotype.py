@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from fairprobe.families import load_probe_set
-from fairprobe.families.paper import FAMILY, PaperSample
+from fairprobe.families.paper import FAMILY, PaperOptions, PaperSample
 from fairprobe.families.paper.metrics import stereotype_following
 from fairprobe.records import MetricValue, SetResult, Summary
 from fairprobe.report.console import print_summary
@@ -80,7 +80,7 @@ def test_the_family_reports_it_per_set_and_per_topic_but_not_per_gender_subset()
         else paper_sample(p, "male", 0.1, 0.3)
         for p in ps.probes
     ]
-    result = FAMILY.summarize(ps, samples, RunOptions())  # type: ignore[arg-type]
+    result = FAMILY.summarize(ps, samples, RunOptions(), PaperOptions())
     # Every continuation follows the stereotype; every lean is +0.5 after female- and -0.5 after male-stereotyped.
     assert result.metrics["stereotype_following"].value == 1.0
     assert result.metrics["stereotype_following_implicit"].value == pytest.approx(1.0)
@@ -88,7 +88,8 @@ def test_the_family_reports_it_per_set_and_per_topic_but_not_per_gender_subset()
     assert result.subsets["occupations"].metrics["stereotype_following"].value == 1.0
     assert "stereotype_following" not in result.subsets["female-stereotyped"].metrics  # one gender: no difference
     stsb_like = load_probe_set("friend-statements", limit=4)
-    plain = FAMILY.summarize(stsb_like, [paper_sample(p, None, 0.1, 0.1) for p in stsb_like.probes], RunOptions())  # type: ignore[arg-type]
+    unguessed = [paper_sample(p, None, 0.1, 0.1) for p in stsb_like.probes]
+    plain = FAMILY.summarize(stsb_like, unguessed, RunOptions(), PaperOptions())
     assert "stereotype_following" not in plain.metrics  # no stereotyped gender declared
 
 

@@ -67,7 +67,9 @@ class RunOptions(BaseModel):
         answer_args = backend_settings(self.model, self.model_args).answer_args() if self.model_args else {}
         if answer_args:
             obj["model_args"] = answer_args
-        if self.limit is None:  # how a limit draws matters only when one applies
+        # How a limit draws matters only when one applies; `first` (the draw before stratified limits) is left
+        # out, so folders made then resume with --limit-order first.
+        if self.limit is None or self.limit_order == "first":
             obj.pop("limit_order")
         return obj
 
