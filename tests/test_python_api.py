@@ -82,11 +82,14 @@ def test_load_names_what_it_cannot_read(tmp_path: Path) -> None:
 def test_check_gates_a_run_and_to_pandas_without_pandas_says_how_to_get_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = fairprobe.run(ScriptedBackend(), probes=["template"], limit=8, out=tmp_path / "r", progress=False)
+    run = fairprobe.run(ScriptedBackend(), probes=["template"], limit=16, out=tmp_path / "r", progress=False)
     upper = run.summary.results["template"].metrics["gas"].ci95[1]
     assert fairprobe.check(run, {"gas": upper + 0.01}).ok
     failed = fairprobe.check(tmp_path / "r", {"gas": upper - 0.01}, sets="template")
     assert not failed.ok and len(failed.failures) == 1 and "gas" in failed.failures[0]
+    lower = run.summary.results["template"].metrics["gas"].ci95[0]
+    assert fairprobe.check(run, minimum={"gas": lower - 0.01}).ok
+    assert "(min)" in fairprobe.check(run, minimum={"gas": lower + 0.01}).failures[0]
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ConfigError, match=r'needs pandas: pip install "fairprobe\[pandas\]"'):
         run.to_pandas()

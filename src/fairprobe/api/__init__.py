@@ -505,25 +505,41 @@ def score(
 @public
 def check(
     run: str | Path | Run,
-    maximum: dict[str, float],
+    maximum: dict[str, float] | None = None,
     *,
+    minimum: dict[str, float] | None = None,
+    abs_max: dict[str, float] | None = None,
+    mark_max: str | None = None,
+    thresholds: str | Path | None = None,
     sets: str | list[str] | None = None,
 ) -> Any:
-    """The CI gate (as `fairprobe check`): fails where a metric's upper 95% bound exceeds its maximum.
+    """The CI gate (as `fairprobe check`): fails where a metric's 95% interval leaves a bound or allows a worse
+    mark, and fails closed on what it cannot judge (n/a, unavailable, too little data).
 
     Args:
-        run: a run folder or a `Run`.
-        maximum: `{metric: largest allowed value}`, e.g. `{"gld": 0.05}`.
+        run: a run folder, a many-models comparison folder (every model is checked) or a `Run`.
+        maximum: `{metric: largest allowed value}` for the upper 95% bound, e.g. `{"gld": 0.05}`.
+        minimum: `{metric: smallest allowed value}` for the lower 95% bound.
+        abs_max: `{metric: bound}`: both 95% bounds within +-bound (signed metrics).
+        mark_max: the worst severity mark (A-D) any marked metric's interval may allow.
+        thresholds: a severity thresholds JSON file for `mark_max` (default: the families' own).
         sets: the probe sets to check (default: all).
 
     Returns:
-        The check's result: `.ok`, `.failures` (one line each), `.message()`.
+        The check's result: `.ok`, `.failures` (one line each), `.notes`, `.message()`.
     """
-    from fairprobe.report.check import check_summary, parse_limits
-    from fairprobe.report.runs import load_summary
+    from fairprobe.report.check import Gate, check_folder, check_runs, parse_bounds, parse_mark
+    from fairprobe.report.severity import load_thresholds
 
-    if not isinstance(maximum, dict) or not maximum:
-        raise ConfigError("maximum must be a dict of metric: largest allowed value, e.g. {'gld': 0.05}")
-    limits = parse_limits([f"{k}={v}" for k, v in maximum.items()])
+    items: dict[str, list[str] | None] = {}
+    for name, given in (("maximum", maximum), ("minimum", minimum), ("abs_max", abs_max)):
+        if given is not None and not isinstance(given, dict):
+            raise ConfigError(f"{name} must be a dict of metric: bound, e.g. {{'gld': 0.05}}")
+        items[name] = [f"{k}={v}" for k, v in given.items()] if given else None
+    bounds = parse_bounds(items["maximum"], items["minimum"], items["abs_max"])
+    gate = Gate(bounds, parse_mark(mark_max), load_thresholds(path_or_none(thresholds, "thresholds")))
+    chosen = names(sets, "sets")
+    if isinstance(run, Run) and run.folder is None:  # scored in memory: no folder to read
+        return check_runs({"": run.summary}, gate, chosen)
     folder = run.folder if isinstance(run, Run) else path_or_none(run, "run")
-    return check_summary(load_summary(folder), limits, names(sets, "sets"))  # type: ignore[arg-type]
+    return check_folder(Path(folder), gate, chosen)
