@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -66,9 +67,10 @@ def test_template_prompts_match_the_authors_scripts() -> None:
     assert len(ps.probes) == 160 and ps.probes[0].subsets == ["occupations", "female-stereotyped"]
 
 
-def test_limit_keeps_the_first_prompts() -> None:
-    ps = load_probe_set("stsb", data_dir=paper_data_dir(), limit=3)
+def test_limit_order_first_keeps_the_first_prompts() -> None:
+    ps = load_probe_set("stsb", data_dir=paper_data_dir(), limit=3, limit_order="first")
     assert [p.meta["text"] for p in ps.probes] == ["is cutting up a cucumber", "is playing a harp", "is cutting onions"]
+    assert ps.drawn is not None and ps.drawn.describe() == "3 of 364 prompts, the first 3 in file order"
 
 
 # --- the pinned download path, served from 127.0.0.1 ---------------------------------------------------
@@ -130,6 +132,28 @@ def test_download_rejects_a_corrupted_file(tmp_path: Path, monkeypatch: pytest.M
     assert not list((tmp_path / "cache").rglob("*.csv"))
 
 
+def test_offline_a_suite_falls_back_to_its_sets_that_need_no_download(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fairprobe.runner import RunOptions, load_sets
+    from fairprobe.sources import Unreachable
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nobody listens on: every download is refused at once
+    monkeypatch.setenv("FAIRPROBE_MIRROR", f"http://127.0.0.1:{closed.getsockname()[1]}")
+    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.warns(UserWarning) as caught:
+        sets = load_sets(RunOptions(limit=3))
+    closed.close()
+    assert [ps.name for ps in sets] == ["template", "friend-statements"]
+    assert [str(w.message) for w in caught] == [
+        "offline: running template, friend-statements (no download needed); "
+        "llm-gen-1, llm-gen-2, stsb, snli need a download or --data-dir"
+    ]
+    with pytest.raises(Unreachable, match=r"cannot download stsb_neutral_test\.csv: 127\.0\.0\.1:\d+ is unreachable"):
+        load_sets(RunOptions(probes=["template", "stsb"]))  # a set asked for by name is never dropped
+
+
 # --- bad input ------------------------------------------------------------------------------------------
 
 
@@ -180,7 +204,19 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_probes_show_table_needs_no_model() -> None:
-    proc = run_cli("probes", "show", "stsb", "--data-dir", str(paper_data_dir()), "--format", "table", "--limit", "2")
+    proc = run_cli(
+        "probes",
+        "show",
+        "stsb",
+        "--data-dir",
+        str(paper_data_dir()),
+        "--format",
+        "table",
+        "--limit",
+        "2",
+        "--limit-order",
+        "first",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "My friend is cutting up a cucumber, and" in proc.stdout
     assert "My friend is playing a harp, and" in proc.stdout

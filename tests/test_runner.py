@@ -12,6 +12,7 @@ import pytest
 
 from conftest import exact_scores, fake_loglikelihood, shared_data_dir
 from fairprobe.errors import ConfigError
+from fairprobe.families import load_probe_set
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.models import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.runner import RunInterrupted, RunOptions, run
@@ -89,13 +90,12 @@ def test_run_directory_layout(tmp_path: Path) -> None:
     assert manifest["seed"] == 0
     assert set(manifest["probe_sets"]) == {"template", "llm-gen-1"}
     for entry in manifest["probe_sets"].values():
-        assert len(entry["sha256"]) == 64 and entry["source"] and entry["n"] == 10
+        assert len(entry["sha256"]) == 64 and entry["source"] and entry["n"] == 10 and entry["drawn"]["n"] == 10
     assert manifest["started"] <= manifest["finished"]
 
     samples = lines(out / "samples.jsonl")
-    assert [(s["set"], s["id"]) for s in samples] == [("template", str(i)) for i in range(10)] + [
-        ("llm-gen-1", str(i)) for i in range(10)
-    ]
+    drawn = {name: load_probe_set(name, data_dir=shared_data_dir(), limit=10).probes for name in options(out).probes}
+    assert [(s["set"], s["id"]) for s in samples] == [(name, p.id) for name, ps in drawn.items() for p in ps]
     first = samples[0]
     assert {"prompt", "continuation", "words_found", "first_gender", "p_female", "p_male", "batch"} <= set(first)
     assert len(first["p_female"]) == len(first["p_male"]) == N_PAIRS
@@ -206,10 +206,10 @@ def test_real_model_run_with_limit(tmp_path: Path, embedded_backend: Any) -> Non
 def test_python_api_shows_plain_progress_when_not_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     import fairprobe
 
-    fairprobe.run(backend=ScriptedBackend(), probes=["template"], limit=8, batch_size=4, out=tmp_path / "r")
+    fairprobe.run(ScriptedBackend(), probes=["template"], limit=8, batch_size=4, out=tmp_path / "r")
     lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
     assert lines[0] == "template: 0/8 (0%), 0s elapsed"
     assert lines[1].startswith("template: 8/8 (100%), ")
     assert len(lines) == 2
-    fairprobe.run(progress=False, backend=ScriptedBackend(), probes=["template"], limit=8, out=tmp_path / "q")
+    fairprobe.run(ScriptedBackend(), progress=False, probes=["template"], limit=8, out=tmp_path / "q")
     assert capsys.readouterr().err == ""

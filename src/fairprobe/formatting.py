@@ -58,6 +58,15 @@ def pct_ci(m: MetricValue) -> str:
     return pct(m.value) + ci
 
 
+def format_p(p: float | None, floor: bool = False) -> str:
+    """A p-value: '< 1e-05' at a bootstrap's floor (p holds 1/R), '<0.001', or three decimals ('' when none)."""
+    if p is None:
+        return ""
+    if floor:
+        return f"< {p:.0e}"
+    return "<0.001" if p < 1e-3 else f"{p:.3f}"
+
+
 def short_number(x: float | None) -> str:
     """Two decimals, three below 0.01: the verdict's numbers."""
     return "n/a" if x is None else f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.3f}"
@@ -68,3 +77,11 @@ def with_ci(m: MetricValue, signed: bool = False) -> str:
     fmt = (lambda x: "n/a" if x is None else f"{x:+.2f}") if signed else short_number
     lo, hi = m.ci95
     return fmt(m.value) + ("" if lo is None or hi is None else f" [{fmt(lo)}, {fmt(hi)}]")
+
+
+def file_size(size: float) -> str:
+    """Bytes for people: 812 B, 45.3 kB, 541.6 MB, 1.12 GB (decimal units, as disks are sold)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.2f} {unit}" if unit == "GB" else f"{size / scale:.1f} {unit}"
+    return f"{int(size)} B"

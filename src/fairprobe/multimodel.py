@@ -23,10 +23,8 @@ from fairprobe.io import read_text
 from fairprobe.models import scheme_of
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Summary
-from fairprobe.report.leaderboard import check_sort_by, write_comparison
+from fairprobe.report.leaderboard import COMPARISON_FOLDER, check_sort_by, write_comparison
 from fairprobe.runner import RunOptions, load_sets, run
-
-COMPARISON_FOLDER = "comparison"
 
 
 @dataclass

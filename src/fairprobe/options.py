@@ -16,6 +16,7 @@ from fairprobe.catalog import suite_names, suite_sets
 from fairprobe.errors import ConfigError
 from fairprobe.io import fingerprint
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig, backend_settings
+from fairprobe.records import LimitOrder
 from fairprobe.redact import secret_options
 
 
@@ -31,6 +32,7 @@ class RunOptions(BaseModel):
     data_dir: Path | None = None
     out: Path | None = None
     limit: int | None = Field(None, ge=1)
+    limit_order: LimitOrder = "stratified"
     seed: int = 0
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     probe_options: dict[str, Any] = Field(default_factory=dict)
@@ -67,6 +69,10 @@ class RunOptions(BaseModel):
         answer_args = backend_settings(self.model, self.model_args).answer_args() if self.model_args else {}
         if answer_args:
             obj["model_args"] = answer_args
+        # How a limit draws matters only when one applies; `first` (the draw before stratified limits) is left
+        # out, so folders made then resume with --limit-order first.
+        if self.limit is None or self.limit_order == "first":
+            obj.pop("limit_order")
         return obj
 
     def recorded(self) -> dict[str, Any]:
@@ -95,6 +101,15 @@ def run_options_from_flags(flags: dict[str, Any]) -> RunOptions:
     flags = dict(flags)
     model_args = parse_pairs_typed(flags.pop("model_arg", None), "model arg (-M)", values=True)
     probe_options = parse_pairs_typed(flags.pop("option", None), "probe option", values=False)
+    return run_options_from_settings(flags, model_args, probe_options)
+
+
+def run_options_from_settings(
+    flags: dict[str, Any], model_args: dict[str, Any], probe_options: dict[str, Any]
+) -> RunOptions:
+    """The RunOptions of flags whose `-M` and `-o` settings are dicts already (the Python API's `model_args` and
+    `options`): the shortcuts and decoding flags fold in as in `run_options_from_flags`."""
+    flags, model_args, probe_options = dict(flags), dict(model_args), dict(probe_options)
     implicit = flags.pop("implicit", None)
     if implicit == "off":
         fold(probe_options, "implicit", "off", "--implicit off", "-o")

@@ -30,6 +30,7 @@ from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redact, redacted_command
 from fairprobe.runfolder import FolderLock, check_folder
+from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
 
@@ -130,8 +131,11 @@ class RunWriter:
 
 
 def load_sets(options: RunOptions) -> list[ProbeSet]:
-    """Load every probe set of the run before any model work, so bad data fails fast."""
-    sets = []
+    """Load every probe set of the run before any model work, so bad data fails fast.
+
+    A suite run without --probes and --data-dir falls back, offline, to its sets that need no download,
+    and says so in one line; a set named with --probes that cannot be downloaded is an error."""
+    sets, unreachable = [], []
     for name in options.probe_names():
         family = family_of_set(name)
         if family is not None and name not in PROBE_SETS and family.suite != options.suite:
@@ -140,9 +144,29 @@ def load_sets(options: RunOptions) -> list[ProbeSet]:
             raise ConfigError(
                 f"probe set {name!r} belongs to suite {PROBE_SETS.get(name).suite!r}, not {options.suite!r}"
             )
-        sets.append(load_probe_set(name, data_dir=options.data_dir, limit=options.limit, **options.probe_options))
+        try:
+            sets.append(
+                load_probe_set(
+                    name,
+                    data_dir=options.data_dir,
+                    limit=options.limit,
+                    limit_order=options.limit_order,
+                    **options.probe_options,
+                )
+            )
+        except Unreachable:
+            if options.probes or options.data_dir is not None:
+                raise
+            unreachable.append(name)
+    if unreachable and sets:
+        warnings.warn(
+            f"offline: running {', '.join(ps.name for ps in sets)} (no download needed); "
+            f"{', '.join(unreachable)} need a download or --data-dir",
+            stacklevel=2,
+        )
     if not sets:
-        raise DataError(f"suite {options.suite!r} has no probe sets to run")
+        hint = f" (offline: {', '.join(unreachable)} need a download or --data-dir)" if unreachable else ""
+        raise DataError(f"suite {options.suite!r} has no probe sets to run{hint}")
     return sets
 
 
@@ -269,11 +293,19 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
         "decoding": first.generation(options, first.parse_options(options.probe_options, sets[0].name)).model_dump(),
         "seed": options.seed,
         "family_options": family_settings(options, sets),
-        "probe_sets": {ps.name: {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)} for ps in sets},
+        "probe_sets": {ps.name: probe_set_record(ps) for ps in sets},
         "options": options.recorded(),
         "command": redacted_command(),
         "started": started,
     }
+
+
+def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
+    """A set's manifest entry: source, sha256, n, and how a --limit drew its prompts."""
+    record: dict[str, Any] = {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)}
+    if ps.drawn is not None:
+        record["drawn"] = ps.drawn.model_dump(mode="json")
+    return record
 
 
 def family_settings(options: RunOptions, sets: list[ProbeSet]) -> dict[str, Any]:
@@ -367,6 +399,7 @@ def run_with_samples(
                 raise type(exc)(f"{exc}; {resume}") from exc
             own_options = own.parse_options(options.probe_options, ps.name)
             results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
+            results[ps.name].drawn = ps.drawn
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)

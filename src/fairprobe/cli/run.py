@@ -15,6 +15,7 @@ from fairprobe.cli.common import (
     DeviceOpt,
     DtypeOpt,
     LimitOpt,
+    LimitOrderOpt,
     MaxNewTokensOpt,
     ModelArgsOpt,
     ModelListOpt,
@@ -71,6 +72,7 @@ def run_cmd(
     data_dir: DataDirOpt = None,
     out: RunOutOpt = None,
     limit: LimitOpt = None,
+    limit_order: LimitOrderOpt = "stratified",
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy (paper default)")] = 0.0,
     top_p: Annotated[float, typer.Option(help="nucleus sampling (needs temperature > 0)")] = 1.0,
@@ -134,8 +136,8 @@ def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
 
 
 def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool) -> None:
-    """Run several models and print each summary (with --json: one JSON document for all), then the comparison;
-    each model that failed is one error line, and the command exits 2 after the others ran."""
+    """Run several models, then print the comparison's headline columns and each verdict (with --json: one JSON
+    document for all); each model that failed is one error line, and the command exits 2 after the others ran."""
     from fairprobe.multimodel import run_models
     from fairprobe.progress import auto_progress
 
@@ -151,10 +153,7 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
         }
         console.print_json(json.dumps(document))
     else:
-        for summary in runs.summaries.values():
-            show_summary(summary, False)
-        if out:
-            console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+        show_comparison(runs.summaries, out)
     if out:
         written("comparison", out)
     for spec, reason in runs.failures.items():
@@ -165,6 +164,29 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
             + (f"; the comparison holds the other {len(runs.summaries)}" if out else "; no comparison was written")
         )
         raise typer.Exit(2)
+
+
+def show_comparison(summaries: dict[str, Any], out: Path | None) -> None:
+    """The comparison's headline columns (or each model's table when there is no comparison), each model's verdict,
+    and where the files with everything else are."""
+    from fairprobe.report.console import leaderboard_table
+    from fairprobe.report.leaderboard import read_leaderboard
+    from fairprobe.report.verdict import verdict
+
+    if out is None:
+        for summary in summaries.values():
+            show_summary(summary, False)
+        return
+    console.print(leaderboard_table(read_leaderboard(out) or {"sets": []}, console.width))
+    for summary in summaries.values():
+        console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"Every metric, the pairwise tests and each model's table: {out / 'leaderboard.md'}, {out / 'report.html'}",
+        style="dim",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("score")

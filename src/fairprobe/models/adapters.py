@@ -103,7 +103,11 @@ def attach_adapter(
     except (OSError, ValueError, RuntimeError, KeyError, TypeError, SafetensorError) as exc:
         first = first_line(str(exc)) or type(exc).__name__
         raise ModelError(f"cannot load adapter {folder}: {first}") from exc
-    info: dict[str, Any] = {"path": str(folder), "sha256": sha}
+    info: dict[str, Any] = {
+        "path": str(folder),
+        "sha256": sha,
+        "config_sha256": sha256_file(folder / "adapter_config.json"),
+    }
     if manifest is not None:
         info["training"] = {
             "kind": manifest.get("kind"),
