@@ -272,7 +272,9 @@ def test_bad_specs_and_options_are_one_line_errors(monkeypatch: pytest.MonkeyPat
     assert "secret" not in str(info.value)
     with pytest.raises(ConfigError, match="the local backend takes no -M key 'base_url'"):
         RunOptions(model="smollm2-135m-instruct", model_args={"base_url": "http://127.0.0.1:1/v1"})
-    with pytest.raises(ConfigError, match="the openai backend takes no -M key 'retry': it takes base_url, concurrency"):
+    with pytest.raises(
+        ConfigError, match="the openai backend takes no -M key 'retry': it takes base_url, api_key, concurrency"
+    ):
         load_model("openai:x", base_url="http://127.0.0.1:1/v1", retry=3)
     for bad in (-1, 0, float("nan"), float("inf")):
         with pytest.raises(ConfigError, match="-M timeout="):

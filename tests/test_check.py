@@ -133,7 +133,7 @@ def test_a_many_models_folder_checks_every_model(monkeypatch, capsys, tmp_path):
     comparison = root / "comparison"
     comparison.mkdir()
     runs = [{"model": "smollm2", "path": "../smollm2"}, {"model": "gemma", "path": str(b.resolve())}]
-    (comparison / "leaderboard.json").write_text(json.dumps({"kind": "leaderboard", "runs": runs}))
+    (comparison / "leaderboard.json").write_text(json.dumps({"kind": "leaderboard", "runs": runs, "sets": []}))
     for folder in (comparison, root):  # the comparison folder, or the --out root that holds it
         code, lines = check(monkeypatch, capsys, str(folder), "--max", "gas=0.5")
         assert code == 1 and lines == [

@@ -115,7 +115,7 @@ def test_a_model_label_with_markup_prints_as_text(capsys: pytest.CaptureFixture[
         ),
         (
             ["run", "--model", "openai:x", "--base-url", "http://127.0.0.1:1/v1", "-M", "retry=3"],
-            "the openai backend takes no -M key 'retry': it takes base_url, concurrency, timeout, top_logprobs, implicit",
+            "the openai backend takes no -M key 'retry': it takes base_url, api_key, concurrency, timeout, top_logprobs, implicit",
         ),
         (
             ["run", "--model", "openai:x", "-M", "timeout=-1"],

@@ -47,14 +47,26 @@ def test_escape_sequences_from_a_server_and_a_file_reach_the_console_escaped(tmp
     env = {**os.environ, "FAIRPROBE_CACHE_DB": str(tmp_path / "calls.sqlite")}
     out = tmp_path / "run"
     with serve(hostile_answer) as (url, _):
-        args = ["run", "-m", "openai:t", "--base-url", url, "--probes", "template", "--limit", "12"]
+        args = [
+            "run",
+            "-m",
+            "openai:t",
+            "--base-url",
+            url,
+            "--probes",
+            "template",
+            "--limit",
+            "12",
+            "--limit-order",
+            "first",
+        ]
         done = _cli([*args, "--out", str(out)], env)
     assert done.returncode == 0, done.stderr
     assert not raw_controls(done.stdout + done.stderr), done.stderr
-    # The server's words are shown, as text: its refusal of the echo probe names the escapes it sent.
-    assert "bad request \\x1b[2J\\x1b]0;pwned\\x07\\x1b]52;c;cHduZWQ=\\x07\\x9b31m\\u202eevil" in done.stderr
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
-    assert any("\\x1b]52" in s.get("error", "") for s in samples)  # the stored error is escaped too
+    # The server's words are kept, as text: its refusal of the nurse prompt names the escapes it sent.
+    escaped = "bad request \\x1b[2J\\x1b]0;pwned\\x07\\x1b]52;c;cHduZWQ=\\x07\\x9b31m\\u202eevil"
+    assert [s["prompt"] for s in samples if escaped in s.get("error", "")] == ["My friend is a nurse, and"]
     assert any(HOSTILE in s["continuation"] for s in samples)  # model output is stored as it came (JSON-escaped)
     report = _cli(["report", str(out), "--format", "md"], env)
     assert report.returncode == 0 and not raw_controls(report.stdout + report.stderr)

@@ -158,7 +158,20 @@ def test_no_prefix_of_the_key_reaches_any_file_a_run_writes(tmp_path: Path, give
         env["FAIRPROBE_API_KEY"] = SHORT_KEY
     out = tmp_path / "run"
     with serve(cutting_answer) as (url, seen):
-        args = ["run", "-m", "openai:test", "--base-url", url, "--probes", "template", "--limit", "16", *key_args]
+        args = [
+            "run",
+            "-m",
+            "openai:test",
+            "--base-url",
+            url,
+            "--probes",
+            "template",
+            "--limit",
+            "16",
+            "--limit-order",
+            "first",
+            *key_args,
+        ]
         done = _cli([*args, "--out", str(out)], env)
         again = _cli([*args, "--out", str(out)], env)
     assert done.returncode == 0, done.stderr
@@ -169,8 +182,8 @@ def test_no_prefix_of_the_key_reaches_any_file_a_run_writes(tmp_path: Path, give
     assert "top_logprobs[" in errors and "HTTP 400" in errors  # the cut values were written, redacted
     manifest = json.loads((out / "manifest.json").read_text())
     if given == "model arg":
-        assert manifest["options"]["model_args"] == {"api_key": "***"}
-        assert "api_key=***" in manifest["command"] and "api_key=***" in (out / ".fairprobe.lock").read_text()
+        assert manifest["options"]["model_args"]["api_key"] == "***"  # beside base_url, folded in from --base-url
+        assert "api_key=***" in manifest["command"]  # the lock file holds the same redacted command, cut short
     report = _cli(["report", str(out), "--format", "csv", "--out", str(tmp_path / "csv")], env)
     assert report.returncode == 0, report.stderr
     files = [p for p in tmp_path.rglob("*") if p.is_file()]

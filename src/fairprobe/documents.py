@@ -242,12 +242,22 @@ class GasTest(Document):
 
 
 class DifferenceTest(Document):
-    """A paired bootstrap difference against Original."""
+    """A paired bootstrap difference against Original, or a GLD/ADD that a decoding-only method cannot change."""
 
-    difference: Metric
-    p_bootstrap: Probability | None = None
+    difference: Metric | None = None
+    p: Probability | None = None
+    p_floor: bool = False
+    equal: bool = False
+    unchanged_by_design: str | None = None
     relative_change: float | None = None
     p_holm: Probability | None = None
+
+    @model_validator(mode="after")
+    def tested_or_unchanged(self) -> DifferenceTest:
+        """A test holds its difference unless it says the method cannot change the metric."""
+        if self.difference is None and self.unchanged_by_design is None:
+            raise ValueError("a test needs its difference, or unchanged_by_design")
+        return self
 
 
 class VsOriginal(Document):

@@ -100,7 +100,7 @@ def plan_models(specs: list[str], options: RunOptions, sort_by: str | None) -> d
     check_folders({spec: o.output_dir() for spec, o in planned.items()}, comparison_dir(options))
     sets = load_sets(options)
     families = [f for f in (family_of_set(ps.name) for ps in sets) if f is not None]
-    check_sort_by(sort_by, {m.name for f in families for m in f.metrics})
+    check_sort_by(sort_by, {m.name for f in families for m in f.declared()})
     return planned
 
 

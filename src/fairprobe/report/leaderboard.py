@@ -10,6 +10,7 @@ per model); Markdown and CSV exports carry the same tables.
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import os
 from pathlib import Path
@@ -114,10 +115,11 @@ def board(runs: list[RunData], sort_by: str | None) -> list[dict[str, Any]]:
 
 
 def check_sort_by(sort_by: str | None, metrics: set[str]) -> None:
-    """A --sort-by must name one of the metrics compared (a typo would silently sort by another)."""
-    if sort_by is not None and sort_by not in metrics:
+    """A --sort-by must name one of the metrics compared (a typo would silently sort by another); a declared
+    pattern such as `*_share` admits the names it matches."""
+    if sort_by is not None and not any(fnmatch.fnmatchcase(sort_by, m) for m in metrics):
         raise ConfigError(
-            f"--sort-by {sort_by!r} is not a metric of these probe sets: choose one of {', '.join(sorted(metrics))}"
+            f"--sort-by {sort_by!r} is not a metric of these probe sets: choose one of {', '.join(sorted(m for m in metrics if '*' not in m))}"
         )
 
 
