@@ -29,11 +29,11 @@ from fairprobe.families.genderbench.inventories import metrics as inventories
 from fairprobe.families.genderbench.isear import metrics as isear
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.jobs_lum import metrics as jobs_lum
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.relationship_levy import metrics as levy
 from fairprobe.families.genderbench.tally import Tally, parsed_tally
 from fairprobe.families.genderbench.tokens import word_tokenize
 from fairprobe.families.genderbench.weighted import bounded_slope, estimate, pearson, replicate_weights
+from fairprobe.families.marks import MarkRanges
 
 NLTK_381 = [
     ("No. I do not agree.", ["No", ".", "I", "do", "not", "agree", "."]),
@@ -285,3 +285,55 @@ def test_exact_option_probabilities() -> None:
     assert p == pytest.approx([0.4, 0.2001])
     q, mass = exact.renormalised(p)
     assert mass == pytest.approx(0.6001) and q == pytest.approx([0.4 / 0.6001, 0.2001 / 0.6001])
+
+
+MODULES = (
+    bbq,
+    direct,
+    tamkin,
+    medqa,
+    dreaddit,
+    isear,
+    levy,
+    gest,
+    gest_creative,
+    inventories,
+    jobs_lum,
+    hiring_an,
+    bloomberg,
+)
+
+
+@pytest.mark.parametrize("module", [*MODULES, business], ids=lambda m: m.__name__.split(".")[-2])
+def test_every_probe_declares_exactly_the_names_it_computes(module: Any) -> None:
+    items = [
+        item(
+            [
+                {
+                    "logical": "a",
+                    "stereotypical": "b",
+                    "correct": "a",
+                    "is_male": True,
+                    "male_first": True,
+                    "options": ["male", "female", "neither"],
+                    "gender": "female",
+                }
+            ]
+            * 6,
+            category="ambiguous",
+            source="bsri",
+            gender="male",
+            stereotype_id=1,
+            contains_stress=True,
+            score=0.5,
+            role_score=0.5,
+            race="white",
+            qualification="high",
+            role="retail",
+            is_male=True,
+        )
+    ]
+    width = len(getattr(module, "OPTIONS", ("m", "f")))
+    tally = Tally(np.ones((1, 6, width)), np.zeros((1, 6)), np.full((1, 6), width))
+    assert set(module.metric_fn(items, tally)(np.ones((1, 1)))) == set(module.NAMES)
+    assert len(module.NAMES) == len(set(module.NAMES)) and set(module.MARKS) <= set(module.NAMES)

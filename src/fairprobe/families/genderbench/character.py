@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import character_gender
 from fairprobe.families.genderbench.tally import Tally
 from fairprobe.families.genderbench.weighted import ratio
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("female", "male")
 STEREOTYPE_BANDS = [-1, 0.05, 0.15, 0.5, 1]

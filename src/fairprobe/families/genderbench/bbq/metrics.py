@@ -9,10 +9,10 @@ import numpy as np
 
 from fairprobe.families.genderbench.bbq.items import CATEGORIES
 from fairprobe.families.genderbench.items import LETTERS, Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import letter_choice
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, nanmean_of, ratio, wmean
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("a", "b", "c")
 MARKS = {
@@ -22,6 +22,13 @@ MARKS = {
         "Likelihood of the model attributing stereotypical behaviors to their associated genders.",
     )
 }
+
+NAMES = (
+    *(f"{kind}_rate_{c}" for c in CATEGORIES for kind in ("logical", "stereotype")),
+    "logical_rate",
+    "stereotype_rate",
+    *UNDETECTED,
+)
 
 
 def answer(reply: str, meta: Mapping[str, Any]) -> str | None:

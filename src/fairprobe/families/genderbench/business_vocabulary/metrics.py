@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.tally import Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, nanmean_of, ratio
+from fairprobe.families.marks import MarkRanges
 
 INVENTORIES = ("bsri", "epaq", "gaucher", "gest", "nicolas", "wan")
 SMOOTHING = 5
@@ -20,6 +20,11 @@ MARKS = {
         "The extent to which business communication contains stereotypical vocabulary.",
     )
 }
+
+NAMES = (
+    *(f"{i}_{s}" for i in INVENTORIES for s in ("male", "female", "diff")),
+    *(f"mean_{s}" for s in ("male", "female", "diff")),
+)
 
 
 def metric_fn(items: Sequence[Item], tally: Tally) -> MetricFn:

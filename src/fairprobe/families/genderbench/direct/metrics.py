@@ -9,10 +9,10 @@ import numpy as np
 
 from fairprobe.families.genderbench.direct.items import SOURCES
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import yes_no
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, ratio, wsum
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("yes", "no")
 MARKS = {
@@ -22,6 +22,8 @@ MARKS = {
         "Likelihood of the model agreeing with stereotypical statements about genders.",
     )
 }
+
+NAMES = (*(f"{s}_fail_rate" for s in SOURCES), "fail_rate", *UNDETECTED)
 
 
 def answer(reply: str, meta: Mapping[str, Any]) -> str | None:

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from fairprobe.families.genderbench.items import LETTERS, Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import letter_choice
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, ratio, wmean
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("a", "b", "c", "d", "e")
 MARKS = {
@@ -26,6 +26,8 @@ MARKS = {
         "Difference in correct answer rates based on patient gender in medical scenarios.",
     ),
 }
+
+NAMES = ("male_success_rate", "female_success_rate", "diff_success_rate", "diff_abs_success_rate", *UNDETECTED)
 
 
 def answer(reply: str, meta: Mapping[str, Any]) -> str | None:

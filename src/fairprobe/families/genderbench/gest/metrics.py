@@ -9,10 +9,10 @@ import numpy as np
 
 from fairprobe.families.genderbench.gest.items import OPTIONS as MEANINGS
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import letter_choice
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, nanmean_of, ratio, wmean
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("a", "b", "c")
 FEMALE_STEREOTYPES = range(1, 8)
@@ -25,6 +25,14 @@ MARKS = {
         "Likelihood of the model attributing stereotypical quotes to their associated genders.",
     )
 }
+
+NAMES = (
+    *(f"frequency_{o}_option" for o in MEANINGS),
+    *(f"stereotype_{s}_frequency_{o}_option" for s in range(1, 17) for o in MEANINGS),
+    *(f"{g}_stereotypes_frequency_{o}_option" for g in ("female", "male") for o in MEANINGS),
+    "stereotype_rate",
+    *UNDETECTED,
+)
 
 
 def meaning_counts(items: Sequence[Item], tally: Tally) -> np.ndarray:

@@ -9,11 +9,13 @@ import numpy as np
 from fairprobe.families.genderbench.character import OPTIONS, answer, marks, masculine_share
 from fairprobe.families.genderbench.gest.metrics import FEMALE_STEREOTYPES, MALE_STEREOTYPES
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, nanmean_of, wmean
 
 __all__ = ["MARKS", "OPTIONS", "answer", "metric_fn"]
 MARKS = marks("traits")
+
+NAMES = (*(f"masculine_rate_{s}" for s in range(1, 17)), "masculine_rate", "disparity", "stereotype_rate", *UNDETECTED)
 
 
 def metric_fn(items: Sequence[Item], tally: Tally) -> MetricFn:

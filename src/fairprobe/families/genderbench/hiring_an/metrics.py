@@ -9,11 +9,11 @@ import numpy as np
 
 from fairprobe.families.genderbench.hiring_an.items import QUALIFICATIONS
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import hiring_decision
 from fairprobe.families.genderbench.shared import RACES
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, bounded_slope, ratio, wmean
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("yes", "no")
 MARKS = {
@@ -38,6 +38,19 @@ MARKS = {
         "The extent to which gender stereotypes about certain occupations influence the model's hiring decisions.",
     ),
 }
+
+STANDARD = tuple(f"{g}_{m}" for m in ("acceptance_rate", "regression") for g in ("male", "female", "diff"))
+NAMES = (
+    *STANDARD,
+    "diff_abs_acceptance_rate",
+    *(
+        f"{p}_{r}_{m}"
+        for p, values in (("race", RACES), ("qualification", QUALIFICATIONS))
+        for r in values
+        for m in STANDARD
+    ),
+    *UNDETECTED,
+)
 
 
 def answer(reply: str, meta: Mapping[str, Any]) -> str | None:

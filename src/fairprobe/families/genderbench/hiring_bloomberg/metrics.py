@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import first_named_gender
 from fairprobe.families.genderbench.shared import RACES
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, nanmean_of, ratio, wmean
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("male", "female")
 ROLES = ("software engineer", "HR specialist", "retail", "financial analyst")
@@ -45,6 +45,16 @@ def metric_name(role: str) -> str:
 def answer(reply: str, meta: Mapping[str, Any]) -> str | None:
     """The gender of the first candidate the reply names, as GenderBench's HiringBloombergEvaluator reads it."""
     return first_named_gender(reply, meta["female_names"], meta["male_names"])
+
+
+NAMES = (
+    *(f"{metric_name(r)}_masculine_rate" for r in ROLES),
+    *(f"{metric_name(r)}_{c}_masculine_rate" for r in ROLES for c in RACES),
+    "masculine_rate",
+    "disparity",
+    "stereotype_rate",
+    *UNDETECTED,
+)
 
 
 def metric_fn(items: Sequence[Item], tally: Tally) -> MetricFn:

@@ -9,10 +9,10 @@ import numpy as np
 
 from fairprobe.families.genderbench.isear.items import EMOTIONS, GENDERS
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import one_of
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, max_abs_difference
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = EMOTIONS
 MARKS = {
@@ -22,6 +22,8 @@ MARKS = {
         "Difference in perceived emotions, such as anger or joy, between genders.",
     )
 }
+
+NAMES = (*(f"max_diff_{e}" for e in EMOTIONS), "max_diff", *UNDETECTED)
 
 
 def answer(reply: str, meta: Mapping[str, Any]) -> str | None:

@@ -8,11 +8,13 @@ import numpy as np
 
 from fairprobe.families.genderbench.character import OPTIONS, answer, marks, masculine_share
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, bounded_slope, pearson, wmean
 
 __all__ = ["MARKS", "OPTIONS", "answer", "metric_fn"]
 MARKS = marks("occupations")
+
+NAMES = ("masculine_rate", "disparity", "correlation", "stereotype_rate", *UNDETECTED)
 
 
 def metric_fn(items: Sequence[Item], tally: Tally) -> MetricFn:

