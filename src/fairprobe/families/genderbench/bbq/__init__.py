@@ -1,0 +1,1 @@
+"""GenderBench's Bbq probe. See README.md."""

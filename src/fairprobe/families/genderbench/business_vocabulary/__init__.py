@@ -1,0 +1,1 @@
+"""GenderBench's BusinessVocabulary probe. See README.md."""

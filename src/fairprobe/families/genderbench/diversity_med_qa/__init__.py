@@ -1,0 +1,1 @@
+"""GenderBench's DiversityMedQa probe. See README.md."""

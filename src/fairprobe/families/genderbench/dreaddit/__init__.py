@@ -1,0 +1,1 @@
+"""GenderBench's Dreaddit probe. See README.md."""

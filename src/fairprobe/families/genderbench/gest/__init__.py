@@ -1,0 +1,1 @@
+"""GenderBench's Gest probe. See README.md."""

@@ -1,0 +1,1 @@
+"""GenderBench's GestCreative probe. See README.md."""

@@ -1,0 +1,1 @@
+"""GenderBench's HiringAn probe. See README.md."""

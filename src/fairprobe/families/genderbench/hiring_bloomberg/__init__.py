@@ -1,0 +1,1 @@
+"""GenderBench's HiringBloomberg probe. See README.md."""

@@ -1,0 +1,1 @@
+"""GenderBench's Inventories probe. See README.md."""

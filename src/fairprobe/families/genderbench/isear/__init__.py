@@ -1,0 +1,1 @@
+"""GenderBench's Isear probe. See README.md."""

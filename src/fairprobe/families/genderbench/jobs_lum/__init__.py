@@ -1,0 +1,1 @@
+"""GenderBench's JobsLum probe. See README.md."""

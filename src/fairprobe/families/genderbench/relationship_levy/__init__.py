@@ -1,0 +1,1 @@
+"""GenderBench's RelationshipLevy probe. See README.md."""

