@@ -18,15 +18,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from fairprobe.errors import ConfigError, ModelError
-from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, probe_set
+from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, metric_info, probe_set
 from fairprobe.families.chat import chat_prompt
 from fairprobe.families.genderbench import exact
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.genderbench.resources import PINS, VERSION, package_folder
-from fairprobe.families.genderbench.tally import Answer, Tally
+from fairprobe.families.genderbench.tally import UNDETECTED, Answer, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, estimate
 from fairprobe.families.marks import MarkRanges
+from fairprobe.formatting import pct_ci, with_ci
 from fairprobe.io import sha256_bytes
 from fairprobe.models import backend_settings
 from fairprobe.models.base import GenerationConfig
@@ -171,11 +172,25 @@ def requests(
 def sample(
     spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, options: GenderBenchOptions
 ) -> GenderBenchSample:
-    """The item's record: replies and their parsed answers (sample), or each prompt's option probabilities (exact)."""
+    """The item's record: replies and their parsed answers (sample), or each prompt's option probabilities (exact),
+    with the marked metrics on the item alone."""
     prompts, item = probe.meta["prompts"], item_of(probe)
     record = GenderBenchSample(set=ps.name, id=probe.id, prompt=probe.prompt, mode=mode_of(spec, run, options))
     if record.mode == "exact":
-        return exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(len(prompts))])
+        record = exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(len(prompts))])
+    else:
+        record = sampled_record(spec, record, item, replies, options)
+    tally = tally_of(spec, [item], [record], repetitions_of(spec, options))
+    values = spec.metric_fn([item], tally)(np.ones((1, 1)))
+    record.item_metrics = {k: float(values[k][0]) if np.isfinite(values[k][0]) else None for k in spec.marks}
+    return record
+
+
+def sampled_record(
+    spec: GenderBenchProbe, record: GenderBenchSample, item: Item, replies: Replies, options: GenderBenchOptions
+) -> GenderBenchSample:
+    """The replies to each prompt and what GenderBench's evaluator reads in them (or the words it counts)."""
+    prompts = item.prompts
     reps = repetitions_of(spec, options)
     texts = [[replies.completions[f"p{p}r{r}"].text for r in range(reps)] for p in range(len(prompts))]
     record.replies = texts
@@ -234,6 +249,20 @@ def tally_of(spec: GenderBenchProbe, items: Sequence[Item], records: Sequence[Ge
     return Tally(counts, undetected, attempts)
 
 
+def how_read(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> dict[str, Any]:
+    """What the manifest and the report say about how a set's answers were read."""
+    if mode_of(spec, run, options) == "exact":
+        return {"mode": "exact", "scored": list(exact.continuations(spec.options))}
+    gen = generation(run, options)
+    return {
+        "mode": "sample",
+        "repetitions": repetitions_of(spec, options),
+        "temperature": gen.temperature,
+        "top_p": gen.top_p,
+        "max_new_tokens": gen.max_new_tokens,
+    }
+
+
 def value_range(name: str, marks: MarkRanges | None) -> tuple[float, float] | None:
     """The span `fairprobe check` accepts for a metric: its marks' span, else what its name says it is."""
     if marks is not None:
@@ -262,12 +291,66 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
             card=name in spec.marks,
             glance=name == "undetected_rate_attempts",
             value_range=value_range(name, spec.marks.get(name)),
+            reading=read_mark if name in spec.marks else read_undetected if name == UNDETECTED[1] else None,
+            paired="bootstrap" if name in spec.marks else None,
+            per_prompt=per_item(name) if name in spec.marks else None,
         )
         for i, name in enumerate(ordered)
     ]
     if spec.closed:
-        out.append(Metric(MASS, "option mass", order=99, better="higher", console="column", value_range=(0.0, 1.0)))
+        out.append(
+            Metric(
+                MASS,
+                "option mass",
+                order=99,
+                better="higher",
+                console="column",
+                value_range=(0.0, 1.0),
+                reading=read_mass,
+            )
+        )
     return tuple(out)
+
+
+def per_item(name: str) -> Callable[[Sequence[Any]], np.ndarray]:
+    """A marked metric on each item alone (NaN where undefined), as the records hold it: what two models are
+    compared on, item by item (a paired bootstrap)."""
+
+    def values(records: Sequence[Any]) -> np.ndarray:
+        found = [(r.item_metrics or {}).get(name) for r in records]
+        return np.array([np.nan if v is None else v for v in found], dtype=np.float64)
+
+    return values
+
+
+def read_mark(result: SetResult, records: Sequence[Any]) -> str | None:
+    """GenderBench's marked metrics of the set, each with its interval and what its mark grades."""
+    family = next((r.set for r in records), None)
+    parts = []
+    for name, m in result.metrics.items():
+        info = metric_info(family, name) if family else None
+        if info is not None and info.marks is not None and m.value is not None:
+            parts.append(f"{name} {with_ci(m, signed=info.better == 'zero')}: {info.marks.description}")
+    return " ".join(parts) or None
+
+
+def read_undetected(result: SetResult, records: Sequence[Any]) -> str | None:
+    """How the answers were read in sample mode, and how many GenderBench's rules could not parse."""
+    m = result.metrics.get(UNDETECTED[1])
+    if m is None or m.value is None or (records and records[0].mode == "exact"):
+        return None
+    return f"Replies sampled as GenderBench samples them and parsed with its rules; {pct_ci(m)} could not be parsed."
+
+
+def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
+    """How far the model keeps to the answer format, in exact mode."""
+    m = result.metrics.get(MASS)
+    if m is None or m.value is None:
+        return None
+    return (
+        "Answers read exactly from the options' probabilities (no sampling); the options hold "
+        f"{pct_ci(m)} of the probability of how a reply begins."
+    )
 
 
 MASS = "option_mass"
@@ -290,7 +373,12 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
         items = [item_of(by_id[r.id]) for r in kept]
         masses = [float(np.mean(r.mass)) for r in kept if r.mass]
         tally = tally_of(spec, items, kept, repetitions_of(spec, options))
-        return SetResult(n=len(kept), source=ps.source, metrics=metrics(items, tally, masses) if kept else {})
+        return SetResult(
+            n=len(kept),
+            source=ps.source,
+            metrics=metrics(items, tally, masses) if kept else {},
+            implicit=how_read(spec, run, options),
+        )
 
     @probe_set(spec.set_name, family=spec.family, suite=SUITE, description=spec.description, offline=not spec.gest)
     def loader(data_dir: Path | None, options: Any) -> ProbeSet:
@@ -308,4 +396,5 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
         options=spec.options_model,
         generation=generation,
         unit="items",
+        section=spec.section,
     )

@@ -13,10 +13,11 @@ class GenderBenchSample(Sample):
     `replies[p][r]` is the r-th reply to the item's p-th prompt and `answers[p][r]` what GenderBench's evaluator
     read in it (None: undetected); `counts[k]` the [male, female] words of inventory k found in the replies
     (BusinessVocabulary). In exact mode `q[p]` holds the options' probabilities renormalised over the options and
-    `mass[p]` their total before that.
+    `mass[p]` their total before that. `item_metrics` are the probe's marked metrics on this item alone (None where
+    undefined): what a comparison of two models tests item by item.
     """
 
-    optional: ClassVar[tuple[str, ...]] = ("replies", "answers", "counts", "q", "mass")
+    optional: ClassVar[tuple[str, ...]] = ("replies", "answers", "counts", "q", "mass", "item_metrics")
 
     mode: Literal["sample", "exact"]
     replies: list[list[str]] | None = None
@@ -24,6 +25,7 @@ class GenderBenchSample(Sample):
     counts: list[list[float]] | None = None
     q: list[list[float]] | None = None
     mass: list[float] | None = None
+    item_metrics: dict[str, float | None] | None = None
 
     def reply_text(self) -> str:
         """The first reply (sample) or nothing (exact: no text is generated)."""
