@@ -287,7 +287,7 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
             better="zero" if "diff" in name.replace("max_diff", "") else "lower" if name in spec.marks else "none",
             marks=spec.marks.get(name),
             what=spec.marks[name].description if name in spec.marks else "",
-            console="column" if name in spec.marks else None,
+            console="column" if name in spec.marks or name == UNDETECTED[1] else "aside",
             card=name in spec.marks,
             glance=name == "undetected_rate_attempts",
             value_range=value_range(name, spec.marks.get(name)),
