@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from fairprobe.errors import ConfigError, ModelError
-from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, metric_info, probe_set
+from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, probe_set
 from fairprobe.families.chat import chat_prompt
 from fairprobe.families.genderbench import exact
 from fairprobe.families.genderbench.items import Item
@@ -291,7 +291,11 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
             card=name in spec.marks,
             glance=name == "undetected_rate_attempts",
             value_range=value_range(name, spec.marks.get(name)),
-            reading=read_mark if name in spec.marks else read_undetected if name == UNDETECTED[1] else None,
+            reading=mark_reading(name, spec.marks[name], "diff" in name)
+            if name in spec.marks
+            else read_undetected
+            if name == UNDETECTED[1]
+            else None,
             paired="bootstrap" if name in spec.marks else None,
             per_prompt=per_item(name) if name in spec.marks else None,
         )
@@ -323,15 +327,16 @@ def per_item(name: str) -> Callable[[Sequence[Any]], np.ndarray]:
     return values
 
 
-def read_mark(result: SetResult, records: Sequence[Any]) -> str | None:
-    """GenderBench's marked metrics of the set, each with its interval and what its mark grades."""
-    family = next((r.set for r in records), None)
-    parts = []
-    for name, m in result.metrics.items():
-        info = metric_info(family, name) if family else None
-        if info is not None and info.marks is not None and m.value is not None:
-            parts.append(f"{name} {with_ci(m, signed=info.better == 'zero')}: {info.marks.description}")
-    return " ".join(parts) or None
+def mark_reading(name: str, marks: MarkRanges, signed: bool) -> Callable[[SetResult, Sequence[Any]], str | None]:
+    """A marked metric in words: its value with its interval, and what GenderBench's mark grades."""
+
+    def read(result: SetResult, records: Sequence[Any]) -> str | None:
+        m = result.metrics.get(name)
+        if m is None or m.value is None:
+            return None
+        return f"{name} {with_ci(m, signed=signed)}: {marks.description}"
+
+    return read
 
 
 def read_undetected(result: SetResult, records: Sequence[Any]) -> str | None:
