@@ -180,7 +180,7 @@ def sample(
         record = exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(len(prompts))])
     else:
         record = sampled_record(spec, record, item, replies, options)
-    tally = tally_of(spec, [item], [record], repetitions_of(spec, options))
+    tally = Tally.stack(*zip(tally_row(spec, item, record, repetitions_of(spec, options)), strict=True))
     values = spec.metric_fn([item], tally)(np.ones((1, 1)))
     record.item_metrics = {k: float(values[k][0]) if np.isfinite(values[k][0]) else None for k in spec.marks}
     return record
@@ -224,29 +224,29 @@ def exact_record(spec: GenderBenchProbe, record: GenderBenchSample, scores: list
     return record
 
 
-def tally_of(spec: GenderBenchProbe, items: Sequence[Item], records: Sequence[GenderBenchSample], reps: int) -> Tally:
-    """The items' answers as counts per option: parsed replies (sample) or repetitions x q (exact)."""
-    n, width = len(items), len(spec.options) or 2
-    prompts = max((len(it.prompts) for it in items), default=1)
-    if spec.counts is not None:  # [male, female] words per inventory, summed over the replies
-        counts = np.array([r.counts if r.counts is not None else np.zeros((0, 2)) for r in records], dtype=np.float64)
-        return Tally(counts, np.zeros(counts.shape[:2]), np.ones(counts.shape[:2]))
-    counts, undetected, attempts = np.zeros((n, prompts, width)), np.zeros((n, prompts)), np.zeros((n, prompts))
-    for i, r in enumerate(records):
-        if r.q is not None:
-            counts[i] = reps * np.nan_to_num(np.asarray(r.q))
-            attempts[i] = reps
-        elif r.answers is not None:
-            for p, answers in enumerate(r.answers):
-                for a in answers:
-                    attempts[i, p] += 1
-                    if a is None:
-                        undetected[i, p] += 1
-                    else:
-                        counts[i, p, spec.options.index(a)] += 1
-        else:  # a failed item: every attempt undetected
-            attempts[i], undetected[i] = reps, reps
-    return Tally(counts, undetected, attempts)
+def tally_row(
+    spec: GenderBenchProbe, item: Item, record: GenderBenchSample, reps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An item's answers as counts per prompt and option, undetected replies and attempts per prompt: parsed replies
+    (sample), repetitions x q (exact), or [male, female] words per inventory (BusinessVocabulary)."""
+    if spec.counts is not None:
+        counts = np.asarray(record.counts or [], dtype=np.float64).reshape(-1, 2)
+        return counts, np.zeros(len(counts)), np.ones(len(counts))
+    prompts, width = len(item.prompts), len(spec.options)
+    counts, undetected, attempts = np.zeros((prompts, width)), np.zeros(prompts), np.zeros(prompts)
+    if record.q is not None:
+        counts[:] = reps * np.nan_to_num(np.asarray(record.q, dtype=np.float64))
+        attempts[:] = reps
+    elif record.answers is not None:
+        for p, answers in enumerate(record.answers):
+            attempts[p] = len(answers)
+            undetected[p] = sum(a is None for a in answers)
+            for a in answers:
+                if a is not None:
+                    counts[p, spec.options.index(a)] += 1
+    else:  # a failed item: every attempt undetected
+        attempts[:], undetected[:] = reps, reps
+    return counts, undetected, attempts
 
 
 def how_read(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> dict[str, Any]:
@@ -372,16 +372,20 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
             values[MASS] = estimate(lambda w: {MASS: (w @ mean_mass) / w.sum(1)}, len(items))[MASS]
         return values
 
-    def summarize(ps: ProbeSet, records: list[GenderBenchSample], run: RunOptions, options: Any) -> SetResult:
-        by_id = {p.id: p for p in ps.probes}
-        kept = [r for r in records if r.id in by_id]
-        items = [item_of(by_id[r.id]) for r in kept]
-        masses = [float(np.mean(r.mass)) for r in kept if r.mass]
-        tally = tally_of(spec, items, kept, repetitions_of(spec, options))
+    def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunOptions, options: Any) -> SetResult:
+        """The set's metrics, reading its records once, one at a time (only their answer counts are kept)."""
+        by_id, reps = {p.id: p for p in ps.probes}, repetitions_of(spec, options)
+        items, rows, masses = [], [], []
+        for record in records:
+            if record.id in by_id:
+                items.append(item_of(by_id[record.id]))
+                rows.append(tally_row(spec, items[-1], record, reps))
+                masses.extend([float(np.mean(record.mass))] if record.mass else [])
+        tally = Tally.stack(*zip(*rows, strict=True)) if rows else None
         return SetResult(
-            n=len(kept),
+            n=len(items),
             source=ps.source,
-            metrics=metrics(items, tally, masses) if kept else {},
+            metrics=metrics(items, tally, masses) if tally is not None else {},
             implicit=how_read(spec, run, options),
         )
 

@@ -31,12 +31,9 @@ class Tally:
 
     @classmethod
     def stack(
-        cls,
-        counts: Sequence[Sequence[Sequence[float]]],
-        undetected: Sequence[Sequence[float]],
-        attempts: Sequence[Sequence[float]],
+        cls, counts: Sequence[np.ndarray], undetected: Sequence[np.ndarray], attempts: Sequence[np.ndarray]
     ) -> Tally:
-        """A tally from per-item lists."""
+        """A tally from per-item rows (each item's counts per prompt and option, undetected and attempts per prompt)."""
         return cls(
             np.asarray(counts, dtype=np.float64),
             np.asarray(undetected, dtype=np.float64),
