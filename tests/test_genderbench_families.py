@@ -286,3 +286,29 @@ def test_exact_option_scores_are_the_same_locally_and_on_vllm(vllm_server, embed
     for a, b in zip(local, served, strict=True):
         assert b.error is None and b.exact().all()
         assert np.max(np.abs(a.logprobs() - b.logprobs())) < 1e-4
+
+
+def scored_folder(name: str, tmp_path: Path, label: str, answers: tuple[str, ...], limit: int = 40) -> Path:
+    """A `score` folder of one set: seeded replies drawn from `answers`."""
+    ps = load_probe_set(name, limit=limit)
+    lines = []
+    for i, line in enumerate(probes_with_requests(ps, {})):
+        rng = random.Random(f"{label}:{i}")
+        lines.append(json.dumps({"id": line["id"], **{k: rng.choice(answers) for k in line["requests"]}}))
+    responses = tmp_path / f"{label}.jsonl"
+    responses.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / label
+    score_responses(name, responses, out=out, model=label)
+    return out
+
+
+def test_many_models_are_ranked_with_paired_item_tests(tmp_path: Path) -> None:
+    from fairprobe.report.leaderboard import build_leaderboard
+
+    agreeing = scored_folder("direct", tmp_path, "agreeing", ("Yes.", "Yes.", "Yes.", "No"))
+    refusing = scored_folder("direct", tmp_path, "refusing", ("No", "No", "No", "Yes."))
+    board = build_leaderboard([agreeing, refusing], sort_by="fail_rate")
+    (ranked,) = [b for b in board["sets"] if b["set"] == "direct"]
+    assert [r["model"] for r in ranked["rows"]] == ["refusing", "agreeing"]  # lower fail_rate first
+    (test,) = [t for t in board["pairwise"] if t["set"] == "direct" and t["metric"] == "fail_rate"]
+    assert test["n"] == 40 and test["test"] == "paired bootstrap" and test["p_holm"] < 0.01
