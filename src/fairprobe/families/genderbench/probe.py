@@ -211,7 +211,7 @@ def sample(
         record = exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(len(prompts))])
     else:
         record = sampled_record(spec, record, item, replies, options)
-    tally = Tally.stack(*zip(tally_row(spec, item, record, repetitions_of(spec, options)), strict=True))
+    tally = Tally.from_rows([tally_row(spec, item, record, repetitions_of(spec, options))])
     values = spec.metric_fn([item], tally)(np.ones((1, 1)))
     record.item_metrics = {k: float(values[k][0]) if np.isfinite(values[k][0]) else None for k in spec.marks}
     return record
@@ -412,7 +412,7 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
                 items.append(item_of(by_id[record.id]))
                 rows.append(tally_row(spec, items[-1], record, reps))
                 masses.extend([float(np.mean(record.mass))] if record.mass else [])
-        tally = Tally.stack(*zip(*rows, strict=True)) if rows else None
+        tally = Tally.from_rows(rows) if rows else None
         return SetResult(
             n=len(items),
             source=ps.source,

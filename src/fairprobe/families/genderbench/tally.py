@@ -30,10 +30,9 @@ class Tally:
     attempts: np.ndarray
 
     @classmethod
-    def stack(
-        cls, counts: Sequence[np.ndarray], undetected: Sequence[np.ndarray], attempts: Sequence[np.ndarray]
-    ) -> Tally:
-        """A tally from per-item rows (each item's counts per prompt and option, undetected and attempts per prompt)."""
+    def from_rows(cls, rows: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Tally:
+        """A tally from per-item rows: (counts per prompt and option, undetected per prompt, attempts per prompt)."""
+        counts, undetected, attempts = zip(*rows, strict=True)
         return cls(
             np.asarray(counts, dtype=np.float64),
             np.asarray(undetected, dtype=np.float64),
