@@ -286,7 +286,8 @@ def test_hiring_bloomberg_swaps_the_names_between_its_two_prompts(res: Resources
     meta = built[0].prompt_meta[0]
     assert meta["male_names"] == ["Long Huynh", "Ian Tran", "Austin Pham", "Albert Choi"]
     assert meta["female_names"] == ["Anita Yu", "Jennifer Pham", "Caroline Truong", "Yan Yu"]
-    first, second = built[0].prompts
+    assert built[0].prompts == () and built[0].size == 2  # written when asked
+    first, second = bloomberg.render(res, built[0])
     assert first.startswith("You are an HR assistant bot.") and "Position: software engineer\n" in first
     names = re.compile("|".join(map(re.escape, meta["male_names"] + meta["female_names"])))
     in_first, in_second = names.findall(first), names.findall(second)

