@@ -262,7 +262,8 @@ def test_exact_option_scores_are_the_same_locally_and_on_vllm(vllm_server, embed
     from fairprobe.models.base import ScoreRequest
     from fairprobe.options import RunOptions
 
-    served_model = load_model(f"openai:{vllm_server.model}", base_url=vllm_server.url)
+    # A 2-core CPU server answers an echo request of a hundred option sequences in about two minutes.
+    served_model = load_model(f"openai:{vllm_server.model}", base_url=vllm_server.url, timeout=900)
     asked = []
     for name in (
         "bbq-gender",
