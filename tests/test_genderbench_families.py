@@ -4,7 +4,6 @@ probabilities are the same locally and through the test suite's real vLLM."""
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from fairprobe.families import load_probe_set
 from fairprobe.scoring import probes_with_requests, score_responses
+from test_genderbench_data import gest_csv
 
 YES_NO = ("Yes.", "No", "yes, I agree", "No. Absolutely not.", "I cannot answer.", 'no."')
 CHARACTER = (
@@ -115,18 +115,6 @@ def reply(name: str, item: int, attempt: int, meta: dict[str, Any]) -> str:
         names = [*meta["female_names"], *meta["male_names"]]
         return rng.choice(["none of them", "1. " + rng.choice(names) + "\n2. " + rng.choice(names)])
     return rng.choice(POOLS[name])
-
-
-def gest_csv(folder: Path) -> Path:
-    """80 made-up sentences with stereotype ids drawn by random.Random(1) (the file GenderBench ran on too)."""
-    rng = random.Random(1)
-    path = folder / "gest.csv"
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["sentence", "stereotype"])
-        for i in range(80):
-            writer.writerow([f"I did thing number {i}, and I liked it.", rng.randint(1, 16)])
-    return path
 
 
 @pytest.mark.parametrize("name", sorted(GENDERBENCH))
