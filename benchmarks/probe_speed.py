@@ -5,7 +5,8 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
       output_hidden_states=True, return_dict_in_generate=True)`, next-word probabilities read from the first step's scores;
   (b) bare batched `model.generate` (left padding, fairprobe's batches) with no metric work;
   (c) fairprobe's full pipeline: `fairprobe.runner.run_set` with the paper suite (generation, exact next-word
-      probabilities of every attribute word, detection) and the set's metrics.
+      probabilities of every attribute word and every extra group's word read from the same call, detection) and
+      the set's metrics.
 
     python benchmarks/probe_speed.py                       # (a), (b), (c) on a sample of the five paper sets
     python benchmarks/probe_speed.py --full                # (c) on all 1,241 prompts end to end, with peak memory
@@ -37,6 +38,7 @@ quiet_openmp()  # as importing fairprobe does (torch must not load before it: im
 import torch
 
 from fairprobe.families import family_of_set, load_probe_set
+from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.models.hf import HFBackend
 from fairprobe.records import ProbeSet
@@ -76,10 +78,10 @@ def sample_sets(data_dir: Path, n: int) -> list[ProbeSet]:
     return out
 
 
-def paper_way(backend: HFBackend, prompts: list[str], pairs: list[tuple[str, str]]) -> Timer:
+def paper_way(backend: HFBackend, prompts: list[str], words: tuple[str, ...]) -> Timer:
     """Seconds for (a): one prompt at a time with every score and hidden state kept, as the released code does."""
     model, tok = backend.model, backend.tokenizer
-    table = backend.word_table(pairs)
+    table = backend.table(words)
     kept = []
     with Timer() as timer, torch.inference_mode():
         for prompt in prompts:
@@ -94,7 +96,7 @@ def paper_way(backend: HFBackend, prompts: list[str], pairs: list[tuple[str, str
                 output_hidden_states=True,
             )
             tok.decode(out.sequences[0], skip_special_tokens=True)
-            kept.append(out.scores[0].softmax(-1)[0, table.first.reshape(-1)])
+            kept.append(out.scores[0].softmax(-1)[0, table.first])
     return timer
 
 
@@ -118,7 +120,7 @@ def fairprobe_way(backend: HFBackend, sets: list[ProbeSet], options: RunOptions)
     with Timer() as timer:
         for ps in sets:
             samples = run_set(backend, suite, ps, options)
-            suite.summarize(ps, samples, options)
+            suite.summarize(ps, samples, options, suite.parse_options(options.probe_options, ps.name))
             by_id = {s.id: s.continuation for s in samples}  # type: ignore[attr-defined]
             texts += [by_id[p.id] for batch in batches_of(ps.probes, options.batch_size) for p in batch]
     return timer, texts
@@ -131,7 +133,7 @@ def compare(args: argparse.Namespace) -> None:
     sets = sample_sets(args.data_dir, args.n)
     n = sum(len(ps.probes) for ps in sets)
     options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
-    pairs = [tuple(p) for p in options.attribute_words().pairs]
+    words = PaperOptions().continuations()
     print(f"model {MODEL}, torch threads {torch.get_num_threads()}, batch size {args.batch_size}")
     print(f"sample: {n} prompts ({', '.join(f'{ps.name} {len(ps.probes)}' for ps in sets)})")
     paper_prompts = [p.prompt for ps in sets for p in ps.probes][:: max(1, n // args.paper_n)][: args.paper_n]
@@ -150,7 +152,7 @@ def compare(args: argparse.Namespace) -> None:
         )
     same = sum(a == b for a, b in zip(texts_b, texts_c, strict=True))
     print(f"continuations of (b) and (c) identical: {same}/{n}", flush=True)
-    ta = paper_way(backend, paper_prompts, pairs)
+    ta = paper_way(backend, paper_prompts, words)
     k = len(paper_prompts)
     b_wall, b_cpu = statistics.median(t.wall for t in runs_b), statistics.median(t.cpu for t in runs_b)
     c_wall, c_cpu = statistics.median(t.wall for t in runs_c), statistics.median(t.cpu for t in runs_c)
@@ -180,7 +182,7 @@ def full(args: argparse.Namespace) -> None:
             data_dir=args.data_dir,
             out=Path(tmp) / "run",
             batch_size=args.batch_size,
-            device="cpu",
+            model_args={"device": "cpu"},
             use_cache=False,
         )
         summary = run(options)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Byte-identity check of the package redesign (issue 10): run the same commands with the code before and after,
-# then compare summary.json and samples.jsonl (and the compare/tune outputs) file by file.
+# Identity check of a redesign (issue 10; issue 18, one scoring primitive): run the same commands with the code before
+# and after, then compare summary.json and samples.jsonl (and the compare/tune outputs) file by file: byte for byte,
+# else value by value (benchmarks/json_identity.py: key order aside; floats that moved by rounding are listed per
+# field with their largest change: under 1e-9 for the probabilities, 1e-4 relative for the metrics made of them).
 #
 #   benchmarks/redesign_identity.sh SRC_DIR OUT_DIR     # SRC_DIR: a checkout's src/ (e.g. of `git archive main`)
 #   benchmarks/redesign_identity.sh compare BEFORE AFTER
@@ -24,8 +26,15 @@ if [ "${1:-}" = compare ]; then
             echo "identical  $f"
         elif diff <(sed "s#$before#OUT#g" "$before/$f") <(sed "s#$after#OUT#g" "$after/$f") > /dev/null; then
             echo "identical  $f (but for the output folder path written in it)"
+        elif [ "${f##*.}" != safetensors ] && report="$("$PY" "$ROOT/benchmarks/json_identity.py" "$before/$f" "$after/$f" \
+            --root-before "$before" --root-after "$after")"; then
+            if [ -z "$report" ]; then
+                echo "identical  $f (value by value; key order aside)"
+            else
+                echo "rounding   $f (value by value; key order aside; floats that moved:)"; echo "$report"
+            fi
         else
-            echo "DIFFERENT  $f"; status=1
+            echo "DIFFERENT  $f"; echo "$report"; status=1
         fi
     done
     # The tune manifest holds wall-clock times, and a fingerprint that hashes the (different) file paths.

@@ -48,13 +48,13 @@ def measure(config: dict, args: argparse.Namespace, queue: mp.Queue) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from fairprobe.detectors import AttributeWords
+    from fairprobe.families.paper.words import AttributeWords
     from fairprobe.mitigation.tuning import (
         DebiasTrainer,
         TuneOptions,
         batch_indices,
         load_tuning_data,
-        quantization_kwargs,
+        quantize_mode,
     )
     from fairprobe.models import load_model
 
@@ -62,9 +62,8 @@ def measure(config: dict, args: argparse.Namespace, queue: mp.Queue) -> None:
     fields = {k: v for k, v in config.items() if k != "label"}
     options = TuneOptions(model=args.model, data_dir=args.data_dir, device=device, **fields)
     train = load_tuning_data(options)["train"]["predicates"]
-    backend = load_model(
-        options.model, device=device, dtype="auto", batch_size=options.batch_size, **quantization_kwargs(options)
-    )
+    settings = {"device": device, "dtype": "auto", "batch_size": options.batch_size}
+    backend = load_model(options.model, **settings, quantize=quantize_mode(options))
     trainer = DebiasTrainer(backend, options, AttributeWords.default())
     cuda = device.startswith("cuda")
     if cuda:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import math
 import os
 import signal
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +24,8 @@ os.environ["FAIRPROBE_CACHE_DB"] = str(Path(tempfile.mkdtemp(prefix="fairprobe-t
 os.environ.setdefault("FAIRPROBE_THREADS", "2")
 
 import torch
+
+from fairprobe.models.base import ContinuationScore, ScoreRequest, Scores
 
 torch.set_num_threads(2)
 
@@ -77,3 +85,33 @@ def vllm_server(request, embedded_backend):
     from vllm_server import vllm_fixture
 
     return vllm_fixture(request, embedded_backend)
+
+
+def exact_scores(probs: list[float]) -> Scores:
+    """Scores of a fake backend: each continuation known exactly with probability `probs[i]`."""
+    return Scores(tuple(ContinuationScore(math.log(p), 1, None) for p in probs))
+
+
+def fake_loglikelihood(requests: list[ScoreRequest], prob: float = 0.01) -> list[Scores]:
+    """A fake backend's loglikelihood: every continuation has probability `prob`."""
+    return [exact_scores([prob] * len(r.continuations)) for r in requests]
+
+
+@contextmanager
+def fixture_family(module: str, probe_set: str) -> Iterator[ModuleType]:
+    """A family from tests/fixtures/families, imported from its folder and registered through the public API
+    (`register_family`), removed again afterwards."""
+    from fairprobe.catalog import FAMILIES, PROBE_SETS
+    from fairprobe.families import register_family
+
+    folder = str(Path(__file__).parent / "fixtures" / "families")
+    sys.path.insert(0, folder)
+    try:
+        imported = importlib.import_module(module)
+        register_family(imported.FAMILY)
+        yield imported
+    finally:
+        FAMILIES.unregister(imported.FAMILY.name)
+        PROBE_SETS.unregister(probe_set)
+        sys.modules.pop(module, None)
+        sys.path.remove(folder)

@@ -264,9 +264,11 @@ def word_logprob(word: str) -> float:
     return sum(char_logprob(ord(c)) for c in " " + word)
 
 
-def _echo_choice(index: int, ids: list[int], as_ids: bool, fault: str, merge: bool) -> dict[str, Any]:
+def _echo_choice(index: int, ids: list[int], as_ids: bool, fault: str, merge: bool, top: int = 0) -> dict[str, Any]:
     values: list[float | None] = [None, *(char_logprob(t) for t in ids[1:])]
     tokens = [f"token_id:{t}" if as_ids else chr(t) for t in ids]
+    # With `logprobs` >= 1 each position lists its most likely token: the token itself (every sequence is greedy).
+    tops = [None, *({token: value} for token, value in zip(tokens[1:], values[1:], strict=True))] if top else None
     if merge and not as_ids:  # text tokenized with "d " as one token: "..., and" + " she" merges at the boundary
         for k in range(len(tokens) - 2, -1, -1):
             if tokens[k] == "d" and tokens[k + 1] == " ":
@@ -278,7 +280,10 @@ def _echo_choice(index: int, ids: list[int], as_ids: bool, fault: str, merge: bo
         values[-1] = {"nan": math.nan, "inf": math.inf, "positive": 0.5}[fault]
     elif fault == "short":
         tokens, values = tokens[:-1], values[:-1]
-    return {"index": index, "text": "", "logprobs": {"tokens": tokens, "token_logprobs": values}}
+    logprobs: dict[str, Any] = {"tokens": tokens, "token_logprobs": values}
+    if tops is not None and len(tops) == len(tokens):
+        logprobs["top_logprobs"] = tops
+    return {"index": index, "text": "", "logprobs": logprobs, "prompt_token_ids": list(ids)}
 
 
 # With `next_token_ids`, " she" and " he" are single tokens (these ids) and generation answers carry the
@@ -300,9 +305,23 @@ def _first_position(body: dict[str, Any], fault: str) -> dict[str, Any]:
     top = {f"token_id:{i}": first_position_logprob(i) for i in wanted}
     if fault == "positive":
         top = {k: 0.5 for k in top}
-    choice = {"index": 0, "text": canned_text(prompt_text(body))}
+    choice: dict[str, Any] = {"index": 0, "text": canned_text(prompt_text(body))}
     choice["logprobs"] = {"tokens": ["token_id:1"], "token_logprobs": [-0.1], "top_logprobs": [top]}
+    if body.get("return_token_ids"):
+        choice.update(prompt_token_ids=[ord(c) for c in body["prompt"]], token_ids=[1])
     return {"object": "text_completion", "choices": [choice]}
+
+
+def rendered_chat(messages: list[dict[str, str]]) -> str:
+    """The echo server's chat template: each turn as `<role>content`, then the generation prompt `<assistant>`."""
+    return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+
+
+def _char_ids(text: str, next_token_ids: bool) -> list[int]:
+    """The echo server's tokens of a text: code points (" she" and " he" single tokens with `next_token_ids`)."""
+    if next_token_ids and text in SINGLE_TOKENS:
+        return [SINGLE_TOKENS[text]]
+    return [ord(c) for c in text]
 
 
 def echo_server(
@@ -311,7 +330,8 @@ def echo_server(
     merge: bool = False,
     next_token_ids: bool = False,
 ):
-    """A server that echoes prompt logprobs (and tokenizes at /tokenize unless `tokenize` is False).
+    """A server that echoes prompt logprobs, tokenizes at /tokenize and gives token ids in answers
+    (`return_token_ids`), unless `tokenize` is False (then it gives no token ids at all).
 
     With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
     extend the prompt's own tokens (a merge across the boundary).
@@ -320,27 +340,35 @@ def echo_server(
     """
 
     def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
-        if "add_special_tokens" in body:  # /tokenize
+        if "max_tokens" not in body:  # /tokenize: text, or chat messages rendered as the server's template does
             if not tokenize:
                 return 404, b'{"detail": "Not Found"}', {}
-            if next_token_ids and body["prompt"] in SINGLE_TOKENS:
-                return 200, json.dumps({"tokens": [SINGLE_TOKENS[body["prompt"]]]}).encode(), {}
-            return 200, json.dumps({"tokens": [ord(c) for c in body["prompt"]]}).encode(), {}
+            text = body["prompt"] if "prompt" in body else rendered_chat(body["messages"])
+            return 200, json.dumps({"tokens": _char_ids(text, next_token_ids)}).encode(), {}
         if "logprob_token_ids" in body:
             if not next_token_ids:
                 return 400, b'{"error": {"message": "unknown field logprob_token_ids"}}', {}
             fault = fault_for(prompt_text(body)) if fault_for else "ok"
             return 200, json.dumps(_first_position(body, fault)).encode(), {}
         if not body.get("echo"):
-            text = canned_text(prompt_text(body))
-            return 200, json.dumps(completion_json(body, text, CANNED_TOP)).encode(), {}
+            answer = completion_json(body, canned_text(prompt_text(body)), CANNED_TOP)
+            texts = body["prompt"] if isinstance(body.get("prompt"), list) else [prompt_text(body)]
+            if body.get("return_token_ids") and tokenize:  # vLLM gives token ids in any answer
+                answer["choices"] = [
+                    {**answer["choices"][0], "index": i, "prompt_token_ids": _char_ids(t, next_token_ids)}
+                    for i, t in enumerate(texts)
+                ]
+            return 200, json.dumps(answer).encode(), {}
         prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         choices = []
         for i, p in enumerate(prompts):
             ids = [ord(c) for c in p] if isinstance(p, str) else list(p)
-            text = "".join(chr(t) for t in ids)
-            choices.append(_echo_choice(i, ids, as_ids, fault_for(text) if fault_for else "ok", merge))
+            text = "".join(chr(t) if t < 0x110000 else "" for t in ids)
+            fault = fault_for(text) if fault_for else "ok"
+            choices.append(_echo_choice(i, ids, as_ids, fault, merge, int(body.get("logprobs") or 0)))
+            if not (body.get("return_token_ids") and tokenize):
+                choices[-1].pop("prompt_token_ids")
         return 200, json.dumps({"object": "text_completion", "choices": choices}).encode(), {}
 
     return serve(answer)

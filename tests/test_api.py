@@ -19,14 +19,15 @@ from fairprobe.errors import ConfigError, ModelError
 from fairprobe.families import load_probe_set
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.models.api import (
+    Answer,
     EndpointError,
     MalformedResponse,
     RetryPolicy,
-    normalise_token,
+    open_endpoint,
     parse_reply,
     retry_after_seconds,
-    word_probs_from_top,
 )
+from fairprobe.models.server_scoring import normalise_token, topk_scores
 from fairprobe.records import ChatMessage
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import canned_text, prompt_text, scripted
@@ -41,15 +42,20 @@ ADD = 0.5 * (0.3 * math.log(2 * 0.3 / 0.4) + 0.1 * math.log(2 * 0.1 / 0.4))
 def backend(url: str, **kw):
     """The openai: backend with quick retries (tests do not wait half-second backoffs), top-k logprobs."""
     kw.setdefault("implicit", "topk")
-    return load_model("openai:test", base_url=url, retry=kw.pop("retry", FAST), timeout=kw.pop("timeout", 5.0), **kw)
+    return open_endpoint("test", base_url=url, retry=kw.pop("retry", FAST), timeout=kw.pop("timeout", 5.0), **kw)
 
 
-def options(url: str, out: Path, **kw) -> RunOptions:
+def options(url: str, out: Path, words: Path | bool | None = True, **kw) -> RunOptions:
     """Six template prompts, batches of 4, no cache (each test counts its own requests), top-k logprobs, the
-    binary pairs only (one request per prompt; the extra groups' call has its own test)."""
-    base = {"model": "openai:test", "base_url": url, "probes": ["template"], "limit": 6, "out": out, "batch_size": 4}
-    base["implicit"] = "topk"
-    base["words_file"] = pairs_only_words(Path(out).parent)
+    binary pairs only (their test has the extra groups)."""
+    words = pairs_only_words(Path(out).parent) if words is True else words
+    model_args = {
+        "base_url": url,
+        "implicit": "topk",
+        **({"concurrency": kw.pop("concurrency")} if "concurrency" in kw else {}),
+    }
+    base = {"model": "openai:test", "model_args": model_args, "probes": ["template"], "limit": 6, "out": out}
+    base.update(batch_size=4, probe_options={"words": str(words)} if words else {})
     return RunOptions(**{**base, "use_cache": False, **kw})
 
 
@@ -73,20 +79,26 @@ def metrics(summary) -> dict:
     return summary.to_json_obj()["results"]["template"]["metrics"]
 
 
-def test_word_probs_from_top_reads_known_words_and_masks_the_rest() -> None:
+def test_topk_scores_read_listed_continuations_and_bound_the_rest() -> None:
     top = {"▁she": math.log(0.25), "Ġhe": math.log(0.125), " her": math.log(0.0625), " man": -math.inf, "x": 0.0}
-    probs, mask = word_probs_from_top(top, [("she", "he"), ("her", "his"), ("woman", "man")])
-    assert mask.tolist() == [[True, True], [True, False], [False, False]]
-    assert np.allclose(probs[mask], [0.25, 0.125, 0.0625])
+    scores = topk_scores(top, (" she", " he", " her", " his", " woman", " man", " herself"), 20)
+    assert [c.status for c in scores.continuations] == ["exact"] * 3 + ["upper_bound"] * 4
+    assert np.allclose(np.exp(scores.logprobs()[:3]), [0.25, 0.125, 0.0625])
+    # Outside the list: at most the smallest listed probability and the mass left over (1 - 1.4375 < 0: 0); a
+    # continuation that listed tokens begin (" he", " her" before "self") at most the likelier of them.
+    assert np.allclose(np.exp(scores.logprobs()[3:]), [0.0, 0.0, 0.0, 0.125], atol=1e-300)
+    assert scores.mode == "topk" and scores.top_logprobs == 20
     assert normalise_token("▁she") == " she" and normalise_token("she") == "she"
 
 
 def test_parse_reply_reads_both_logprob_formats_and_rejects_malformed_answers() -> None:
     legacy = {"choices": [{"text": " she", "logprobs": {"top_logprobs": [{" she": -1.0, " he": -2.0}]}}]}
     chat_style = {"choices": [{"text": " she", "logprobs": {"content": [{"token": " she", "logprob": -1.0}]}}]}
-    assert parse_reply(legacy, chat=False) == (" she", {" she": -1.0, " he": -2.0})
-    assert parse_reply(chat_style, chat=False) == (" she", {" she": -1.0})
-    assert parse_reply({"choices": [{"text": ""}]}, chat=False) == ("", None)  # an empty continuation is an answer
+    assert parse_reply(legacy, chat=False) == Answer(" she", {" she": -1.0, " he": -2.0})
+    assert parse_reply(chat_style, chat=False) == Answer(" she", {" she": -1.0})
+    assert parse_reply({"choices": [{"text": ""}]}, chat=False) == Answer("")  # an empty continuation is an answer
+    with_ids = {"choices": [{"text": " she", "prompt_token_ids": [1, 2], "token_ids": [7]}]}
+    assert parse_reply(with_ids, chat=False) == Answer(" she", None, [1, 2], [7])
     for bad in ([], {"choices": []}, {"choices": [{"text": None}]}, {"choices": [{"message": {}}]}):
         with pytest.raises(MalformedResponse):
             parse_reply(bad, chat=True)
@@ -130,7 +142,7 @@ def test_full_coverage_gives_exact_metrics(tmp_path: Path) -> None:
     words = tmp_path / "words.json"
     words.write_text(json.dumps(SHE_HE))
     with scripted() as (url, _):
-        m = metrics(run(options(url, tmp_path / "run", words_file=words), backend=backend(url)))
+        m = metrics(run(options(url, tmp_path / "run", words=words), backend=backend(url)))
     assert m["gld"] == {"value": pytest.approx(GLD), "ci95": [pytest.approx(GLD), pytest.approx(GLD)]}
     assert m["add"]["value"] == pytest.approx(ADD) and "bounds" not in m["add"]
     assert m["log_add"]["value"] == pytest.approx(math.log(ADD))
@@ -166,13 +178,13 @@ def test_chat_prompts_use_the_chat_endpoint_with_top_logprobs() -> None:
         model = backend(url)
         plain, with_probs = (
             model.generate([prompt], GenerationConfig(max_new_tokens=5)),
-            model.generate([prompt], GenerationConfig(max_new_tokens=5), [("she", "he")]),
+            model.generate([prompt], GenerationConfig(max_new_tokens=5), [(" she", " he")]),
         )
     assert seen.paths == ["/v1/chat/completions"] * 2
     assert seen.bodies[0]["messages"] == [{"role": "user", "content": "Is the nurse kind?"}]
     assert "logprobs" not in seen.bodies[0] and seen.bodies[1]["top_logprobs"] == 20
-    assert plain[0].text == " she is kind." and plain[0].word_probs is None
-    assert with_probs[0].word_probs.tolist() == [[pytest.approx(0.3), pytest.approx(0.1)]]
+    assert plain[0].text == " she is kind." and plain[0].scores is None
+    assert np.exp(with_probs[0].scores.logprobs()).tolist() == [pytest.approx(0.3), pytest.approx(0.1)]
 
 
 @pytest.mark.parametrize("fault", ["429", "500", "truncated", "drop", "slow", "malformed"])
@@ -258,8 +270,13 @@ def test_bad_specs_and_options_are_one_line_errors(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ModelError, match="carries credentials") as info:
         load_model("openai:x", base_url="https://user:secret@host/v1")
     assert "secret" not in str(info.value)
-    with pytest.raises(ConfigError, match="--base-url needs an openai:MODEL"):
-        RunOptions(model="smollm2-135m-instruct", base_url="http://127.0.0.1:1/v1")
+    with pytest.raises(ConfigError, match="the local backend takes no -M key 'base_url'"):
+        RunOptions(model="smollm2-135m-instruct", model_args={"base_url": "http://127.0.0.1:1/v1"})
+    with pytest.raises(ConfigError, match="the openai backend takes no -M key 'retry': it takes base_url, concurrency"):
+        load_model("openai:x", base_url="http://127.0.0.1:1/v1", retry=3)
+    for bad in (-1, 0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="-M timeout="):
+            load_model("openai:x", base_url="http://127.0.0.1:1/v1", timeout=bad)
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -291,10 +308,10 @@ def test_api_key_never_reaches_files_or_messages(tmp_path: Path) -> None:
 
 
 def test_extra_groups_over_top_logprobs_are_bounded_not_zero(tmp_path: Path) -> None:
-    # The default words: each prompt also gets a one-token call that reads the extra groups' words.
+    # The default words: the extra groups' words are read from the same top logprobs (one request per prompt).
     with scripted() as (url, seen):
-        summary = run(options(url, tmp_path / "run", words_file=None), backend=backend(url))
-    assert sorted(b["max_tokens"] for b in seen.bodies) == [1] * 6 + [50] * 6
+        summary = run(options(url, tmp_path / "run", words=None), backend=backend(url))
+    assert sorted(b["max_tokens"] for b in seen.bodies) == [50] * 6
     m = metrics(summary)
     # they/them are outside the server's top logprobs: the share is an interval from 0, never a plain 0.
     share = m["neutral_share"]

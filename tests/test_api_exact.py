@@ -20,11 +20,20 @@ from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
-from fairprobe.models import load_model
-from fairprobe.models.api import RetryPolicy
+from fairprobe.models import ScoreRequest
+from fairprobe.models.api import EndpointError, RetryPolicy, open_endpoint
 from fairprobe.models.cached import CachedBackend
+from fairprobe.records import ChatMessage, message_dicts
 from fairprobe.runner import RunOptions, read_samples, run
-from openai_servers import SINGLE_TOKENS, echo_server, first_position_logprob, scripted, word_logprob
+from openai_servers import (
+    SINGLE_TOKENS,
+    char_logprob,
+    echo_server,
+    first_position_logprob,
+    rendered_chat,
+    scripted,
+    word_logprob,
+)
 
 FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 PAIRS = [("she", "he"), ("woman", "man")]
@@ -37,20 +46,22 @@ def words_file(tmp_path: Path) -> Path:
     return path
 
 
-def exact_run(url: str, tmp_path: Path, name: str = "run", **kw):
-    """Six template prompts through `url` with --implicit auto; the summary's template metrics."""
+def exact_run(url: str, tmp_path: Path, name: str = "run", implicit: str = "auto", **kw):
+    """Six template prompts through `url` with -M implicit=auto; the summary's template metrics."""
+    probe_options = {"words": str(words_file(tmp_path)), **({"implicit": "off"} if implicit == "off" else {})}
     options = RunOptions(
         model="openai:test",
-        base_url=url,
+        model_args={"base_url": url},
         probes=["template"],
         limit=6,
         batch_size=4,
         out=tmp_path / name,
-        words_file=words_file(tmp_path),
+        probe_options=probe_options,
         use_cache=kw.pop("use_cache", False),
         **kw,
     )
-    backend = load_model("openai:test", base_url=url, retry=FAST, timeout=5.0, implicit=options.implicit)
+    mode = "auto" if implicit == "off" else implicit
+    backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, implicit=mode)
     if options.use_cache:
         backend = CachedBackend(backend, Cache(tmp_path / "cache.sqlite"))
     return run(options, backend=backend).to_json_obj()["results"]["template"]
@@ -83,13 +94,18 @@ def test_exact_scoring_sends_token_ids_in_one_request_per_four_prompts(tmp_path:
     assert text.endswith(" she") and text[: -len(" she")] in prompts
     assert first[1] == first[0][: -len(" she")] + [ord(c) for c in " he"]
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["model"]["implicit"] == "exact"
-    assert manifest["implicit"]["endpoints"] == {url: {"echo": True, "tokenize": True, "next_token_ids": False}}
-    # The generation requests ask for no logprobs: exact scoring replaces the top-k.
-    generation = [
-        b for b in seen.bodies if not b.get("echo") and {"add_special_tokens", "logprob_token_ids"}.isdisjoint(b)
+    assert manifest["model"]["implicit"] == "auto" and manifest["implicit"]["mode"] == "exact"
+    assert manifest["implicit"]["endpoints"] == {
+        url: {"echo": True, "tokenize": True, "prompt_ids": True, "next_token_ids": False}
+    }
+    # The generation requests ask for no logprobs (exact scoring replaces the top-k), only the prompt's token ids;
+    # the words' ids are asked once, in one request for all of them.
+    generation = [b for b in seen.bodies if b.get("max_tokens") == 50]
+    assert len(generation) == 6 and all("logprobs" not in b and b["return_token_ids"] for b in generation)
+    assert [b["prompt"] for b in seen.bodies if b.get("add_special_tokens") is False] == [
+        [" he", " man", " she", " woman"]
     ]
-    assert len(generation) == 6 and all("logprobs" not in b for b in generation)
+    assert seen.paths.count("/tokenize") == 1  # the detection probe only
 
 
 def test_single_token_words_are_read_from_the_generation_answer_and_the_rest_echoed(tmp_path: Path) -> None:
@@ -105,7 +121,7 @@ def test_single_token_words_are_read_from_the_generation_answer_and_the_rest_ech
     scoring = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
     assert [len(b["prompt"]) for b in scoring] == [8, 4]  # only woman and man are echoed
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
-    assert manifest["endpoints"][url] == {"echo": True, "tokenize": True, "next_token_ids": True}
+    assert manifest["endpoints"][url] == {"echo": True, "tokenize": True, "prompt_ids": True, "next_token_ids": True}
 
 
 @pytest.mark.parametrize("fault", ["missingid", "positive"])
@@ -125,7 +141,7 @@ def test_a_bad_first_position_is_a_malformed_answer_for_its_prompt(tmp_path: Pat
 
 
 def test_text_scoring_counts_words_that_merge_across_the_boundary(tmp_path: Path) -> None:
-    # No /tokenize: sequences go as text; "d " is one token, so after "..., and" no word extends the prompt.
+    # No token ids at all: sequences go as text; "d " is one token, so after "..., and" no word extends the prompt.
     with echo_server(tokenize=False, merge=True) as (url, _):
         result = exact_run(url, tmp_path)
     assert result["implicit"] == {"mode": "exact", "unscored_words": 6 * 4}
@@ -161,10 +177,11 @@ def test_scoring_answers_come_from_the_cache_the_second_time(tmp_path: Path) -> 
         before = seen.count
         second = exact_run(url, tmp_path, "second", use_cache=True)
         asked = seen.bodies[before:]
-    # Detection asks again (echo, tokenize, token-id probes); only the malformed prompt is generated and scored again.
+    # Detection asks again (echo, tokenize, token-id probes) and the words' ids; only the malformed prompt is
+    # generated and scored again.
     scoring = [b for b in asked if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
     assert [len(b["prompt"]) for b in scoring] == [4]
-    generation = [b for b in asked if not b.get("echo") and {"add_special_tokens", "logprob_token_ids"}.isdisjoint(b)]
+    generation = [b for b in asked if b.get("max_tokens") == 50]
     assert len(generation) == 1
     assert first["metrics"] == second["metrics"]
 
@@ -182,7 +199,7 @@ def test_implicit_exact_against_a_server_that_cannot_score_is_one_line_exit_2(tm
         )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and f"--implicit exact: {url}/completions cannot score prompt tokens" in errors[0]
+    assert len(errors) == 1 and f"-M implicit=exact: {url}/completions cannot score prompt tokens" in errors[0]
 
 
 def test_auto_falls_back_to_topk_with_a_notice_and_records_it(tmp_path: Path) -> None:
@@ -199,10 +216,10 @@ def test_implicit_off_and_bad_options(tmp_path: Path) -> None:
         result = exact_run(url, tmp_path, implicit="off")
     assert result["metrics"]["gld"] == {"value": None, "ci95": [None, None], "note": "not computed: --implicit off"}
     assert not any(b.get("echo") or "logprobs" in b for b in seen.bodies)
-    with pytest.raises(ConfigError, match="--implicit topk needs an openai:MODEL"):
-        RunOptions(implicit="topk")
-    with pytest.raises(ValueError):
-        RunOptions(implicit="sometimes")
+    with pytest.raises(ConfigError, match="the local backend takes no -M key 'implicit': it takes device, dtype"):
+        RunOptions(model_args={"implicit": "topk"})
+    with pytest.raises(ConfigError, match="-M implicit='sometimes' for the openai backend: Input should be"):
+        RunOptions(model="openai:x", model_args={"implicit": "sometimes"})
 
 
 def test_top_logprobs_option_on_the_cli(tmp_path: Path) -> None:
@@ -229,8 +246,8 @@ def test_top_logprobs_option_on_the_cli(tmp_path: Path) -> None:
             timeout=120,
         )
     assert done.returncode == 0, done.stderr
-    # No detection request (topk was asked for); each prompt's continuation and its extra groups' one-token call.
-    assert sorted((b["max_tokens"], b["logprobs"]) for b in seen.bodies) == [(1, 3), (1, 3), (50, 3), (50, 3)]
+    # No detection request (topk was asked for); each prompt's continuation reads the groups' words too.
+    assert sorted((b["max_tokens"], b["logprobs"]) for b in seen.bodies) == [(50, 3), (50, 3)]
     summary = json.loads((out / "summary.json").read_text())["results"]["template"]
     assert summary["implicit"] == {"mode": "topk", "top_logprobs": 3}
     # The canned top-3 (she 0.3, the 0.2, he 0.1): an unseen word has at most 0.1.
@@ -246,3 +263,37 @@ def test_a_server_that_fails_on_the_probe_is_topk_not_a_failed_run(tmp_path: Pat
     assert sum(1 for b in seen.bodies if b.get("echo")) == 1  # asked once, not retried
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
     assert manifest["endpoints"][url]["why_not"].startswith("HTTP 500")
+
+
+def test_loglikelihood_over_an_echo_server_is_exact_for_plain_and_chat_prompts() -> None:
+    chat = [ChatMessage(role="user", content="Who was late? (a) the doctor (b) the nurse")]
+    requests = [ScoreRequest("Q: who was late?\nA:", ("(a)", "(b)", " (a)")), ScoreRequest(chat, ("(a)", "(c)"))]
+    with echo_server() as (url, seen):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0)
+        scores = backend.loglikelihood(requests)
+    for request, scored in zip(requests, scores, strict=True):
+        assert scored.error is None and scored.mode == "exact"
+        for text, got in zip(request.continuations, scored.continuations, strict=True):
+            # Every token's logprob is known by hand; the continuation is scored exactly as given (no space added).
+            assert got.logprob == pytest.approx(sum(char_logprob(ord(c)) for c in text), abs=1e-12)
+            assert (got.tokens, got.greedy, got.status) == (len(text), True, "exact")
+    # The chat prompt went to /tokenize as messages; its echo is the rendered prompt's ids + the option's.
+    tokenized = [b for b, path in zip(seen.bodies, seen.paths, strict=True) if path == "/tokenize" and "messages" in b]
+    assert [b["messages"] for b in tokenized] == [[{"role": "user", "content": chat[0].content}]]
+    echo = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
+    assert len(echo) == 1 and echo[0]["prompt"][3] == [ord(c) for c in rendered_chat(message_dicts(chat)) + "(a)"]
+    # Detection (3 probes), the continuations' ids and the plain prompt's ids (one request each), one /tokenize
+    # for the chat prompt, one echo request for all five sequences.
+    assert seen.count == 7
+
+
+def test_loglikelihood_over_topk_is_bounded_and_over_no_logprobs_an_error() -> None:
+    with scripted() as (url, _):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, implicit="topk")
+        [scores] = backend.loglikelihood([ScoreRequest("My friend is a nurse, and", (" she", " he", " her"))])
+    assert [c.status for c in scores.continuations] == ["exact", "exact", "upper_bound"]
+    assert np.exp(scores.logprobs()).tolist() == [pytest.approx(0.3), pytest.approx(0.1), pytest.approx(0.1)]
+    with scripted(lambda n, b: "nologprobs") as (url, _):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, implicit="topk")
+        with pytest.raises(EndpointError, match=f"{url} gives no logprobs: it cannot score continuations"):
+            backend.loglikelihood([ScoreRequest("x", ("(a)",))])

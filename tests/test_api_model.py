@@ -27,15 +27,14 @@ def test_paper_suite_through_the_server_matches_the_local_model(tmp_path: Path, 
         api = run(
             RunOptions(
                 model="openai:smollm2",
-                base_url=url,
+                model_args={"base_url": url, "implicit": "topk"},
                 out=tmp_path / "api",
                 use_cache=False,
-                implicit="topk",
                 **common,
             )
         ).results["template"]
-    # Each prompt: its continuation and the extra gender groups' one-token call, both with 20 top logprobs.
-    assert seen.paths == ["/v1/completions"] * 8 and {b["logprobs"] for b in seen.bodies} == {20}
+    # Each prompt: one request, its continuation with 20 top logprobs (the pairs' and the groups' words read from them).
+    assert seen.paths == ["/v1/completions"] * 4 and {b["logprobs"] for b in seen.bodies} == {20}
     # batch_size 1: the local model sees each prompt alone, as the server does (no padding).
     local = run(RunOptions(out=tmp_path / "local", batch_size=1, **common), backend=embedded_backend).results[
         "template"
@@ -67,9 +66,16 @@ def test_paper_suite_through_the_server_matches_the_local_model(tmp_path: Path, 
 def test_chat_prompts_get_the_model_chat_template_on_the_server(embedded_backend) -> None:
     prompt = [ChatMessage(role="user", content="My friend is a nurse. Write one sentence about my friend.")]
     with model_server(embedded_backend) as (url, seen):
-        remote = load_model("openai:smollm2", base_url=url, implicit="topk").generate([prompt], GEN, [("she", "he")])[0]
+        model = load_model("openai:smollm2", base_url=url, implicit="topk")
+        words = ("A", "My", " she", "Zebra")  # the reply's likeliest first tokens, a pronoun, an unlikely word
+        remote = model.generate([prompt], GEN, [words])[0]
     assert seen.paths == ["/v1/chat/completions"]
-    local = embedded_backend.generate([prompt], GEN, [("she", "he")])[0]
+    local = embedded_backend.generate([prompt], GEN, [words])[0]
     assert remote.text == local.text and remote.text
-    known = remote.word_probs_mask
-    np.testing.assert_allclose(remote.word_probs[known], local.word_probs[known], rtol=1e-4)
+    # Listed in the server's top 20 (after the chat template): exact, and equal to the local model's.
+    known = remote.scores.exact()
+    assert known[:2].all() and not known[3]
+    np.testing.assert_allclose(remote.scores.logprobs()[known], local.scores.logprobs()[known], atol=1e-4)
+    # Outside the list: only bounded, and the bound holds the local value.
+    assert remote.scores.continuations[3].status == "upper_bound"
+    assert local.scores.logprobs()[3] <= remote.scores.logprobs()[3] + 1e-6

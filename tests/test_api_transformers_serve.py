@@ -48,8 +48,7 @@ def test_paper_suite_through_transformers_serve(tmp_path: Path, embedded_backend
         api = run(
             RunOptions(
                 model=f"openai:{folder}",
-                base_url=f"http://127.0.0.1:{port}/v1",
-                concurrency=1,
+                model_args={"base_url": f"http://127.0.0.1:{port}/v1", "concurrency": 1},
                 out=tmp_path / "api",
                 use_cache=False,
                 **common,

@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from conftest import exact_scores, fake_loglikelihood
 from fairprobe.cache import Cache, cache_key
 from fairprobe.cli import app
 from fairprobe.errors import ConfigError
 from fairprobe.models import Completion, GenerationConfig
 from fairprobe.models.api import RetryPolicy
+from fairprobe.models.base import ScoreRequest, Scores
 from fairprobe.models.cached import CachedBackend
+from fairprobe.records import ChatMessage
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import scripted
 
-PAIRS = [("she", "he"), ("her", "his")]
+WORDS = (" she", " he", " her", " his")
 
 
 class CountingBackend:
@@ -34,16 +37,20 @@ class CountingBackend:
         self.asked: list[str] = []
 
     def identity(self) -> dict[str, Any]:
-        return {"id": "counting", "revision": "1"}
+        return {"id": "counting"}
 
-    def generate(self, prompts, config: GenerationConfig, word_pairs=None) -> list[Completion]:
+    def generate(self, prompts, config: GenerationConfig, score=None) -> list[Completion]:
         self.asked.extend(prompts)
         out = []
-        for p in prompts:
-            probs = None if word_pairs is None else np.full((len(word_pairs), 2), 1 / (3 + len(p)))
+        for i, p in enumerate(prompts):
+            scores = None if score is None else exact_scores([1 / (3 + len(p))] * len(score[i]))
             error = "malformed response: no choices" if "broken" in p else None
-            out.append(Completion(text=f"{p}|{config.seed}", word_probs=probs, error=error))
+            out.append(Completion(text=f"{p}|{config.seed}", scores=scores, error=error))
         return out
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+        self.asked.extend(str(r.prompt) for r in requests)
+        return fake_loglikelihood(requests, 0.25)
 
 
 def test_store_round_trip_stats_and_clear(tmp_path: Path) -> None:
@@ -94,18 +101,23 @@ def test_cached_backend_asks_only_misses_and_returns_identical_values(tmp_path: 
     inner = CountingBackend()
     model = CachedBackend(inner, Cache(tmp_path / "c.sqlite"))
     greedy = GenerationConfig(seed=1)
-    first = model.generate(["a", "bb"], greedy, PAIRS)
-    again = model.generate(["bb", "ccc", "a"], greedy.model_copy(update={"seed": 2}), PAIRS)
+    first = model.generate(["a", "bb"], greedy, [WORDS] * 2)
+    again = model.generate(["bb", "ccc", "a"], greedy.model_copy(update={"seed": 2}), [WORDS] * 3)
     assert inner.asked == ["a", "bb", "ccc"]  # greedy answers do not depend on the seed
     assert [c.text for c in again] == ["bb|1", "ccc|2", "a|1"]
-    assert np.array_equal(again[0].word_probs, first[1].word_probs)
+    assert again[0].scores == first[1].scores  # the scores read in the same call come back bit for bit
     assert (model.hits, model.misses) == (2, 3)
-    model.generate(["a"], greedy, None)  # without word pairs: another question
+    model.generate(["a"], greedy, None)  # without continuations to score: another question
     sampled = GenerationConfig(temperature=0.7, seed=5)
-    model.generate(["a"], sampled, PAIRS)
-    model.generate(["a"], sampled, PAIRS)
-    model.generate(["a"], sampled.model_copy(update={"seed": 6}), PAIRS)  # sampling: the seed is part of the key
+    model.generate(["a"], sampled, [WORDS])
+    model.generate(["a"], sampled, [WORDS])
+    model.generate(["a"], sampled.model_copy(update={"seed": 6}), [WORDS])  # sampling: the seed is part of the key
     assert inner.asked == ["a", "bb", "ccc", "a", "a", "a"]
+    # loglikelihood answers are cached too, by prompt and continuations (no decoding parameters).
+    asked = [ScoreRequest("a", ("(a)", "(b)")), ScoreRequest([ChatMessage(role="user", content="a")], ("(a)",))]
+    scored = model.loglikelihood(asked)
+    assert model.loglikelihood(asked[::-1]) == scored[::-1]
+    assert inner.asked[6:] == ["a", str(asked[1].prompt)] and scored[0].continuations[0].logprob == math.log(0.25)
 
 
 def test_model_args_are_part_of_the_key_but_the_api_key_is_not(tmp_path: Path) -> None:
@@ -127,9 +139,10 @@ def test_errors_are_not_cached(tmp_path: Path) -> None:
     assert inner.asked == ["broken", "broken"]
 
 
-def _options(url: str, out: Path, cache: Path, **kw: Any) -> RunOptions:
-    base = {"model": "openai:test", "base_url": url, "probes": ["template"], "limit": 6, "out": out, "cache": cache}
-    return RunOptions(**{**base, "implicit": "topk", **kw})
+def _options(url: str, out: Path, cache: Path, words: Path | None = None, **kw: Any) -> RunOptions:
+    base = {"model": "openai:test", "probes": ["template"], "limit": 6, "out": out, "cache": cache}
+    base.update(model_args={"base_url": url, "implicit": "topk"}, probe_options={"words": str(words)} if words else {})
+    return RunOptions(**{**base, **kw})
 
 
 def test_rerun_more_prompts_and_rescoring_cost_no_repeated_calls(tmp_path: Path) -> None:
@@ -139,17 +152,17 @@ def test_rerun_more_prompts_and_rescoring_cost_no_repeated_calls(tmp_path: Path)
     rescore = tmp_path / "words.json"
     rescore.write_text(json.dumps(words))
     with scripted() as (url, seen):
-        # Two calls per prompt: the continuation and the extra gender groups' next-word scoring.
+        # One call per prompt: the continuation, with the words' next-word scores read from it.
         first = run(_options(url, tmp_path / "a", cache))
-        assert seen.count == 12
+        assert seen.count == 6
         second = run(_options(url, tmp_path / "b", cache))
-        assert seen.count == 12  # the same suite again: no server call
+        assert seen.count == 6  # the same suite again: no server call
         run(_options(url, tmp_path / "c", cache, limit=8))
-        assert seen.count == 16  # two more prompts: four calls
-        rescored = run(_options(url, tmp_path / "d", cache, words_file=rescore))
-        assert seen.count == 16  # re-scoring with another detector: no call
+        assert seen.count == 8  # two more prompts: two calls
+        rescored = run(_options(url, tmp_path / "d", cache, words=rescore))
+        assert seen.count == 8  # re-scoring with another detector: no call
         run(_options(url, tmp_path / "e", cache, use_cache=False))
-        assert seen.count == 28  # --no-cache asks again
+        assert seen.count == 14  # --no-cache asks again
     assert first.to_json_obj() == second.to_json_obj()
     assert rescored.results["template"].n == 6
     rescored_words = [s.words_found for s in read_samples(tmp_path / "d" / "samples.jsonl")]
@@ -157,13 +170,13 @@ def test_rerun_more_prompts_and_rescoring_cost_no_repeated_calls(tmp_path: Path)
 
 
 def test_answers_paid_for_are_kept_when_a_later_request_fails(tmp_path: Path) -> None:
-    from fairprobe.models import load_model
+    from fairprobe.models.api import open_endpoint
 
     cache = Cache(tmp_path / "c.sqlite")
     with scripted(lambda n, b: "ok" if n < 2 else "500") as (url, _):
         model = CachedBackend(
-            load_model(
-                "openai:test",
+            open_endpoint(
+                "test",
                 base_url=url,
                 concurrency=1,
                 retry=RetryPolicy(attempts=2, base_delay=0.01),

@@ -99,7 +99,10 @@ def test_a_model_label_with_markup_prints_as_text(capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["run", "--probes", "template", "-o", "foo=bar"], "probe set 'template' has no option 'foo'"),
+        (
+            ["run", "--probes", "template", "-o", "foo=bar"],
+            "unknown template option 'foo': use instruction, words, implicit",
+        ),
         (["run", "--probes", "template", "--words", "{dir}"], "attribute word file is a folder"),
         (["run", "--probes", "template", "--words", "{binary}"], "attribute word file"),
         (
@@ -110,6 +113,20 @@ def test_a_model_label_with_markup_prints_as_text(capsys: pytest.CaptureFixture[
             ["run", "--probes", "template", "--model", "openai:x", "--base-url", "http://[::1:8000/v1"],
             "not a valid URL",
         ),
+        (
+            ["run", "--model", "openai:x", "--base-url", "http://127.0.0.1:1/v1", "-M", "retry=3"],
+            "the openai backend takes no -M key 'retry': it takes base_url, concurrency, timeout, top_logprobs, implicit",
+        ),
+        (
+            ["run", "--model", "openai:x", "-M", "timeout=-1"],
+            "-M timeout=-1 for the openai backend: Input should be greater",
+        ),
+        (
+            ["run", "--model", "openai:x", "-M", "timeout=NaN"],
+            "-M timeout=nan for the openai backend: Input should be a finite",
+        ),
+        (["run", "-M", "device=cpu", "--device", "cuda"], "--device and -M device='cpu' disagree: give one of them"),
+        (["run", "-M", "dtype=float8"], "-M dtype='float8' for the local backend: Input should be 'auto'"),
         (["run", "--probes", "template", "--out", "{manifest_list}"], "not a fairprobe manifest"),
         (["report", "{manifest_list}"], "manifest.json"),
         (["run", "--probes", "template", "--out", "/proc/fairprobe-run"], "/proc/fairprobe-run"),

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fairprobe.detectors import AttributeWords, detect_gendered_words
 from fairprobe.errors import DataError
+from fairprobe.families.paper.words import AttributeWords, detect_gendered_words
 
 WORDS = AttributeWords.default()
 

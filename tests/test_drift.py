@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairprobe.metrics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_p, wilson_interval
 from fairprobe.mitigation.drift import (
     cohen_kappa,
     distinct_2,
@@ -22,6 +21,7 @@ from fairprobe.mitigation.drift import (
     stem,
     within_original_ci,
 )
+from fairprobe.statistics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_p, wilson_interval
 
 LABELS = Path(__file__).parent / "fixtures" / "on_subject_labels.jsonl"
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from conftest import fake_loglikelihood
 from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
@@ -94,9 +95,12 @@ class ScriptedJudge:
     def identity(self) -> dict[str, Any]:
         return {"id": self.name}
 
-    def generate(self, prompts: list[Any], config: GenerationConfig, word_pairs: Any = None) -> list[Completion]:
+    def generate(self, prompts: list[Any], config: GenerationConfig, score: Any = None) -> list[Completion]:
         self.prompts.extend(prompts)
         return [Completion(text=self.replies.pop(0)) for _ in prompts]
+
+    def loglikelihood(self, requests: list[Any]) -> list[Any]:
+        return fake_loglikelihood(requests)
 
 
 def test_judge_verdicts_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,6 @@ up, with its value, in the console table, summary.json, report.html, the Markdow
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -16,8 +15,8 @@ from types import ModuleType
 import pytest
 from typer.testing import CliRunner
 
+from conftest import fixture_family
 from fairprobe import cli
-from fairprobe.catalog import FAMILIES, PROBE_SETS
 from fairprobe.families import register_family
 from fairprobe.formatting import format_number
 from test_cli_failures import fairprobe
@@ -27,17 +26,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "families"
 
 @pytest.fixture(scope="module")
 def reply_length() -> Iterator[ModuleType]:
-    """The fixture family, imported from its folder and registered through the public API (removed afterwards)."""
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        module = importlib.import_module("reply_length")
-        register_family(module.FAMILY)
-        yield module
-    finally:
-        FAMILIES.unregister("reply_length")
-        PROBE_SETS.unregister("short-questions")
-        sys.modules.pop("reply_length", None)
-        sys.path.remove(str(FIXTURES))
+    """The fixture family, registered through the public API (removed afterwards)."""
+    with fixture_family("reply_length", "short-questions") as imported:
+        yield imported
 
 
 @pytest.fixture(scope="module")

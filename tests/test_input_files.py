@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from fairprobe.detectors import AttributeWords, detect_gendered_words
+from conftest import exact_scores, fake_loglikelihood
 from fairprobe.errors import DataError, ModelError
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper import PaperSample
 from fairprobe.families.paper.sets import read_predicates
+from fairprobe.families.paper.words import AttributeWords, detect_gendered_words
 from fairprobe.io import iter_jsonl, read_text, split_lines
 from fairprobe.models import Completion, GenerationConfig
 from fairprobe.runner import RunOptions, read_samples, run
@@ -144,10 +144,13 @@ class EchoBackend:
     def identity(self) -> dict[str, str]:
         return {"id": "echo"}
 
-    def generate(self, prompts, config, word_pairs=None):
+    def generate(self, prompts, config, score=None):
         assert not self.refuse, "a finished run must not ask again"
-        probs = None if word_pairs is None else np.full((len(word_pairs), 2), 0.01)
-        return [Completion(text=" she\u2028said he\u2029left.", word_probs=probs) for _ in prompts]
+        scores = [None if score is None else exact_scores([0.01] * len(s)) for s in (score or [()] * len(prompts))]
+        return [Completion(text=" she\u2028said he\u2029left.", scores=scored) for scored in scores]
+
+    def loglikelihood(self, requests):
+        return fake_loglikelihood(requests)
 
 
 def test_a_finished_run_with_line_separators_in_replies_is_resumed_without_asking_again(tmp_path: Path) -> None:

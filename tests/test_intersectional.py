@@ -10,7 +10,9 @@ from fairlearn.metrics import MetricFrame, equalized_odds_difference, selection_
 from fairprobe.families import load_probe_set
 from fairprobe.families.gender_income.family import summarize
 from fairprobe.families.gender_income.intersectional import age_band, intersectional_differences
+from fairprobe.families.gender_income.options import GenderIncomeOptions
 from fairprobe.families.gender_income.record import PairSample
+from fairprobe.options import RunOptions
 
 
 def records(seed: int = 3, n: int = 240) -> pd.DataFrame:
@@ -93,7 +95,7 @@ def test_slices_sizes_small_and_empty(shared_data) -> None:
     ps = load_probe_set("gender-income", data_dir=shared_data, limit=1)
     samples = [pair(i, "Female", "White", "25", "yes" if i % 2 else "no", "yes") for i in range(25)]
     samples += [pair(100 + i, "Male", "Black", "50", "yes", "no") for i in range(3)]
-    result = summarize(ps, samples, None)  # type: ignore[arg-type]
+    result = summarize(ps, samples, RunOptions(suite="fairness"), GenderIncomeOptions())
     white_women = result.subsets["sex-race:Female/White"]
     assert white_women.n == 25 and white_women.note is None
     assert white_women.metrics["accuracy"].value == pytest.approx(12 / 25)

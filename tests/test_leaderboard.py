@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fairprobe.detectors import AttributeWords
+from conftest import exact_scores, fake_loglikelihood
 from fairprobe.errors import ConfigError
-from fairprobe.metrics.pairwise import bootstrap_paired, holm, mcnemar_test
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.models import Completion, GenerationConfig, register_scheme
 from fairprobe.multimodel import run_models
 from fairprobe.report.export import export
 from fairprobe.runner import RunOptions
+from fairprobe.statistics.pairwise import bootstrap_paired, holm, mcnemar_test
 
 N_PAIRS = len(AttributeWords.default().pairs)
 
@@ -35,17 +36,21 @@ class LeaningBackend:
     def identity(self) -> dict[str, Any]:
         return {"id": self.name}
 
-    def generate(self, prompts: list[Any], config: GenerationConfig, word_pairs: Any = None) -> list[Completion]:
+    def generate(self, prompts: list[Any], config: GenerationConfig, score: Any = None) -> list[Completion]:
         out = []
-        for p in prompts:
+        for i, p in enumerate(prompts):
             h = zlib.crc32(str(p).encode())
             text = " she left." if h % self.every == 0 else " the bus left."
-            probs = None
-            if word_pairs is not None:
-                probs = np.full((len(word_pairs), 2), 1e-3)
-                probs[0] = [0.1 + self.lean * (h % 7) / 70, 0.1]
-            out.append(Completion(text=text, word_probs=probs))
+            scores = None
+            if score is not None:
+                probs = np.full(len(score[i]), 1e-3)
+                probs[:2] = [0.1 + self.lean * (h % 7) / 70, 0.1]
+                scores = exact_scores(probs.tolist())
+            out.append(Completion(text=text, scores=scores))
         return out
+
+    def loglikelihood(self, requests: list[Any]) -> list[Any]:
+        return fake_loglikelihood(requests)
 
 
 @pytest.fixture()

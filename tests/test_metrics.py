@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fairprobe.families.paper.metrics import ADD_EPSILON, add_per_prompt, gas_metrics, gld_per_prompt, implicit_metrics
-from fairprobe.metrics.stats import (
+from fairprobe.statistics.stats import (
     bootstrap_statistic,
     exact_mcnemar,
     paired_bootstrap_difference,
@@ -182,7 +182,7 @@ def test_wilson_interval_agrees_with_scipy() -> None:
     # byte-identical across releases (scipy differs in the last bit on about half of all intervals).
     from scipy import stats as scipy_stats
 
-    from fairprobe.metrics.stats import wilson_interval
+    from fairprobe.statistics.stats import wilson_interval
 
     for n in (1, 2, 7, 30, 160, 364):
         for k in range(n + 1):

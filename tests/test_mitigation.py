@@ -17,13 +17,13 @@ from safetensors.torch import load_file
 from fairprobe.errors import ConfigError, DataError, ModelError
 from fairprobe.families.paper import INSTRUCTION
 from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
-from fairprobe.metrics.stats import exact_mcnemar
 from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_d, loss_g, loss_l
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import TuneOptions, batch_indices, tune
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.progress import SilentProgress
 from fairprobe.runner import RunOptions, read_samples
+from fairprobe.statistics.stats import exact_mcnemar
 
 # One prompt, two pairs: (she 0.2, he 0.1), (her 0.05, his 0.0); and a second prompt.
 PROBS = torch.tensor([[[0.2, 0.1], [0.05, 0.0]], [[0.3, 0.3], [0.0, 0.1]]], dtype=torch.float64)
@@ -331,7 +331,7 @@ def test_compare_table_and_paired_tests(embedded_backend, trained: Path, shared_
     assert rows["Original"]["perplexity"] > 1 and "perplexity" in rows["Debias Tuning"]
     assert "perplexity" not in rows["Instruction"]
     manifest = json.loads((tmp_path / "runs" / "instruction" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["instruction"] == INSTRUCTION
+    assert manifest["family_options"]["paper"]["instruction"] == INSTRUCTION
     md = (tmp_path / "compare.md").read_text(encoding="utf-8")
     assert "| " + " | ".join(COLUMNS) + " |" in md
     assert sum(line.startswith("| stsb |") for line in md.splitlines()) == 4

@@ -15,11 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import shared_data_dir
-from fairprobe.detectors.gendered_words import AttributeWords
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.families.paper.sets import debias_llms_file, load_statement_file, read_predicates
-from fairprobe.models.base import Completion, GenerationConfig, Prompt
-from fairprobe.probes.generated import (
+from fairprobe.families.paper.build_generated import (
     StatementPool,
     clean_line,
     generate_statements,
@@ -27,7 +24,7 @@ from fairprobe.probes.generated import (
     normalize,
     parse_statements,
 )
-from fairprobe.probes.natural import (
+from fairprobe.families.paper.build_natural import (
     build_natural,
     extract_predicates,
     overlap,
@@ -35,6 +32,9 @@ from fairprobe.probes.natural import (
     subject_predicate,
     write_predicates,
 )
+from fairprobe.families.paper.sets import debias_llms_file, load_statement_file, read_predicates
+from fairprobe.families.paper.words import AttributeWords
+from fairprobe.models.base import Completion, GenerationConfig, Prompt
 
 WORDS = AttributeWords.default()
 
@@ -246,8 +246,12 @@ class ScriptedBackend:
         """A fixed identity."""
         return {"id": self.name}
 
+    def loglikelihood(self, requests: list[Any]) -> list[Any]:
+        """Not used by the statement pipeline."""
+        raise AssertionError("the statement pipeline scores nothing")
+
     def generate(
-        self, prompts: list[Prompt], config: GenerationConfig, word_pairs: list[tuple[str, str]] | None = None
+        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None = None
     ) -> list[Completion]:
         """The next canned replies, one per prompt."""
         start = sum(len(p) for p, _ in self.calls)

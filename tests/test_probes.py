@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from conftest import paper_data_dir, shared_data_dir
-from fairprobe.detectors.gendered_words import AttributeWords, detect_gendered_words
 from fairprobe.errors import DataError
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper.sets import DEBIAS_LLMS_COMMIT, DEBIAS_LLMS_REPO, debias_llms_file, read_predicates
+from fairprobe.families.paper.words import AttributeWords, detect_gendered_words
 
 PAPER_SETS = {
     "llm-gen-1": ("templates_200.txt", 200),

@@ -12,20 +12,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairprobe.detectors import AttributeWords, detect_gendered_words
 from fairprobe.errors import ConfigError, DataError, FairprobeError
 from fairprobe.families.gender_income.sets import read_decodingtrust, read_uci
+from fairprobe.families.paper.build_natural import read_snli_sentences, read_stsb_sentences
 from fairprobe.families.paper.sets import load_statement_file, read_predicates
+from fairprobe.families.paper.words import AttributeWords, detect_gendered_words
 from fairprobe.families.professional_bias.sets import parse_winobias, read_frames, read_vijil_prompts
 from fairprobe.io import iter_jsonl, read_text, split_lines
 from fairprobe.models import validate
-from fairprobe.models.api import parse_reply, word_probs_from_top
+from fairprobe.models.api import parse_reply
+from fairprobe.models.server_scoring import topk_scores
 from fairprobe.models.validate import MalformedResponse
-from fairprobe.probes.natural import read_snli_sentences, read_stsb_sentences
 from fairprobe.records import ProbeSet, Summary
 from fairprobe.report.check import check_summary
 from fairprobe.report.runs import load_run, load_summary
@@ -207,15 +209,17 @@ def answer_shapes() -> st.SearchStrategy[Any]:
 @given(answer_shapes(), st.booleans())
 def test_server_answers(data: Any, chat: bool) -> None:
     try:
-        text, top = parse_reply(data, chat)
+        answer = parse_reply(data, chat)
     except MalformedResponse:
         return
-    assert isinstance(text, str)
+    assert isinstance(answer.text, str)
+    top = answer.top
     if top is not None:
         assert all(isinstance(k, str) and math.isfinite(v) and v <= 0 for k, v in top.items())
         assert validate.total_probability(top) <= 1.001
-        probs, mask = word_probs_from_top(top, [("she", "he"), ("her", "his")])
-        assert probs.shape == mask.shape == (2, 2) and ((probs >= 0) & (probs <= 1.001)).all()
+        scores = topk_scores(top, (" she", " he", " her", " his"), 20)
+        probs = np.exp(scores.logprobs())
+        assert probs.shape == (4,) and ((probs >= 0) & (probs <= 1.001)).all()
 
 
 @PROPERTY

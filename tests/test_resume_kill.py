@@ -71,8 +71,8 @@ def test_api_run_killed_mid_way_resumes_with_the_missing_samples_only(tmp_path: 
         whole_batches = sum(1 for n in Counter(s.batch for s in left).values() if n == 4)
         before = seen.count
         finish([*args, "--out", str(out)])
-        # Only the batches not saved whole are asked (two calls per prompt: continuation, extra groups' scoring).
-        assert seen.count - before == 2 * (24 - 4 * whole_batches)
+        # Only the batches not saved whole are asked (one call per prompt: the words' scores come with it).
+        assert seen.count - before == 24 - 4 * whole_batches
         finish([*args, "--out", str(tmp_path / "whole")])
     assert_same_run(out, tmp_path / "whole", 24)
 
@@ -91,16 +91,15 @@ def test_hf_run_killed_after_its_first_batch_resumes_to_the_uninterrupted_result
         probes=["template"],
         limit=4,
         batch_size=2,
-        device="cpu",
-        dtype="float32",
+        model_args={"device": "cpu", "dtype": "float32"},
         generation=GenerationConfig(max_new_tokens=5),
         use_cache=False,
         out=out,
     )
     asked = CountingPrompts(embedded_backend)
     run(options, backend=asked)  # type: ignore[arg-type]
-    # Only the batch that was not saved whole, each prompt twice: its continuation and the groups' scoring call.
-    assert asked.prompts == 2 * (4 - 2 * (len(left) // 2))
+    # Only the batch that was not saved whole, each prompt once (the words' scores read from the same call).
+    assert asked.prompts == 4 - 2 * (len(left) // 2)
     run(options.model_copy(update={"out": tmp_path / "whole"}), backend=embedded_backend)
     assert_same_run(out, tmp_path / "whole", 4)
 
@@ -117,6 +116,10 @@ class CountingPrompts:
     def identity(self) -> dict:
         return self.inner.identity()
 
-    def generate(self, prompts, config, word_pairs=None):
+    def generate(self, prompts, config, score=None):
         self.prompts += len(prompts)
-        return self.inner.generate(prompts, config, word_pairs)
+        return self.inner.generate(prompts, config, score)
+
+    def loglikelihood(self, requests):
+        self.prompts += len(requests)
+        return self.inner.loglikelihood(requests)

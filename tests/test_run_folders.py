@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
+from conftest import exact_scores, fake_loglikelihood
 from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.models import Completion, GenerationConfig
@@ -39,10 +39,14 @@ class FixedBackend:
     def identity(self) -> dict[str, Any]:
         return {"id": "fixed"}
 
-    def generate(self, prompts, config, word_pairs=None):
+    def generate(self, prompts, config, score=None):
         self.asked += len(prompts)
-        probs = None if word_pairs is None else np.full((len(word_pairs), 2), 0.01)
-        return [Completion(text=" she left.", word_probs=probs) for _ in prompts]
+        scores = [None if score is None else exact_scores([0.01] * len(score[i])) for i in range(len(prompts))]
+        return [Completion(text=" she left.", scores=scored) for scored in scores]
+
+    def loglikelihood(self, requests):
+        self.asked += len(requests)
+        return fake_loglikelihood(requests)
 
 
 def options(out: Path, **kw: Any) -> RunOptions:
@@ -75,7 +79,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
     # The holder was killed: its lock is stale and taken over at once, and the run goes through.
     backend = FixedBackend()
     run(options(out), backend=backend)
-    assert backend.asked == 8  # each prompt: its continuation and the extra groups' scoring call
+    assert backend.asked == 4  # each prompt: its continuation, the words' scores read from the same call
     record = json.loads((out / LOCK_NAME).read_text())
     assert record["pid"] == os.getpid()
 
@@ -90,7 +94,7 @@ def test_a_stale_lock_file_from_a_killed_run_is_taken_over(tmp_path: Path) -> No
 
 def test_a_lock_is_released_after_a_failed_run(tmp_path: Path) -> None:
     class Broken(FixedBackend):
-        def generate(self, prompts, config, word_pairs=None):
+        def generate(self, prompts, config, score=None):
             raise DataError("the model fell over")
 
     with pytest.raises(DataError):
@@ -164,7 +168,7 @@ def test_a_killed_run_before_its_first_sample_resumes(tmp_path: Path) -> None:
     out = tmp_path / "run"
 
     class KilledAtLoad(FixedBackend):
-        def generate(self, prompts, config, word_pairs=None):
+        def generate(self, prompts, config, score=None):
             raise KeyboardInterrupt
 
     with pytest.raises(Exception, match="interrupted"):
@@ -183,15 +187,16 @@ def test_a_killed_run_before_its_first_sample_resumes(tmp_path: Path) -> None:
         '"just a string"',
         "[1, 2]",
         "{not json",
-        '{"text": "x", "word_probs": [[0.1]]}',
-        '{"text": "x", "extra": [1]}',
+        '{"text": "x", "scores": {"continuations": [[-0.1, 1, null, "exact"]]}}',
+        '{"text": "x", "scores": {"continuations": [[0.5, 1, null, "exact"]], "error": null}}',
+        '{"text": "x", "scores": [1]}',
     ],
 )
 def test_a_damaged_cache_entry_is_dropped_and_asked_again(tmp_path: Path, value: str) -> None:
     cache = Cache(tmp_path / "c.sqlite")
     inner = FixedBackend()
     backend = CachedBackend(inner, cache)
-    pairs = [("she", "he")]
+    pairs = [(" she", " he")]
     backend.generate(["p"], GenerationConfig(), pairs)
     key = backend.keys(["p"], GenerationConfig(), pairs)[0]
     with sqlite3.connect(cache.path) as conn:
@@ -318,4 +323,4 @@ def test_a_full_disk_mid_run_is_one_error_and_the_run_resumes(tmp_path: Path, mo
     monkeypatch.setattr(RunWriter, "append", real_append)
     backend = FixedBackend()
     run(options(out, batch_size=2), backend=backend)
-    assert backend.asked == 4 and len(read_samples(out / "samples.jsonl")) == 4  # 2 prompts x 2 calls
+    assert backend.asked == 2 and len(read_samples(out / "samples.jsonl")) == 4  # the 2 prompts not saved

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import shared_data_dir
-from fairprobe.detectors import AttributeWords
+from conftest import exact_scores, fake_loglikelihood, shared_data_dir
 from fairprobe.errors import ConfigError
-from fairprobe.models import Completion, GenerationConfig, ModelBackend, Prompt
+from fairprobe.families.paper.words import AttributeWords
+from fairprobe.models import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.runner import RunInterrupted, RunOptions, run
 
 N_PAIRS = len(AttributeWords.default().pairs)
@@ -37,18 +37,22 @@ class ScriptedBackend:
         return {"id": "scripted", "backend": "test"}
 
     def generate(
-        self, prompts: list[Prompt], config: GenerationConfig, word_pairs: list[tuple[str, str]] | None = None
+        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None = None
     ) -> list[Completion]:
         self.calls.append([str(p) for p in prompts])
         if self.interrupt_on is not None and len(self.calls) == self.interrupt_on:
             raise KeyboardInterrupt
         out = []
-        for p in prompts:
+        for i, p in enumerate(prompts):
             h = zlib.crc32(str(p).encode())
-            probs = np.full((len(word_pairs) if word_pairs else N_PAIRS, 2), 1e-4)
-            probs[0] = [(h % 97) / 400, (h % 89) / 400]
-            out.append(Completion(text=REPLIES[h % len(REPLIES)], word_probs=probs))
+            probs = np.full(len(score[i]) if score else 2 * N_PAIRS, 1e-4)
+            probs[:2] = [(h % 97) / 400, (h % 89) / 400]
+            scores = exact_scores(probs.tolist()) if score else None
+            out.append(Completion(text=REPLIES[h % len(REPLIES)], scores=scores))
         return out
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+        return fake_loglikelihood(requests)
 
 
 def options(out: Path, **kw: Any) -> RunOptions:
@@ -75,8 +79,8 @@ def test_run_directory_layout(tmp_path: Path) -> None:
     out = tmp_path / "run"
     backend = ScriptedBackend()
     summary = run(options(out), backend=backend)
-    # Per batch two calls: the continuations, then the extra gender groups' next-word scoring.
-    assert len(backend.calls) == 12 and all(len(c) <= 4 for c in backend.calls)
+    # One call per batch: the continuations, with every word pair's and group's next-word scores read from it.
+    assert len(backend.calls) == 6 and all(len(c) <= 4 for c in backend.calls)
     assert {"manifest.json", "samples.jsonl", "summary.json"} <= {p.name for p in out.iterdir()}
 
     manifest = json.loads((out / "manifest.json").read_text())
@@ -145,7 +149,7 @@ def test_resume_after_a_killed_run(tmp_path: Path) -> None:
 
     backend = ScriptedBackend()
     run(options(out), backend=backend)
-    assert len(backend.calls) == 10  # the first batch is not asked again (two calls per batch)
+    assert len(backend.calls) == 5  # the first batch is not asked again (one call per batch)
     keys = [(s["set"], s["id"]) for s in lines(out / "samples.jsonl")]
     assert len(keys) == len(set(keys)) == 20
     assert (out / "summary.json").read_bytes() == (tmp_path / "whole" / "summary.json").read_bytes()
@@ -156,7 +160,7 @@ def test_ctrl_c_keeps_samples_and_resumes(tmp_path: Path) -> None:
     run(options(tmp_path / "whole"), backend=ScriptedBackend())
     out = tmp_path / "run"
     with pytest.raises(RunInterrupted) as info:
-        run(options(out), backend=ScriptedBackend(interrupt_on=3))  # the second batch's first call
+        run(options(out), backend=ScriptedBackend(interrupt_on=2))  # the second batch's call
     assert not (out / "summary.json").exists()
     assert info.value.done == 4 and info.value.out == out
     assert "run the same command again" in str(info.value)
@@ -165,7 +169,7 @@ def test_ctrl_c_keeps_samples_and_resumes(tmp_path: Path) -> None:
 
     backend = ScriptedBackend()
     run(options(out), backend=backend)
-    assert len(backend.calls) == 10  # the five batches not saved, two calls each
+    assert len(backend.calls) == 5  # the five batches not saved, one call each
     assert (out / "summary.json").read_bytes() == (tmp_path / "whole" / "summary.json").read_bytes()
 
 
@@ -175,7 +179,7 @@ def test_other_settings_are_not_resumed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="holds a run with other settings"):
         run(options(out, seed=1), backend=ScriptedBackend())
     # Options that change no sample (where to write, device) still resume.
-    assert options(out).fingerprint() == options(tmp_path / "elsewhere", device="cpu").fingerprint()
+    assert options(out).fingerprint() == options(tmp_path / "elsewhere", model_args={"device": "cpu"}).fingerprint()
 
 
 def test_out_that_is_a_file(tmp_path: Path) -> None:

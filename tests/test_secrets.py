@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from fairprobe.models import GenerationConfig, load_model
-from fairprobe.models.api import EndpointError, RetryPolicy
+from fairprobe.models import GenerationConfig
+from fairprobe.models.api import EndpointError, RetryPolicy, open_endpoint
 from fairprobe.redact import redact, secret_forms, shorten
 from openai_servers import completion_json, prompt_text, serve
 
@@ -93,7 +93,7 @@ def test_error_messages_carry_no_key(monkeypatch: pytest.MonkeyPatch, status: in
     monkeypatch.setenv("FAIRPROBE_API_KEY", KEY)
     retry = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.02)
     with serve(answer) as (url, _):
-        backend = load_model("openai:test", base_url=url, retry=retry, timeout=5.0)
+        backend = open_endpoint("test", base_url=url, retry=retry, timeout=5.0)
         try:
             message = backend.generate(["My friend is a nurse, and"], GenerationConfig())[0].error or ""
         except EndpointError as exc:

@@ -12,7 +12,7 @@ import pytest
 
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models import load_model, validate
-from fairprobe.models.api import RetryPolicy, parse_reply
+from fairprobe.models.api import RetryPolicy, open_endpoint, parse_reply
 from fairprobe.models.validate import AnswerLimits, MalformedResponse
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import CANNED_TOP, canned_text, completion_json, prompt_text, serve
@@ -51,8 +51,8 @@ def test_every_logprob_that_is_not_a_finite_number_at_most_0_is_malformed(value:
 
 
 def test_valid_logprobs_pass_and_rounding_above_0_counts_as_0() -> None:
-    text, top = parse_reply(completions_answer({" she": 1e-9, " he": -20.0}), chat=False)
-    assert text == " she went home." and top == {" she": 0.0, " he": -20.0}
+    answer = parse_reply(completions_answer({" she": 1e-9, " he": -20.0}), chat=False)
+    assert answer.text == " she went home." and answer.top == {" she": 0.0, " he": -20.0}
     assert validate.logprob(-0.0) == 0.0 and validate.logprob(-3) == -3.0
 
 
@@ -87,9 +87,15 @@ def test_limits_come_from_the_environment_and_are_checked(monkeypatch: pytest.Mo
 
 
 def _run(url: str, out: Path, limits: AnswerLimits | None = None):
-    backend = load_model("openai:test", base_url=url, retry=FAST, timeout=5.0, limits=limits)
+    backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, limits=limits)
     options = RunOptions(
-        model="openai:test", base_url=url, probes=["template"], limit=6, out=out, batch_size=6, use_cache=False
+        model="openai:test",
+        model_args={"base_url": url},
+        probes=["template"],
+        limit=6,
+        out=out,
+        batch_size=6,
+        use_cache=False,
     )
     return run(options, backend=backend)
 

@@ -37,7 +37,8 @@ WORDS = [
     "was",
     "fun",
 ]
-PAIRS = [("she", "he"), ("her", "his")]
+# The attribute words as the paper family scores them: each pair female then male, after a space.
+SCORED = (" she", " he", " her", " his")
 
 
 def tiny_backend(seed: int = 0) -> HFBackend:
@@ -121,7 +122,7 @@ def direct_kl(backend: HFBackend, prompt: str, positions: int, excluded: set[int
 def test_kl_loss_matches_a_direct_computation_on_a_tiny_model() -> None:
     backend = with_lora(tiny_backend())
     prompts = ["my friend is a nurse and", "my friend plays chess and"]
-    excluded = backend.attribute_token_ids(PAIRS)
+    excluded = backend.first_token_ids(SCORED)
     assert sorted(excluded.tolist()) == sorted(backend.tokenizer.convert_tokens_to_ids(["she", "he", "her", "his"]))
     window = backend.continuation_window(prompts, positions=3, max_length=32)
     assert window.tuned.shape == window.base.shape == (2, 3, len(WORDS) + 2) and bool(window.valid.all())
@@ -154,8 +155,9 @@ def test_kl_gradient_flows_to_the_adapter_only() -> None:
     backend = with_lora(tiny_backend())
     backend.train_mode(True)
     window = backend.continuation_window(["my friend is a nurse and"], positions=2, max_length=32)
-    probs = backend.attribute_log_probs(["my friend is a nurse and"], PAIRS, 32).exp()
-    kl = loss_kl(window.base, window.tuned, backend.attribute_token_ids(PAIRS), window.valid)
+    lp = backend.continuation_log_probs(["my friend is a nurse and"], SCORED, 32)
+    probs = lp.reshape(1, -1, 2).exp()
+    kl = loss_kl(window.base, window.tuned, backend.first_token_ids(SCORED), window.valid)
     loss, parts = debias_loss(probs, LossWeights.parse("d,g,l,kl=0.5"), kl)
     assert parts["kl"] == pytest.approx(float(kl.detach())) and float(loss.detach()) == pytest.approx(
         parts["d"] + parts["g"] + parts["l"] + 0.5 * parts["kl"]

@@ -209,7 +209,7 @@ def test_plain_progress_prints_a_line_per_step_and_a_heartbeat() -> None:
 
 
 def test_nan_statistic_is_n_a_not_a_number() -> None:
-    from fairprobe.metrics.stats import bootstrap_statistic
+    from fairprobe.statistics.stats import bootstrap_statistic
 
     m = bootstrap_statistic(np.array([1.0, 0.0]), lambda v: np.full(v.shape[0], np.nan))
     assert m.value is None and m.ci95 == (None, None)

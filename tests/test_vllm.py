@@ -35,8 +35,9 @@ def paper_options(shared_data: Path, out: Path, **kw) -> RunOptions:
     return RunOptions(**{**base, "out": out, "use_cache": False, "batch_size": 1, **kw})
 
 
-def api(server, **kw) -> dict:
-    return {"model": f"openai:{server.model}", "base_url": server.url, **kw}
+def api(server, **settings) -> dict:
+    """The run options of the server's model, with its backend settings (-M)."""
+    return {"model": f"openai:{server.model}", "model_args": {"base_url": server.url, **settings}}
 
 
 def per_prompt(samples: list[Sample]) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +51,7 @@ def exact_runs(vllm_server, embedded_backend, shared_data: Path, tmp_path_factor
     """The paper suite on vLLM (exact scoring) and on the local model, once for the tests of this module."""
     root = tmp_path_factory.mktemp("vllm-paper")
     run(paper_options(shared_data, root / "api", **api(vllm_server)))
-    run(paper_options(shared_data, root / "local", dtype="float32"), backend=embedded_backend)
+    run(paper_options(shared_data, root / "local"), backend=embedded_backend)
     return {"api": root / "api", "local": root / "local"}
 
 
@@ -72,14 +73,14 @@ def test_a_paper_suite_on_vllm_is_the_local_model_exactly(exact_runs: dict[str, 
             assert "bounds" not in got and got["value"] == pytest.approx(want["value"], abs=1e-4)
     manifest = json.loads((exact_runs["api"] / "manifest.json").read_text())
     assert manifest["implicit"]["mode"] == "exact"
-    abilities = {"echo": True, "tokenize": True, "next_token_ids": True}
+    abilities = {"echo": True, "tokenize": True, "prompt_ids": True, "next_token_ids": True}
     assert manifest["implicit"]["endpoints"] == {manifest["model"]["base_url"]: abilities}
 
 
 def test_b_fairness_suite_through_vllm_chat_completions(vllm_server, embedded_backend, tmp_path: Path) -> None:
     common = {"suite": "fairness", "limit": 2, "batch_size": 1, "use_cache": False}
     remote = run(RunOptions(out=tmp_path / "api", **api(vllm_server), **common))
-    local = run(RunOptions(out=tmp_path / "local", dtype="float32", **common), backend=embedded_backend)
+    local = run(RunOptions(out=tmp_path / "local", **common), backend=embedded_backend)
     api_samples = [s.model_dump() for s in read_samples(tmp_path / "api" / "samples.jsonl")]
     local_samples = [s.model_dump() for s in read_samples(tmp_path / "local" / "samples.jsonl")]
     assert len(api_samples) == 4 and api_samples == local_samples  # the same chat replies and verdicts
@@ -123,7 +124,7 @@ def test_d_two_vllm_servers_round_robin(vllm_server, embedded_backend, request, 
 def test_e_topk_bounds_hold_the_exact_value_on_every_prompt(
     vllm_server, exact_runs: dict[str, Path], shared_data: Path, tmp_path: Path, k: int
 ) -> None:
-    run(paper_options(shared_data, tmp_path / "topk", **api(vllm_server), implicit="topk", top_logprobs=k))
+    run(paper_options(shared_data, tmp_path / "topk", **api(vllm_server, implicit="topk", top_logprobs=k)))
     bounded = read_samples(tmp_path / "topk" / "samples.jsonl")
     exact = read_samples(exact_runs["api"] / "samples.jsonl")
     assert all(s.implicit == "topk" and s.top_logprobs == k for s in bounded)

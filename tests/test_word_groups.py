@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairprobe.detectors import AttributeWords
-from fairprobe.detectors.word_groups import packed_pairs, unpack_groups
 from fairprobe.errors import DataError
 from fairprobe.families.paper.groups import likeliest_group, share_bounds
 from fairprobe.families.paper.metrics import group_share_metrics, paper_metrics
 from fairprobe.families.paper.record import PaperSample
+from fairprobe.families.paper.words import AttributeWords
+from fairprobe.models import ScoreRequest
 
 PAIRS = [["she", "he"], ["her", "his"]]
 
@@ -29,12 +29,12 @@ def test_default_file_has_the_documented_groups() -> None:
     assert len(words.pairs) == 20 and "they" not in words.female | words.male
 
 
-def test_packing_round_trips_every_group_word() -> None:
-    groups = (("neutral", ("they", "them", "their")), ("xe", ("xe", "xem")))
-    pairs = packed_pairs(groups)
-    assert pairs == [("they", "them"), ("their", "xe"), ("xem", "xem")]  # an odd last word repeats
-    rows = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.5]])
-    assert unpack_groups(rows, groups) == {"neutral": [0.1, 0.2, 0.3], "xe": [0.4, 0.5]}
+def test_the_scored_continuations_are_the_pairs_then_every_group_word_after_a_space(tmp_path: Path) -> None:
+    from fairprobe.families.paper import PaperOptions
+
+    path = tmp_path / "words.json"
+    path.write_text(json.dumps({"pairs": PAIRS, "groups": {"mine": ["they", "them"], "other": ["xe"]}}))
+    assert PaperOptions(words=path).continuations() == (" she", " he", " her", " his", " they", " them", " xe")
 
 
 @pytest.mark.parametrize(
@@ -166,18 +166,23 @@ def test_embedded_model_group_probabilities_and_unchanged_pairs(embedded_backend
     base = {"probes": ["template"], "limit": 4, "use_cache": False}
     _, grouped = run_with_samples(RunOptions(**base, out=tmp_path / "g"), backend=embedded_backend)
     _, plain = run_with_samples(
-        RunOptions(**base, out=tmp_path / "p", words_file=plain_words), backend=embedded_backend
+        RunOptions(**base, out=tmp_path / "p", probe_options={"words": str(plain_words)}), backend=embedded_backend
     )
     for a, b in zip(grouped["template"], plain["template"], strict=True):
-        assert (a.p_female, a.p_male, a.continuation) == (b.p_female, b.p_male, b.continuation)  # bit for bit
+        assert a.continuation == b.continuation
+        # The groups' words ride in the same scoring pass: the pairs move by float rounding at most.
+        np.testing.assert_allclose(a.p_female + a.p_male, b.p_female + b.p_male, rtol=0, atol=1e-9)
         assert b.p_groups is None and "p_groups" not in b.model_dump()
     words = AttributeWords.default()
     probes = [s.prompt for s in grouped["template"]]
-    direct = embedded_backend.next_word_probs(probes, words.group_pairs())
-    for s, rows in zip(grouped["template"], direct, strict=True):
-        expected = unpack_groups(rows, words.groups)
-        for name, values in expected.items():
-            assert s.p_groups[name] == pytest.approx(values, rel=1e-5, abs=1e-12)
+    group_words = tuple(" " + w for _, group in words.groups for w in group)
+    direct = embedded_backend.loglikelihood([ScoreRequest(p, group_words) for p in probes])
+    for s, scored in zip(grouped["template"], direct, strict=True):
+        values = np.exp(scored.logprobs())
+        at = 0
+        for name, group in words.groups:
+            assert s.p_groups[name] == pytest.approx(values[at : at + len(group)].tolist(), rel=1e-5, abs=1e-12)
+            at += len(group)
         f, m = sum(s.p_female), sum(s.p_male)
         masses = {"female": f, "male": m, **{k: sum(v) for k, v in s.p_groups.items()}}
         assert s.likeliest_group == max(masses, key=masses.get)

@@ -1,12 +1,14 @@
 """The registries every layer reads: probe families, probe sets, suites (lazy: nothing is imported until asked).
 
-Built-in families are lazy references to their folders under `fairprobe/families/`; a third-party family
-registers through `fairprobe.families.register_family` or the entry-point group `fairprobe.families`.
-Importing a family's module registers its probe sets and suite membership.
+The built-in families are the folders under `fairprobe/families/` (each package's `FAMILY`, found by listing the
+folder, never by name); a third-party family registers through `fairprobe.families.register_family` or the
+entry-point group `fairprobe.families`. Importing a family's module registers its probe sets and suite membership.
 """
 
 from __future__ import annotations
 
+import pkgutil
+from importlib import resources
 from typing import Any
 
 from fairprobe.registry import Registry
@@ -14,7 +16,14 @@ from fairprobe.registry import Registry
 FAMILIES: Registry[Any] = Registry("probe family", entry_point_group="fairprobe.families")
 PROBE_SETS: Registry[Any] = Registry("probe set")
 
-for _name in ("paper", "gender_income", "professional_bias"):
+
+def builtin_family_packages() -> list[str]:
+    """The family folders shipped in fairprobe/families (every subpackage), in the order they are listed there."""
+    folder = resources.files("fairprobe") / "families"
+    return sorted(m.name for m in pkgutil.iter_modules([str(folder)]) if m.ispkg)
+
+
+for _name in builtin_family_packages():
     FAMILIES.register_lazy(_name, f"fairprobe.families.{_name}:FAMILY")
 
 

@@ -1,4 +1,6 @@
-"""The options of a run: everything that decides its samples (hashed to recognise a resumable run) plus where to write.
+"""The generic options of a run: everything that decides its samples (hashed to recognise a resumable run) plus
+where to write. A family's own settings are its typed options (`-o family.key=value`, in `probe_options`) and a
+backend's are its typed settings (`-M key=value`, in `model_args`); both are validated where they are read.
 
 They sit below the families and the runner, so both read them without importing each other.
 """
@@ -6,24 +8,20 @@ They sit below the families and the runner, so both read them without importing 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fairprobe.catalog import suite_names, suite_sets
-from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError
 from fairprobe.io import fingerprint
-from fairprobe.models import DEFAULT_MODEL, GenerationConfig
-
-# Options newer than the first release, with their defaults (left out of the settings when unchanged).
-LATER_OPTION_DEFAULTS: dict[str, Any] = {"implicit": "auto", "top_logprobs": 20, "model_args": {}}
+from fairprobe.models import DEFAULT_MODEL, GenerationConfig, backend_settings
 
 
 class RunOptions(BaseModel):
     """Everything that decides a run's samples (hashed to recognise a resumable run) plus where to write."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     model: str = DEFAULT_MODEL
     adapter: str | None = None
@@ -34,35 +32,17 @@ class RunOptions(BaseModel):
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
-    instruction: str | None = None
-    words_file: Path | None = None
     probe_options: dict[str, Any] = Field(default_factory=dict)
     batch_size: int = Field(32, ge=1)
-    device: str = "auto"
-    dtype: str = "auto"
-    base_url: str | None = None
-    concurrency: int | None = Field(None, ge=1)
-    implicit: Literal["auto", "exact", "topk", "off"] = "auto"
-    top_logprobs: int = Field(20, ge=1)
     cache: Path | None = None
     use_cache: bool = True
     model_args: dict[str, Any] = Field(default_factory=dict)
 
-    _words: AttributeWords | None = PrivateAttr(None)
-
     @model_validator(mode="after")
-    def _check_endpoint(self) -> RunOptions:
-        if self.base_url is not None and not self.model.startswith("openai:"):
-            raise ConfigError(f"--base-url needs an openai:MODEL model, not {self.model!r}")
-        if self.implicit == "topk" and not self.model.startswith("openai:"):
-            raise ConfigError(f"--implicit topk needs an openai:MODEL model; {self.model!r} gives exact probabilities")
+    def _check_model_args(self) -> RunOptions:
+        if self.model_args:  # a bad -M key or value fails before any work
+            backend_settings(self.model, self.model_args)
         return self
-
-    def attribute_words(self) -> AttributeWords:
-        """The attribute word lists of this run (package default or --words FILE)."""
-        if self._words is None:
-            self._words = AttributeWords.from_file(self.words_file) if self.words_file else AttributeWords.default()
-        return self._words
 
     def probe_names(self) -> list[str]:
         """The probe sets to run: --probes, else every set of the suite."""
@@ -80,17 +60,70 @@ class RunOptions(BaseModel):
         return Path("runs") / slug / self.suite
 
     def settings(self) -> dict[str, Any]:
-        """Every option that changes samples (recorded in the manifest; a refusal names those that differ)."""
-        obj = self.model_dump(mode="json", exclude={"out", "device", "concurrency", "cache", "use_cache"})
-        obj["words"] = [list(p) for p in sorted(self.attribute_words().pairs)]
-        if self.attribute_words().groups:  # the extra groups' probabilities are part of every sample
-            obj["word_groups"] = {name: list(words) for name, words in self.attribute_words().groups}
-        # Options added after the first release count only when changed, so older run folders still resume.
-        for key, default in LATER_OPTION_DEFAULTS.items():
-            if obj.get(key) == default:
-                obj.pop(key)
+        """The generic settings that change samples (a backend's settings only where they change answers)."""
+        obj = self.model_dump(mode="json", exclude={"out", "cache", "use_cache", "model_args"})
+        answer_args = backend_settings(self.model, self.model_args).answer_args() if self.model_args else {}
+        if answer_args:
+            obj["model_args"] = answer_args
         return obj
 
     def fingerprint(self) -> str:
-        """Hash of the settings; a run folder with another fingerprint is not resumed."""
+        """Hash of the generic settings (the runner adds the families' own: runner.run_settings)."""
         return fingerprint(self.settings())
+
+
+# Command-line shortcuts for backend settings (`--device cuda` is `-M device=cuda`) and for family options
+# that keep their flags (`--instruction X` is `-o instruction=X`, reaching every family of the suite that takes it).
+BACKEND_SHORTCUTS = ("device", "dtype", "base_url", "concurrency", "top_logprobs")
+FAMILY_SHORTCUTS = ("instruction", "words")
+DECODING = ("max_new_tokens", "temperature", "top_p", "top_k")
+
+
+def run_options_from_flags(flags: dict[str, Any]) -> RunOptions:
+    """The RunOptions of a command's flags: decoding flags become a GenerationConfig, `--probes a,b` a list, `-o`
+    and `-M` pairs typed dicts, and the shortcuts fold into them (a shortcut and its `-M`/`-o` key together are
+    a one-line error). `--implicit off` turns a family's next-word probabilities off (`-o implicit=off`); another
+    `--implicit` is the backend's `-M implicit=...`."""
+    flags = dict(flags)
+    model_args = parse_pairs_typed(flags.pop("model_arg", None), "model arg (-M)", values=True)
+    probe_options = parse_pairs_typed(flags.pop("option", None), "probe option", values=False)
+    implicit = flags.pop("implicit", None)
+    if implicit == "off":
+        fold(probe_options, "implicit", "off", "--implicit off", "-o")
+    elif implicit not in (None, "auto"):
+        fold(model_args, "implicit", implicit, "--implicit", "-M")
+    for key in BACKEND_SHORTCUTS:
+        if flags.get(key) is not None:
+            fold(model_args, key, flags[key], f"--{key.replace('_', '-')}", "-M")
+    for key in FAMILY_SHORTCUTS:
+        if flags.get(key) is not None:
+            fold(probe_options, key, str(flags[key]), f"--{key}", "-o")
+    decoding = {k: flags.pop(k) for k in DECODING if k in flags}
+    probes = flags.pop("probes", None)
+    fields = {k: v for k, v in flags.items() if k in RunOptions.model_fields and k not in BACKEND_SHORTCUTS}
+    return RunOptions(
+        **fields,
+        probes=[p.strip() for p in probes.split(",") if p.strip()] or None if isinstance(probes, str) else probes,
+        generation=GenerationConfig(**decoding, seed=flags.get("seed", 0)),
+        probe_options=probe_options,
+        model_args=model_args,
+        use_cache=not flags.get("no_cache", False),
+    )
+
+
+def fold(target: dict[str, Any], key: str, value: Any, flag: str, switch: str) -> None:
+    """Put a shortcut's value under its key; the same key given both ways is a ConfigError."""
+    if key in target and target[key] != value:
+        raise ConfigError(f"{flag} and {switch} {key}={target[key]!r} disagree: give one of them")
+    target[key] = value
+
+
+def parse_pairs_typed(pairs: list[str] | None, what: str, values: bool) -> dict[str, Any]:
+    """`key=value` pairs (dashes in keys read as underscores); with `values`, a value reads as JSON when it is one
+    (1, 0.5, true, "x") and is then checked by the backend's settings type."""
+    from fairprobe.io import parse_pairs, parse_value
+
+    parsed = parse_pairs(pairs, what)
+    if values:
+        return {k: parse_value(v) for k, v in parsed.items()}
+    return {k.replace("-", "_"): v for k, v in parsed.items()}

@@ -18,7 +18,11 @@ class Probe(BaseModel):
 
 
 class ProbeSet(BaseModel):
-    """A named list of probes with its recorded source and sha256 (of the source file or of the list)."""
+    """A named list of probes with its recorded source and sha256 (of the source file or of the list).
+
+    `pair_fields` names the meta fields that make one probe's record in the set's own pair format (`probes show
+    --format pairs`: the gender-income pairs as Vijil's JSONL); empty for sets that are not pairs.
+    """
 
     name: str
     kind: str = "continuation"
@@ -26,6 +30,7 @@ class ProbeSet(BaseModel):
     source: str
     sha256: str
     probes: list[Probe]
+    pair_fields: tuple[str, ...] = ()
 
 
 class ChatMessage(BaseModel):
@@ -43,9 +48,10 @@ def message_dicts(messages: Sequence[ChatMessage | Mapping[str, str]]) -> list[d
 class Sample(BaseModel):
     """One scored prompt of a run (a samples.jsonl line). Each family declares its own typed record on top.
 
-    Fields named in `optional` are written only when set (a reply's error, an API's scoring details), so a
-    record carries exactly what its run produced. The view methods tell the report what to show without it
-    knowing the family.
+    Every record has the subsets of its set it belongs to and, when a model call failed, `error`. Fields named in
+    `optional` (and `error`) are written only when set (a reply's error, an API's scoring details), so a record
+    carries exactly what its run produced. The view methods tell the report what to show without it knowing the
+    family.
     """
 
     optional: ClassVar[tuple[str, ...]] = ()
@@ -54,18 +60,20 @@ class Sample(BaseModel):
     id: str
     prompt: str
     batch: int = 0
+    subsets: list[str] = Field(default_factory=list)
+    error: str | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset_optional(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in self.optional:
+        for key in ("error", *self.optional):
             if key not in self.model_fields_set:
                 data.pop(key, None)
         return data
 
     def subset_names(self) -> list[str]:
         """The subsets of its set this sample belongs to."""
-        return []
+        return self.subsets
 
     def reply_text(self) -> str:
         """The model's reply (or replies) as shown in the report."""

@@ -20,10 +20,10 @@ from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
 from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
 from fairprobe.families import Family, family_of_set, load_probe_set
-from fairprobe.families.base import Request
-from fairprobe.io import atomic_write_json, atomic_write_text, split_lines
-from fairprobe.models import GenerationConfig, ModelBackend, load_model
-from fairprobe.models.base import Completion
+from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
+from fairprobe.io import atomic_write_json, atomic_write_text, fingerprint, split_lines
+from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
+from fairprobe.models.base import Completion, ScoreRequest
 from fairprobe.models.cached import CachedBackend
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress
@@ -153,7 +153,7 @@ def batch_seed(seed: int, set_name: str, index: int) -> int:
 
 def run_set(
     backend: ModelBackend,
-    family: Family,
+    family: Family[Any, Any],
     ps: ProbeSet,
     options: RunOptions,
     writer: RunWriter | None = None,
@@ -161,10 +161,8 @@ def run_set(
 ) -> list[Sample]:
     """Ask the model every probe of one set (skipping batches already saved) and return its samples."""
     progress = progress or SilentProgress()
-    gen = family.generation(options)
     family_options = family.parse_options(options.probe_options, ps.name)
-    wants_probs = family.needs_word_probs and options.implicit != "off"
-    pairs = [tuple(p) for p in options.attribute_words().pairs] if wants_probs else None
+    gen = family.generation(options, family_options)
     by_id: dict[str, Sample] = {}
     progress.start(ps.name, len(ps.probes))
     for index, batch in enumerate(batches_of(ps.probes, options.batch_size)):
@@ -173,15 +171,12 @@ def run_set(
             by_id.update({s.id: s for s in saved})
             progress.advance(len(batch))
             continue
-        requests = [(probe, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
+        asked = [(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
         config = gen.model_copy(update={"seed": batch_seed(options.seed, ps.name, index)})
-        replies = ask(backend, [r for _, r in requests], config, pairs)  # type: ignore[arg-type]
-        grouped: dict[str, dict[str, Any]] = {}
-        for (probe, request), reply in zip(requests, replies, strict=True):
-            grouped.setdefault(probe.id, {})[request.key] = reply
+        replies = ask(backend, asked, config)
         samples = []
         for probe in batch:
-            sample = family.sample(ps, probe, grouped[probe.id], options, family_options)
+            sample = family.sample(ps, probe, replies[probe.id], options, family_options)
             sample.batch = index
             samples.append(sample)
         if writer:
@@ -191,55 +186,124 @@ def run_set(
     return [by_id[p.id] for p in ps.probes]
 
 
-def ask(
-    backend: ModelBackend, requests: list[Request], config: GenerationConfig, pairs: list[tuple[str, str]] | None
-) -> list[Completion]:
-    """Replies to a batch's requests, in order: one backend call per distinct (length, scored words).
+def fused_calls(asked: list[tuple[str, Request | Scoring]]) -> dict[int, int]:
+    """Which scoring requests ride on a generation request (scoring index -> generation index): the first
+    generation request of the same probe with the same prompt, one scoring request each."""
+    taken: set[int] = set()
+    out: dict[int, int] = {}
+    for i, (probe, request) in enumerate(asked):
+        if not isinstance(request, Scoring):
+            continue
+        host = next(
+            (
+                j
+                for j, (other, r) in enumerate(asked)
+                if other == probe and isinstance(r, Request) and r.prompt == request.prompt and j not in taken
+            ),
+            None,
+        )
+        if host is not None:
+            taken.add(host)
+            out[i] = host
+    return out
 
-    A request that names its own `words` has those scored instead of the run's pairs (when the run reads
-    probabilities at all) and may ask fewer new tokens; the others share one call as before.
-    """
-    calls: dict[tuple[int | None, tuple | None], list[int]] = {}
-    for i, r in enumerate(requests):
-        calls.setdefault((r.max_new_tokens, r.words), []).append(i)
-    out: list[Completion | None] = [None] * len(requests)
-    for (length, words), indices in calls.items():
+
+def ask(
+    backend: ModelBackend, asked: list[tuple[str, Request | Scoring]], config: GenerationConfig
+) -> dict[str, Replies]:
+    """The replies of a batch's requests by probe id: one generation call per distinct length (scores that share
+    a prompt with a generation request are read from it), one `loglikelihood` call for the other scores."""
+    fused = fused_calls(asked)
+    riders = {host: i for i, host in fused.items()}
+    calls: dict[int | None, list[int]] = {}
+    alone: list[int] = []
+    for i, (_, r) in enumerate(asked):
+        if isinstance(r, Request):
+            calls.setdefault(r.max_new_tokens, []).append(i)
+        elif i not in fused:
+            alone.append(i)
+    replies: dict[str, Replies] = {probe: Replies({}, {}) for probe, _ in asked}
+    for length, indices in calls.items():
         cfg = config if length is None else config.model_copy(update={"max_new_tokens": length})
-        scored = pairs if words is None or pairs is None else [tuple(p) for p in words]
-        for i, reply in zip(indices, backend.generate([requests[i].prompt for i in indices], cfg, scored), strict=True):  # type: ignore[arg-type]
-            out[i] = reply
-    return out  # type: ignore[return-value]
+        score = [continuations_of(asked[riders[i]][1]) if i in riders else () for i in indices]
+        prompts = [asked[i][1].prompt for i in indices]
+        for i, reply in zip(indices, backend.generate(prompts, cfg, score if any(score) else None), strict=True):
+            probe, request = asked[i]
+            replies[probe].completions[request.key] = Completion(text=reply.text, error=reply.error)
+            if i in riders and reply.error is None and reply.scores is not None:
+                replies[probe].scores[asked[riders[i]][1].key] = reply.scores
+    requests = [ScoreRequest(asked[i][1].prompt, continuations_of(asked[i][1])) for i in alone]
+    for i, scores in zip(alone, backend.loglikelihood(requests) if requests else [], strict=True):
+        probe, request = asked[i]
+        replies[probe].scores[request.key] = scores
+    return replies
+
+
+def continuations_of(request: Request | Scoring) -> tuple[str, ...]:
+    """The continuations a scoring request asks for (none for a generation request)."""
+    return request.continuations if isinstance(request, Scoring) else ()
+
+
+def check_declared(family: Family[Any, Any], set_name: str, result: SetResult) -> SetResult:
+    """A set's result, after checking that every metric it names is one the family declares."""
+    named = set(result.metrics).union(*(set(sub.metrics) for sub in result.subsets.values()))
+    undeclared = sorted(name for name in named if family.metric(name) is None)
+    if undeclared:
+        raise UndeclaredMetric(
+            f"family {family.name!r} computed undeclared metric(s) on {set_name}: {', '.join(undeclared)}"
+        )
+    return result
 
 
 def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeSet], started: str) -> dict[str, Any]:
-    """The manifest of design.md: version, model, decoding, seed, sources and sha256s, times."""
+    """The manifest of design.md: version, model, decoding, seed, sources and sha256s, family options, times."""
+    settings = run_settings(options, sets)
+    first = family_of(sets[0].name)
     return {
         "fairprobe_version": __version__,
         "kind": "run",
-        "fingerprint": options.fingerprint(),
-        "settings": options.settings(),
+        "fingerprint": fingerprint(settings),
+        "settings": settings,
         "suite": options.suite,
         "model": backend.identity(),
-        "decoding": family_of(sets[0].name).generation(options).model_dump(),
+        "decoding": first.generation(options, first.parse_options(options.probe_options, sets[0].name)).model_dump(),
         "seed": options.seed,
-        "instruction": options.instruction,
-        "attribute_words": {
-            "source": str(options.words_file or "fairprobe default"),
-            "pairs": len(options.attribute_words().pairs),
-        },
+        "family_options": family_settings(options, sets),
         "probe_sets": {ps.name: {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)} for ps in sets},
         "options": options.model_dump(mode="json", exclude={"generation"}),
         "started": started,
     }
 
 
+def family_settings(options: RunOptions, sets: list[ProbeSet]) -> dict[str, Any]:
+    """Each family's typed options as this run uses them (files they name are part of them, content included)."""
+    out: dict[str, Any] = {}
+    for ps in sets:
+        family = family_of(ps.name)
+        if family.name not in out:
+            out[family.name] = family.parse_options(options.probe_options, ps.name).model_dump(mode="json")
+    return out
+
+
+def run_settings(options: RunOptions, sets: list[ProbeSet]) -> dict[str, Any]:
+    """Every setting that changes samples: the run's own and its families' (an option left at its default is left
+    out, so adding one keeps older run folders resumable)."""
+    settings = options.settings()
+    for name, values in family_settings(options, sets).items():
+        changed = {k: v for k, v in values.items() if v is not None and v != {} and v != []}
+        if changed:
+            settings.setdefault("families", {})[name] = changed
+    return settings
+
+
 def implicit_manifest(backend: ModelBackend, results: dict[str, SetResult]) -> dict[str, Any] | None:
     """How GLD/ADD's probabilities were read: the endpoint's detected abilities and, per set, mode and top-k used."""
-    detected = getattr(getattr(backend, "inner", backend), "implicit_info", None)
+    reader = getattr(getattr(backend, "inner", backend), "implicit_info", None)
+    detected = reader() if reader else None
     per_set = {name: r.implicit for name, r in results.items() if r.implicit is not None}
     if detected is None and not per_set:
         return None
-    return {**(detected() if detected else {}), "sets": per_set}
+    return {**(detected or {}), "sets": per_set}
 
 
 def write_report(out: Path) -> None:
@@ -254,14 +318,10 @@ def write_report(out: Path) -> None:
 
 def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBackend:
     """The model a run's options name (with `adapter` instead of options.adapter when given), behind the cache."""
-    endpoint: dict[str, Any] = {"base_url": options.base_url, "concurrency": options.concurrency}
-    if options.model.startswith("openai:"):
-        endpoint.update(implicit=options.implicit, top_logprobs=options.top_logprobs)
-    flags = {"device": options.device, "dtype": options.dtype, "batch_size": options.batch_size}
-    flags.update(adapter=adapter or options.adapter, **{k: v for k, v in endpoint.items() if v is not None})
-    backend = load_model(options.model, **{**flags, **options.model_args})
+    backend = load_model(options.model, adapter=adapter or options.adapter, **options.model_args)
     if options.use_cache:
-        backend = CachedBackend(backend, Cache(options.cache), options.model_args)
+        answer_args = backend_settings(options.model, options.model_args).answer_args()
+        backend = CachedBackend(backend, Cache(options.cache), answer_args)
     return backend
 
 
@@ -279,7 +339,8 @@ def run_with_samples(
     out = options.output_dir()
     check_out_dir(out)
     sets = load_sets(options)
-    writer = RunWriter(out, options.fingerprint(), options.settings())
+    settings = run_settings(options, sets)
+    writer = RunWriter(out, fingerprint(settings), settings)
     try:
         if backend is None:
             progress.note(f"loading model {options.model}")
@@ -303,7 +364,8 @@ def run_with_samples(
                     where = exc.filename or writer.samples_path
                     raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
                 raise type(exc)(f"{exc}; {resume}") from exc
-            results[ps.name] = own.summarize(ps, per_set[ps.name], options)
+            own_options = own.parse_options(options.probe_options, ps.name)
+            results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)

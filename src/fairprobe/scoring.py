@@ -19,12 +19,13 @@ from fairprobe import __version__
 from fairprobe.catalog import PROBE_SETS
 from fairprobe.errors import DataError
 from fairprobe.families import family_of_set, load_probe_set
-from fairprobe.io import atomic_write_json, atomic_write_text, read_text, split_lines
+from fairprobe.families.base import Replies, Request, Scoring
+from fairprobe.io import atomic_write_json, atomic_write_text, fingerprint, read_text, split_lines
 from fairprobe.models.base import Completion
 from fairprobe.options import RunOptions
 from fairprobe.records import Sample, Summary
 from fairprobe.runfolder import FolderLock, check_folder
-from fairprobe.runner import write_report
+from fairprobe.runner import run_settings, write_report
 
 
 @dataclass
@@ -118,29 +119,29 @@ def score_responses(
     if out is not None:
         check_folder(out, "score", "", {})
     options = RunOptions(
-        model=model,
-        suite=family.suite,
-        probes=[probes],
-        data_dir=data_dir,
-        probe_options=probe_options or {},
+        model=model, suite=family.suite, probes=[probes], data_dir=data_dir, probe_options=probe_options or {}
     )
     ps = load_probe_set(probes, data_dir=data_dir, **options.probe_options)
     family_options = family.parse_options(options.probe_options, probes)
     asked = {p.id: family.requests(ps, p, options, family_options) for p in ps.probes}
-    keys = {pid: [r.key for r in rs if not r.optional] for pid, rs in asked.items()}
-    optional = {pid: [r.key for r in rs if r.optional] for pid, rs in asked.items()}
+    if any(isinstance(r, Scoring) and not r.optional for rs in asked.values() for r in rs):
+        raise DataError(f"probe set {probes!r} is measured by a model's log-probabilities: `score` reads replies only")
+    keys = {pid: [r.key for r in rs if isinstance(r, Request) and not r.optional] for pid, rs in asked.items()}
+    optional = {pid: [r.key for r in rs if isinstance(r, Request) and r.optional] for pid, rs in asked.items()}
     replies, skipped = parse_responses(read_text(responses, "responses file"), keys, probes, optional)
     if not replies:
         raise DataError(f"no usable responses in {responses} ({len(skipped)} malformed lines)")
     samples = [
-        family.sample(ps, p, {k: Completion(text=v) for k, v in replies[p.id].items()}, options, family_options)
+        family.sample(
+            ps, p, Replies({k: Completion(text=v) for k, v in replies[p.id].items()}), options, family_options
+        )
         for p in ps.probes
         if p.id in replies
     ]
-    result = family.summarize(ps, samples, options)
+    result = family.summarize(ps, samples, options, family_options)
     summary = Summary(fairprobe_version=__version__, model=model, results={ps.name: result})
     report = ScoreReport(summary, samples, skipped, missing=len(ps.probes) - len(samples))
     if out is not None:
-        write_score_folder(out, report, responses, probes, options.fingerprint())
+        write_score_folder(out, report, responses, probes, fingerprint(run_settings(options, [ps])))
         write_report(out)
     return report

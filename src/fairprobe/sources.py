@@ -41,13 +41,19 @@ class RemoteFile:
         return f"{self.repo}@{self.commit[:7]}/{self.path}"
 
 
-# The folders of the shared data root (../shared/data): `--data-dir` names the root, for every suite.
-DATA_FOLDERS = ("debias_llms", "decodingtrust_fairness", "uci_adult", "kotek_professional_bias", "winobias", "stsb")
+# The folders of the shared data root (../shared/data) that the families read, each declared by its family.
+DATA_FOLDERS: set[str] = set()
+
+
+def data_folder(name: str) -> str:
+    """Declare a folder of the shared data root that a family reads its files from (returns the name)."""
+    DATA_FOLDERS.add(name)
+    return name
 
 
 def find_local(name: str, data_dir: Path) -> Path | None:
-    """A file named `name` in the data root, one folder below it, or (the older, deeper form
-    `--data-dir ../shared/data/debias_llms`) in a sibling folder of the root's known folders."""
+    """A file named `name` in the data root (`--data-dir` names the root, for every suite), one folder below it,
+    or (the older, deeper form `--data-dir ../shared/data/debias_llms`) in a sibling of a declared data folder."""
     roots = [data_dir]
     if data_dir.name in DATA_FOLDERS:
         roots.append(data_dir.parent)

@@ -1,7 +1,7 @@
 """Probe families: one folder each (`paper/`, `gender_income/`, `professional_bias/`), found through a registry.
 
-A family declares its probe sets, options, requests, detector, metrics with their metadata and its sample
-record; the shared machinery reads them from here. Add one with `register_family(Family(...))` or the
+A family declares its probe sets, options, requests (generation and scoring), detector, metrics with their
+metadata (next to the functions that compute them) and its sample record; the shared machinery reads them from here. Add one with `register_family(Family(...))` or the
 entry-point group `fairprobe.families` (see docs/development.md).
 """
 
@@ -10,10 +10,15 @@ from fairprobe.families.base import (
     Family,
     Figure,
     Metric,
+    MetricFunction,
     MetricTable,
+    NoOptions,
     ProbeSetEntry,
+    Replies,
     Request,
+    Scoring,
     all_families,
+    computes,
     family_of_set,
     load_probe_set,
     metric_info,
@@ -28,10 +33,15 @@ __all__ = [
     "Family",
     "Figure",
     "Metric",
+    "MetricFunction",
     "MetricTable",
+    "NoOptions",
     "ProbeSetEntry",
+    "Replies",
     "Request",
+    "Scoring",
     "all_families",
+    "computes",
     "family_of_set",
     "load_probe_set",
     "metric_info",

@@ -3,20 +3,28 @@
 A family is one folder under `fairprobe/families/` (or anywhere, for a third-party family) whose module
 exposes `FAMILY = Family(...)`. The runner, console table, report, exports, `check`, `score` and `compare`
 read everything they show from this metadata and name no family or metric themselves.
+
+The contract, typed over the family's sample record and options: `requests` says what to ask the model for a
+probe (generation `Request`s and `Scoring` requests: log P(continuation | prompt) of given continuations), `sample`
+turns the `Replies` into the family's record, `summarize` computes the set's metrics with functions that declare
+them (`computes`), so a metric's name and metadata sit next to the code that computes it.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairprobe.catalog import FAMILIES, PROBE_SETS
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.models.base import Completion, GenerationConfig, Prompt, Scores
 from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
 
 if TYPE_CHECKING:
@@ -25,22 +33,65 @@ if TYPE_CHECKING:
 Loader = Callable[..., ProbeSet]
 # How a reading turns a set's result (and its samples) into one plain-words sentence, or None.
 Reading = Callable[[SetResult, Sequence[Sample]], "str | None"]
+RecordT = TypeVar("RecordT", bound=Sample)
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
 class Request:
-    """One model call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped).
+    """One generation call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped).
 
-    `words` (pairs) are scored instead of the run's attribute word pairs, and `max_new_tokens` replaces the
-    family's length, for a call that only reads next-word probabilities (e.g. the extra gender groups).
-    An `optional` call (a control) may be missing from a responses file that `score` reads.
+    `max_new_tokens` replaces the family's length for this call. An `optional` call (a control) may be missing
+    from a responses file that `score` reads.
     """
 
     key: str
     prompt: Prompt
-    words: tuple[tuple[str, str], ...] | None = None
     max_new_tokens: int | None = None
     optional: bool = False
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One scoring call a probe needs: log P(continuation | prompt) of each continuation, scored exactly as given.
+
+    Where a generation `Request` of the same probe has the same prompt, the scores are read from that call (one
+    model call per prompt locally, one request per prompt on a server); otherwise the model's `loglikelihood`
+    answers. An `optional` scoring call is left unanswered by `score` (replies read from a file, no model); a
+    family whose every call is a required scoring call cannot be scored from a file.
+    """
+
+    key: str
+    prompt: Prompt
+    continuations: tuple[str, ...]
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Replies:
+    """A probe's answers by request key: the completion of each `Request`, the scores of each `Scoring`.
+
+    A scoring call that was not asked (`score` reads replies from a file) has no entry in `scores`.
+    """
+
+    completions: dict[str, Completion]
+    scores: dict[str, Scores] = field(default_factory=dict)
+
+    def text(self, key: str) -> str:
+        """The reply text of a generation request."""
+        return self.completions[key].text
+
+    def errors(self) -> str | None:
+        """The failures of the probe's generation calls as one line, or None when every call answered."""
+        found = [c.error for c in self.completions.values() if c.error]
+        return "; ".join(found) if found else None
+
+
+class NoOptions(BaseModel):
+    """The options of a family that takes none (any `-o` key is an error)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True)
@@ -101,6 +152,47 @@ class Metric:
     per_prompt: Callable[[Sequence[Any]], Any] | None = None
 
 
+class UndeclaredMetric(Exception):
+    """A metric function returned a name it does not declare (a programming error, never a user's)."""
+
+
+class MetricFunction(Generic[P]):
+    """A function that computes metrics, with the `Metric`s it declares (made by `computes`).
+
+    Calling it checks that every name it returns is declared, so a name cannot drift from its metadata; `computed`
+    collects the names it has returned, so a test can find a declared metric that is never computed.
+    """
+
+    def __init__(self, fn: Callable[P, dict[str, MetricValue]], metrics: tuple[Metric, ...]) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.metrics = metrics
+        self.computed: set[str] = set()
+
+    def declares(self, name: str) -> Metric | None:
+        """The declared metric a name is (a declaration may be a pattern such as `*_share`)."""
+        return next((m for m in self.metrics if m.name == name), None) or next(
+            (m for m in self.metrics if "*" in m.name and fnmatch.fnmatchcase(name, m.name)), None
+        )
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> dict[str, MetricValue]:
+        out = self.fn(*args, **kwargs)
+        undeclared = sorted(name for name in out if self.declares(name) is None)
+        if undeclared:
+            raise UndeclaredMetric(f"{self.fn.__qualname__} returned undeclared metric(s) {', '.join(undeclared)}")
+        self.computed.update(m.name for m in (self.declares(name) for name in out) if m is not None)
+        return out
+
+
+def computes(*metrics: Metric) -> Callable[[Callable[P, dict[str, MetricValue]]], MetricFunction[P]]:
+    """Declare, next to a function, the metrics it computes (decorator): `@computes(Metric("gas", "GAS", ...))`."""
+
+    def wrap(fn: Callable[P, dict[str, MetricValue]]) -> MetricFunction[P]:
+        return MetricFunction(fn, metrics)
+
+    return wrap
+
+
 @dataclass(frozen=True)
 class MetricTable:
     """A family's own table: per run and set, one column per metric (`columns`: header, metric name).
@@ -116,28 +208,39 @@ class MetricTable:
     figure_title: str | None = None
 
 
-SampleFn = Callable[[ProbeSet, Probe, dict[str, Completion], "RunOptions", Any], Sample]
+def run_generation(run: RunOptions, options: Any) -> GenerationConfig:
+    """The run's decoding as given (`--max-new-tokens`, `--temperature`, ...): the default of `Family.generation`."""
+    return run.generation
 
 
 @dataclass(frozen=True)
-class Family:
-    """A probe family: everything the shared machinery needs to run, score, show and check its sets."""
+class Family(Generic[RecordT, OptionsT]):
+    """A probe family: everything the shared machinery needs to run, score, show and check its sets.
+
+    Typed over its sample record and its options (a pydantic model; `NoOptions` when it takes none):
+    `requests(ps, probe, run, options)` -> the probe's `Request`s and `Scoring`s; `sample(ps, probe, replies, run,
+    options)` -> its record; `summarize(ps, records, run, options)` -> the set's result. `metrics` lists the
+    functions (made with `computes`) whose declared metrics are the family's: a result may name no other.
+    """
 
     name: str
     suite: str
     description: str
-    record: type[Sample]
-    metrics: tuple[Metric, ...]
-    requests: Callable[[ProbeSet, Probe, RunOptions, Any], list[Request]]
-    sample: SampleFn
-    summarize: Callable[[ProbeSet, list[Sample], RunOptions], SetResult]
-    options: type[BaseModel] | None = None
-    generation: Callable[[RunOptions], GenerationConfig] = lambda options: options.generation
-    needs_word_probs: bool = False
+    record: type[RecordT]
+    metrics: tuple[MetricFunction[Any], ...]
+    requests: Callable[[ProbeSet, Probe, RunOptions, OptionsT], Sequence[Request | Scoring]]
+    sample: Callable[[ProbeSet, Probe, Replies, RunOptions, OptionsT], RecordT]
+    summarize: Callable[[ProbeSet, list[RecordT], RunOptions, OptionsT], SetResult]
+    options: type[OptionsT]
+    generation: Callable[[RunOptions, OptionsT], GenerationConfig] = run_generation
     unit: str = "prompts"
     clause: Callable[[str, SetResult], str | None] | None = None
     prefixes: dict[str, Loader] = field(default_factory=dict)
     tables: tuple[MetricTable, ...] = ()
+
+    def declared(self) -> tuple[Metric, ...]:
+        """Every metric the family's metric functions declare, in their order."""
+        return tuple(m for fn in self.metrics for m in fn.metrics)
 
     @property
     def option_prefix(self) -> str:
@@ -145,14 +248,15 @@ class Family:
         return self.name.replace("-", "_")
 
     def metric(self, name: str) -> Metric | None:
-        """The metadata of one of this family's metrics."""
-        return next((m for m in self.metrics if m.name == name), None)
+        """The metadata of one of this family's metrics (a name matching a declared pattern gets the pattern's)."""
+        found = [m for fn in self.metrics if (m := fn.declares(name)) is not None]
+        return next((m for m in found if m.name == name), found[0] if found else None)
 
     def option_keys(self) -> list[str]:
         """The `-o` keys this family takes."""
-        return list(self.options.model_fields) if self.options is not None else []
+        return list(self.options.model_fields)
 
-    def parse_options(self, raw: dict[str, Any], set_name: str | None = None) -> Any:
+    def parse_options(self, raw: dict[str, Any], set_name: str | None = None) -> OptionsT:
         """This family's typed options from a run's `-o` pairs.
 
         `family.key` goes to that family only; a plain key goes to every family of the suite that takes it
@@ -175,14 +279,14 @@ class Family:
                 if not self.option_keys():
                     raise ConfigError(f"probe set {where!r} has no option {key!r} (it takes: no options)")
                 raise ConfigError(f"unknown {where} option {key!r}: use {', '.join(self.option_keys())}")
-        if self.options is None:
-            return None
         try:
             return self.options.model_validate(own)
         except ValidationError as exc:
             first = exc.errors()[0]
             key = ".".join(str(x) for x in first.get("loc", ()))
-            raise ConfigError(f"{self.suite} option {key}={own.get(key)!r}: {first.get('msg')}") from None
+            shared = key in raw and sum(key in f.option_keys() for f in siblings) > 1
+            hint = f" (-o {self.option_prefix}.{key}=... gives an option to this family only)" if shared else ""
+            raise ConfigError(f"{self.suite} option {key}={own.get(key)!r}: {first.get('msg')}{hint}") from None
 
 
 @dataclass(frozen=True)
@@ -242,10 +346,10 @@ def metric_order(name: str) -> tuple[int, str]:
 
 
 def summarize_by_subset(
-    ps: ProbeSet, samples: list[Sample], metrics: Callable[[list[Sample]], dict[str, MetricValue]]
+    ps: ProbeSet, samples: list[RecordT], metrics: Callable[[list[RecordT]], dict[str, MetricValue]]
 ) -> SetResult:
     """A set's metrics over all its samples and over each subset its samples name."""
-    subsets: dict[str, list[Sample]] = {}
+    subsets: dict[str, list[RecordT]] = {}
     for s in samples:
         for name in s.subset_names():
             subsets.setdefault(name, []).append(s)
@@ -270,7 +374,8 @@ def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = 
         ps = family.prefixes[prefix](Path(name.removeprefix(prefix)), name)
     else:
         loader = PROBE_SETS.get(name).loader
-        ps = loader(data_dir=data_dir) if opts is None else loader(data_dir=data_dir, options=opts)
+        takes = "options" in inspect.signature(loader).parameters
+        ps = loader(data_dir=data_dir, options=opts) if takes else loader(data_dir=data_dir)
     if not ps.probes:
         raise DataError(f"probe set {name!r} from {ps.source} has no prompts")
     if limit is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.models.base import GenerationConfig, Prompt
 from fairprobe.records import ChatMessage
 
 if TYPE_CHECKING:
@@ -14,18 +14,12 @@ if TYPE_CHECKING:
 MAX_NEW_TOKENS = 20
 
 
-def short_answer_generation(options: RunOptions) -> GenerationConfig:
+def short_answer_generation(run: RunOptions, options: object = None) -> GenerationConfig:
     """The run's decoding with at most MAX_NEW_TOKENS new tokens, unless --max-new-tokens was given."""
-    gen = options.generation
+    gen = run.generation
     if gen.max_new_tokens == GenerationConfig().max_new_tokens:
         return gen.model_copy(update={"max_new_tokens": MAX_NEW_TOKENS})
     return gen
-
-
-def reply_errors(replies: dict[str, Completion]) -> str | None:
-    """The failures of a probe's model calls as one line, or None when every call answered."""
-    errors = [r.error for r in replies.values() if r.error]
-    return "; ".join(errors) if errors else None
 
 
 def chat_prompt(text: str, system: str | None) -> Prompt:

@@ -17,11 +17,10 @@ import numpy as np
 from fairprobe import __version__
 from fairprobe.errors import ConfigError
 from fairprobe.families.paper import FAMILY as PAPER
-from fairprobe.families.paper import INSTRUCTION
+from fairprobe.families.paper import INSTRUCTION, PaperOptions
 from fairprobe.families.paper.metrics import add_per_prompt, gas_indicator, gld_per_prompt
 from fairprobe.formatting import markdown_table
 from fairprobe.io import atomic_write_json, atomic_write_text, parse_pairs
-from fairprobe.metrics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_difference, paired_bootstrap_p
 from fairprobe.mitigation.drift import LABELS as DRIFT_LABELS
 from fairprobe.mitigation.drift import (
     MEASURES,
@@ -34,11 +33,13 @@ from fairprobe.mitigation.drift import (
 )
 from fairprobe.mitigation.perplexity import perplexity
 from fairprobe.mitigation.sweep import check_grid, format_value, run_variant
+from fairprobe.mitigation.tuning import read_ablations
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.models.adapters import check_finished
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import ProbeSet, Sample
 from fairprobe.runner import RunOptions, load_backend, load_sets, write_report
+from fairprobe.statistics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_difference, paired_bootstrap_p
 
 DEFAULT_HYPER = "temperature=0.3"
 TABLE_METRICS = ("gas", "gld", "add", "log_add")
@@ -104,6 +105,11 @@ def set_perplexity(backend: ModelBackend, ps: ProbeSet, batch_size: int) -> floa
     return perplexity(scorer, [sentence_of(p.prompt) for p in ps.probes], batch_size)
 
 
+def paper_options(options: RunOptions) -> PaperOptions:
+    """The paper family's options of a method's run (its instruction, its words)."""
+    return PAPER.parse_options(options.probe_options)
+
+
 def method_options(
     base: RunOptions, hyper: str | None, instruction: str, adapters: dict[str, str]
 ) -> dict[str, RunOptions]:
@@ -112,7 +118,8 @@ def method_options(
     if hyper:
         methods["Hyperparameter"] = base.model_copy(update={"generation": parse_hyper(hyper, base.generation)})
     if instruction:
-        methods["Instruction"] = base.model_copy(update={"instruction": instruction})
+        guided = {**base.probe_options, "paper.instruction": instruction}
+        methods["Instruction"] = base.model_copy(update={"probe_options": guided})
     for name, path in adapters.items():
         if name in methods:
             raise ConfigError(f"method name {name!r} is taken: name ablations otherwise")
@@ -129,7 +136,6 @@ def run_methods(
 ) -> tuple[dict[str, dict[str, list[Sample]]], dict[str, dict[str, float | None]], dict[str, dict[str, Any]]]:
     """Run every method (resumable run folders under out/runs); samples, perplexities and drift per method and set."""
     options, sets, out = context
-    suite = PAPER
     scorer = scorer_of(backend)
     samples: dict[str, dict[str, list[Sample]]] = {}
     ppl: dict[str, dict[str, float | None]] = {}
@@ -141,7 +147,7 @@ def run_methods(
         if method.adapter:
             progress.note(f"loading {options.model} + adapter {method.adapter}")
             model = load_backend(options, adapter=method.adapter)
-        samples[name] = run_variant(model, suite, sets, method, Labelled(progress, name))
+        samples[name] = run_variant(model, method, Labelled(progress, name))
         if name == "Original" or method.adapter:
             ppl[name] = {ps.name: set_perplexity(model, ps, options.batch_size) for ps in sets}
         progress.note(f"drift of {name}: continuations scored by the frozen base model")
@@ -166,7 +172,8 @@ def compare(
     """
     progress = progress or SilentProgress()
     sets = load_sets(options)
-    base = options.model_copy(update={"adapter": None, "instruction": None})
+    unguided = {k: v for k, v in options.probe_options.items() if k not in ("instruction", "paper.instruction")}
+    base = options.model_copy(update={"adapter": None, "probe_options": unguided})
     adapters = {**({"Debias Tuning": adapter} if adapter else {}), **(ablations or {})}
     methods = method_options(base, hyper, instruction, adapters)
     if backend is None:
@@ -177,7 +184,11 @@ def compare(
         "fairprobe_version": __version__,
         "model": backend.identity(),
         "methods": {
-            name: {"decoding": m.generation.model_dump(), "instruction": m.instruction, "adapter": m.adapter}
+            name: {
+                "decoding": m.generation.model_dump(),
+                "instruction": paper_options(m).instruction,
+                "adapter": m.adapter,
+            }
             for name, m in methods.items()
         },
         "method_order": list(methods),
@@ -213,12 +224,11 @@ def set_result(
 ) -> dict[str, Any]:
     """One set's rows: each method's metrics, drift, perplexity and paired tests against Original."""
     ppl, drift = measured
-    suite = PAPER
     rows: dict[str, Any] = {}
     original = samples["Original"][ps.name]
     for name in methods:
         own = samples[name][ps.name]
-        metrics = suite.summarize(ps, own, methods[name]).metrics
+        metrics = PAPER.summarize(ps, own, methods[name], paper_options(methods[name])).metrics
         row: dict[str, Any] = {
             "n": len(own),
             "metrics": {k: metrics[k].model_dump(mode="json") for k in TABLE_METRICS if k in metrics},
@@ -336,3 +346,13 @@ def compare_markdown(result: dict[str, Any]) -> str:
     lines = ["# Mitigation comparison", "", *markdown_table(COLUMNS, compare_rows(result))]
     lines += ["", *[f"- {note}" for note in result["notes"]], ""]
     return "\n".join(lines)
+
+
+def compare_adapters(items: list[str] | None, folder: Path | None) -> dict[str, str]:
+    """Method name -> adapter folder from repeated --ablation NAME=PATH and a `tune --ablations` folder."""
+    out = read_ablations(folder) if folder is not None else {}
+    for name, path in parse_pairs(items, "--ablation", "NAME=PATH", last=True).items():
+        if name in out:
+            raise ConfigError(f"method name {name!r} is taken by {folder}: name the --ablation otherwise")
+        out[name] = path
+    return out

@@ -30,16 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from fairprobe.metrics.stats import (
+from fairprobe.models.base import ModelBackend, ScoringBackend
+from fairprobe.models.cached import CachedBackend
+from fairprobe.records import MetricValue, Sample
+from fairprobe.statistics.stats import (
     bootstrap_statistic,
     exact_mcnemar,
     paired_bootstrap_difference,
     paired_bootstrap_p,
     proportion,
 )
-from fairprobe.models.base import ModelBackend, ScoringBackend
-from fairprobe.models.cached import CachedBackend
-from fairprobe.records import MetricValue, Sample
 
 SUBJECT_WORDS = frozenset(
     str.split(

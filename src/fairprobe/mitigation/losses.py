@@ -2,7 +2,8 @@
 
 Column 0 of the last axis is the female word of a pair, column 1 the male word. Every loss is a sum
 over the batch, as the paper states it, and is exact and differentiable: the probabilities come from
-the backend's `attribute_log_probs(...).exp()` (chain rule for words of several tokens).
+the backend's `continuation_log_probs(...)` of the pair words, reshaped (B, N, 2) and exponentiated (chain rule for
+words of several tokens: the numbers `loglikelihood` gives).
 
 Beyond the paper, `loss_kl` keeps the tuned model close to the frozen base model on everything but the
 attribute words (KL(base || tuned) of the renormalised non-attribute next-token distributions over the

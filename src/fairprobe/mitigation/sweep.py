@@ -9,7 +9,7 @@ run: they come from the next-word distribution after the prompt, which no sampli
 
 from __future__ import annotations
 
-import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +17,16 @@ import numpy as np
 
 from fairprobe import __version__
 from fairprobe.errors import ConfigError
-from fairprobe.families import Family
 from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.families.paper.metrics import gas_indicator
 from fairprobe.formatting import format_metric, markdown_table
-from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.metrics.stats import bootstrap_statistic, paired_bootstrap_difference
+from fairprobe.io import atomic_write_json, atomic_write_text, read_text
 from fairprobe.mitigation.drift import drift_summary, drift_tests, format_drift, scorer_of, set_drift
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import MetricValue, ProbeSet, Sample
 from fairprobe.runner import RunOptions, load_backend, load_sets, run_with_samples
+from fairprobe.statistics.stats import bootstrap_statistic, paired_bootstrap_difference
 
 PAPER_GRID: dict[str, tuple[float, ...]] = {
     "temperature": (0.3, 0.5, 0.7, 1.0),
@@ -88,12 +87,10 @@ def setting_config(knob: str, value: float, base: GenerationConfig, base_tempera
     return GenerationConfig(**{**base.model_dump(), **update})
 
 
-def run_variant(
-    backend: ModelBackend, suite: Family, sets: list[ProbeSet], options: RunOptions, progress: Progress
-) -> dict[str, list[Sample]]:
+def run_variant(backend: ModelBackend, options: RunOptions, progress: Progress) -> dict[str, list[Sample]]:
     """Run every set with one fixed backend into options.out (a resumable run folder); samples per set."""
     assert options.out is not None
-    return run_with_samples(options, backend, progress, family=suite)[1]
+    return run_with_samples(options, backend, progress)[1]
 
 
 def sweep(
@@ -108,17 +105,14 @@ def sweep(
     """Run the grid on the paper suite and write sweep.json and sweep.md to `out`; returns the JSON object."""
     grid = check_sweep(grid, seeds, base_temperature)
     progress = progress or SilentProgress()
-    suite = PAPER
     sets = load_sets(options)
     if backend is None:
         progress.note(f"loading model {options.model}")
         backend = load_backend(options)
     greedy = greedy_options(options, out)
-    reference = run_variant(backend, suite, sets, greedy, Labelled(progress, "greedy"))
+    reference = run_variant(backend, greedy, Labelled(progress, "greedy"))
     settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
-    indicators, first_seed = run_settings(
-        (options, out, base_temperature), (backend, suite, sets), settings, seeds, progress
-    )
+    indicators, first_seed = run_settings((options, out, base_temperature), (backend, sets), settings, seeds, progress)
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
         "model": backend.identity(),
@@ -132,7 +126,8 @@ def sweep(
     }
     scorer = scorer_of(backend)
     for ps in sets:
-        ref_metrics = suite.summarize(ps, reference[ps.name], greedy).metrics
+        paper_options = PAPER.parse_options(greedy.probe_options, ps.name)
+        ref_metrics = PAPER.summarize(ps, reference[ps.name], greedy, paper_options).metrics
         greedy_drift = set_drift(scorer, reference[ps.name], options.batch_size)
         rows = set_rows(settings, indicators[ps.name], gas_indicator(reference[ps.name]), ref_metrics["gas"])
         for label in rows["settings"]:
@@ -162,24 +157,27 @@ def greedy_options(options: RunOptions, out: Path) -> RunOptions:
 
 def run_settings(
     where: tuple[RunOptions, Path, float],
-    model: tuple[ModelBackend, Family, list[ProbeSet]],
+    model: tuple[ModelBackend, list[ProbeSet]],
     settings: list[tuple[str, str, float]],
     seeds: int,
     progress: Progress,
 ) -> tuple[dict[str, dict[str, list[np.ndarray]]], dict[str, dict[str, list[Sample]]]]:
-    """Run every grid point and seed (resumable folders); GAS indicators per set and setting, and seed 0's samples."""
+    """Run every grid point and seed (resumable folders); GAS indicators per set and setting, and seed 0's samples.
+
+    Sampled settings need no next-word probabilities (their GAS is what the sweep compares): `paper.implicit=off`.
+    """
     options, out, base_temperature = where
-    backend, suite, sets = model
-    sampled_suite = dataclasses.replace(suite, needs_word_probs=False)
+    backend, sets = model
+    sampled_options = {**options.probe_options, "paper.implicit": "off"}
     indicators: dict[str, dict[str, list[np.ndarray]]] = {ps.name: {} for ps in sets}
     first_seed: dict[str, dict[str, list[Sample]]] = {ps.name: {} for ps in sets}
     for label, knob, value in settings:
         config = setting_config(knob, value, options.generation, base_temperature)
         for seed in range(seeds):
-            variant = options.model_copy(
-                update={"out": out / "settings" / label / f"seed{seed}", "generation": config, "seed": seed}
-            )
-            per_set = run_variant(backend, sampled_suite, sets, variant, Labelled(progress, f"{label} seed {seed}"))
+            folder = out / "settings" / label / f"seed{seed}"
+            update = {"out": folder, "generation": config, "seed": seed, "probe_options": sampled_options}
+            variant = options.model_copy(update=update)
+            per_set = run_variant(backend, variant, Labelled(progress, f"{label} seed {seed}"))
             for name, samples in per_set.items():
                 indicators[name].setdefault(label, []).append(gas_indicator(samples))
                 first_seed[name].setdefault(label, samples)
@@ -254,3 +252,26 @@ def sweep_markdown(result: dict[str, Any]) -> str:
         lines += markdown_table(["setting", "GAS [95% CI]", "GAS per seed", "drift (seed 0; vs greedy)"], rows)
         lines += ["", res["best"].get("verdict") or f"Lowest GAS: **{res['best']['setting']}**.", ""]
     return "\n".join(lines)
+
+
+def sweep_grid(only: str | None, given: dict[str, str | None]) -> dict[str, list[float]]:
+    """The grid of `sweep --only a,b --temperature 0.3,0.7 ...`: the knobs named (all by default), each with its
+    given values or the paper's."""
+    knobs = [k.strip() for k in (only or "").split(",") if k.strip()] or list(PAPER_GRID)
+    grid = {}
+    for knob in knobs:
+        if knob.replace("-", "_") not in PAPER_GRID:
+            raise ConfigError(f"unknown sweep parameter {knob!r} in --only: use temperature, top_p or top_k")
+        knob = knob.replace("-", "_")
+        grid[knob] = parse_values(knob, given.get(knob)) or list(PAPER_GRID[knob])
+    return grid
+
+
+def best_sweep_setting(sweep_file: Path) -> tuple[str, str | None]:
+    """The lowest-GAS setting of a sweep.json (of its first set), and the sweep's verdict when it does not beat
+    greedy decoding."""
+    sets = json.loads(read_text(sweep_file, "sweep file")).get("sets", {})
+    if not sets:
+        raise ConfigError(f"sweep file {sweep_file} has no results")
+    best = next(iter(sets.values()))["best"]
+    return str(best["setting"]), best.get("verdict") if best.get("beats_greedy") is False else None

@@ -22,15 +22,15 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairprobe import __version__
-from fairprobe.detectors import AttributeWords
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.paper.metrics import gld_per_prompt
 from fairprobe.families.paper.sets import debias_llms_file, read_predicates
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.io import atomic_write_json, fingerprint, read_text, sha256_file
-from fairprobe.mitigation.drift import drift_summary, drift_tests, drift_values, fluency_nll
+from fairprobe.mitigation.drift import drift_summary, drift_tests, drift_values, fluency_nll, format_drift
 from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_kl
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
-from fairprobe.models import DEFAULT_MODEL, load_model
+from fairprobe.models import DEFAULT_MODEL, load_model, runs_locally
 from fairprobe.models.base import LoraSettings, TrainableBackend
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.sources import fetch
@@ -45,7 +45,6 @@ CHECKPOINT = "checkpoint"
 
 DEFAULT_MIN_DEV = 64
 DRIFT_NEW_TOKENS = 50  # the paper's continuation length, so the dev drift reads like the compare's
-API_PREFIX = "openai:"
 
 
 class TuneOptions(BaseModel):
@@ -139,28 +138,19 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
     return out
 
 
-def quantization_kwargs(options: TuneOptions) -> dict[str, Any]:
-    """4-bit QLoRA settings where CUDA and bitsandbytes exist (quantize auto/4bit), else full precision."""
+def quantize_mode(options: TuneOptions) -> str:
+    """4-bit QLoRA where CUDA and bitsandbytes exist (quantize auto/4bit), else none (full precision)."""
     if options.quantize == "none" or not torch.cuda.is_available() or options.device == "cpu":
         if options.quantize == "4bit":
             raise ConfigError("--quantize 4bit needs a CUDA GPU")
-        return {}
+        return "none"
     try:
         import bitsandbytes  # noqa: F401
     except ImportError:
         if options.quantize == "4bit":
             raise ConfigError("--quantize 4bit needs bitsandbytes: pip install bitsandbytes") from None
-        return {}
-    from transformers import BitsAndBytesConfig
-
-    config = BitsAndBytesConfig(
-        load_in_4bit=True,
-        bnb_4bit_quant_type="nf4",
-        bnb_4bit_use_double_quant=True,
-        bnb_4bit_compute_dtype=torch.bfloat16,
-    )
-    # bitsandbytes quantizes while loading onto the GPU, so the weights are placed there directly.
-    return {"quantization_config": config, "device_map": {"": torch.cuda.current_device()}}
+        return "none"
+    return "4bit"
 
 
 def base_identity(backend: TrainableBackend) -> dict[str, Any]:
@@ -188,18 +178,19 @@ class DebiasTrainer:
         self.options = options
         self.backend = backend
         self.weights = LossWeights.parse(options.losses)
-        self.pairs = [(f, m) for f, m in words.pairs]
+        self.words = tuple(" " + w for pair in words.pairs for w in pair)
         settings = LoraSettings(
             options.rank, options.alpha, options.dropout, tuple(options.target_modules), options.seed
         )
         params = backend.add_lora(settings)
         self.optimizer = torch.optim.AdamW(params, lr=options.lr)
         self.scheduler = get_linear_schedule_with_warmup(self.optimizer, options.warmup_steps, options.steps)
-        self.excluded = backend.attribute_token_ids(self.pairs) if self.weights.kl else None
+        self.excluded = backend.first_token_ids(self.words) if self.weights.kl else None
 
     def probs(self, predicates: list[str]) -> torch.Tensor:
-        """Next-word probabilities (B, N, 2) of the attribute words, differentiable."""
-        return self.backend.attribute_log_probs(tuning_prompts(predicates), self.pairs, self.options.max_length).exp()
+        """Next-word probabilities (B, N, 2) of the attribute words (female, male per pair), differentiable."""
+        lp = self.backend.continuation_log_probs(tuning_prompts(predicates), self.words, self.options.max_length)
+        return lp.reshape(lp.shape[0], -1, 2).exp()
 
     def kl(self, predicates: list[str]) -> torch.Tensor | None:
         """L_kl of a batch (None when the KL term is off)."""
@@ -420,13 +411,8 @@ def load_tuning_model(options: TuneOptions, progress: Progress) -> TrainableBack
     """The base model to put LoRA adapters on (4-bit where QLoRA applies)."""
     check_trainable_model(options)
     progress.note(f"loading model {options.model}")
-    backend = load_model(
-        options.model,
-        device=options.device,
-        dtype=options.dtype,
-        batch_size=options.batch_size,
-        **quantization_kwargs(options),
-    )
+    settings = {"device": options.device, "dtype": options.dtype, "batch_size": options.batch_size}
+    backend = load_model(options.model, **settings, quantize=quantize_mode(options))
     if not isinstance(backend, TrainableBackend):
         raise ConfigError(f"Debias Tuning needs a local transformers model, not {options.model}")
     return backend
@@ -434,7 +420,7 @@ def load_tuning_model(options: TuneOptions, progress: Progress) -> TrainableBack
 
 def check_trainable_model(options: TuneOptions) -> None:
     """Refuse a model that cannot be tuned before loading anything (an API model has no weights to train)."""
-    if not options.model.startswith(API_PREFIX):
+    if runs_locally(options.model):
         return
     if LossWeights.parse(options.losses).kl:
         raise ConfigError(
@@ -585,3 +571,17 @@ def read_ablations(folder: Path) -> dict[str, str]:
             )
         out[str(entry.get("name", slug))] = str(folder / slug)
     return out
+
+
+def tune_summary(manifest: dict[str, Any]) -> str:
+    """One line of a finished adapter: dev loss, GLD, drift and perplexity before and after, time."""
+    first, last = manifest["dev_curve"][0], manifest["dev_curve"][-1]
+    ppl = manifest["perplexity"]
+    line = (
+        f"dev loss {first['loss']:.4f} -> {last['loss']:.4f}, dev GLD {first['gld']:.3f} -> {last['gld']:.3f}, "
+        f"perplexity {ppl['before']:.2f} -> {ppl['after']:.2f} ({ppl['relative_change']:+.1%}), "
+        f"{manifest['train_seconds']:.0f} s; dev evaluated on {manifest['dev_evaluated']} predicates"
+    )
+    if "drift" in last:
+        line += f"; dev drift after: {format_drift(last['drift'], last.get('drift_vs_start'))}"
+    return line

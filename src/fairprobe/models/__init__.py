@@ -1,30 +1,58 @@
-"""Model backends and the `--model SPEC` resolver.
+"""Model backends and the `--model SPEC` resolver: the only place that reads a spec's scheme.
 
 Specs: `smollm2-135m-instruct` (default, embedded), `gemma-3-270m` (embedded), `hf:ID_OR_PATH`
 (any transformers causal LM), `openai:MODEL` (any OpenAI-compatible server, see models/api.py).
-Further schemes register with `register_scheme`.
+Further schemes register with `register_scheme`, each with its typed settings (models/settings.py).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from fairprobe.errors import ModelError
-from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
+from fairprobe.errors import ConfigError, ModelError
+from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
+from fairprobe.models.settings import BackendSettings, LocalSettings, OpenSettings
 from fairprobe.registry import Registry
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
+# A typed scheme's loader takes the spec's rest (after `PREFIX:`), its validated settings and an adapter folder (or
+# None); a scheme without a settings type takes the rest and its `-M` args as keywords.
 SchemeLoader = Callable[..., ModelBackend]
-# Loaders of `PREFIX:REST` specs; third-party packages add theirs in the entry-point group `fairprobe.models`.
-SCHEMES: Registry[SchemeLoader] = Registry("model scheme", entry_point_group="fairprobe.models")
 
 
-def register_scheme(prefix: str) -> Callable[[SchemeLoader], SchemeLoader]:
-    """Register a loader for specs `PREFIX:REST` (decorator); a taken prefix is a ConfigError."""
-    return SCHEMES.register(prefix)
+@dataclass(frozen=True)
+class Scheme:
+    """A model scheme: its loader and the settings type its `-M` args are validated against."""
+
+    loader: SchemeLoader
+    settings: type[BackendSettings]
+
+    def load(self, rest: str, settings: BackendSettings, adapter: str | None) -> ModelBackend:
+        """The backend of a spec's rest, with its validated settings."""
+        if isinstance(settings, OpenSettings):  # untyped: the args as given, as keywords
+            return self.loader(rest, **settings.answer_args(), **({"adapter": adapter} if adapter else {}))
+        return self.loader(rest, settings, adapter)
+
+
+# `PREFIX:REST` specs; third-party packages add theirs in the entry-point group `fairprobe.models` (a Scheme, or a
+# plain loader function, whose `-M` args then pass unchecked).
+SCHEMES: Registry[Scheme | SchemeLoader] = Registry("model scheme", entry_point_group="fairprobe.models")
+
+
+def register_scheme(
+    prefix: str, settings: type[BackendSettings] = OpenSettings
+) -> Callable[[SchemeLoader], SchemeLoader]:
+    """Register a loader for specs `PREFIX:REST` with its settings type (decorator); a taken prefix is a ConfigError."""
+
+    def wrap(loader: SchemeLoader) -> SchemeLoader:
+        SCHEMES.register(prefix, Scheme(loader, settings))
+        return loader
+
+    return wrap
 
 
 def hub_offline() -> bool:
@@ -32,7 +60,7 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
 
 
-def _load_embedded(name: str, **options: Any) -> ModelBackend:
+def _load_embedded(name: str, settings: LocalSettings, adapter: str | None) -> ModelBackend:
     from fairprobe.io import sha256_file
     from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
     from fairprobe.models.hf import load_hf
@@ -43,20 +71,22 @@ def _load_embedded(name: str, **options: Any) -> ModelBackend:
         if hub_offline():
             raise ModelError(f"model {name!r} is not installed and the hub is offline: run `{entry.install_hint}`")
         info = {"id": name, "source": f"hf:{entry.hub_id}", "license": entry.license}
-        return load_hf(entry.hub_id, name=name, info=info, **options)
+        return load_hf(entry.hub_id, name=name, info=info, settings=settings, adapter=adapter)
     sha = sha256_file(gguf)
     folder = converted_folder(entry, gguf, sha)
     info = {"id": name, "source": str(gguf), "gguf_sha256": sha, "license": entry.license}
-    return load_hf(str(folder), name=name, info=info, **options)
+    return load_hf(str(folder), name=name, info=info, settings=settings, adapter=adapter)
 
 
-@register_scheme("hf")
-def _load_hf_spec(rest: str, **options: Any) -> ModelBackend:
+@register_scheme("hf", settings=LocalSettings)
+def _load_hf_spec(rest: str, settings: LocalSettings, adapter: str | None) -> ModelBackend:
     from fairprobe.models.hf import load_hf
 
     if not rest:
         raise ModelError("model spec 'hf:' needs a model id or path, e.g. hf:HuggingFaceTB/SmolLM2-360M")
-    return load_hf(rest, name=f"hf:{rest}", info={"id": f"hf:{rest}", "source": rest}, **options)
+    return load_hf(
+        rest, name=f"hf:{rest}", info={"id": f"hf:{rest}", "source": rest}, settings=settings, adapter=adapter
+    )
 
 
 def known_specs() -> list[str]:
@@ -66,27 +96,52 @@ def known_specs() -> list[str]:
     return [*EMBEDDED, *(f"{p}:..." for p in SCHEMES.names())]
 
 
-def load_model(spec: str, **options: Any) -> ModelBackend:
-    """Resolve a `--model` spec to a backend; options: device, dtype, batch_size, adapter, ..."""
+def scheme_of(spec: str) -> Scheme:
+    """The scheme a `--model` spec names (embedded models are local); an unknown spec is a ModelError."""
     from fairprobe.models.embedded import EMBEDDED
 
     if spec in EMBEDDED:
-        return _load_embedded(spec, **options)
-    prefix, sep, rest = spec.partition(":")
+        return Scheme(lambda rest, settings, adapter: _load_embedded(spec, settings, adapter), LocalSettings)
+    prefix, sep, _ = spec.partition(":")
     if sep and prefix in SCHEMES:
-        return SCHEMES.get(prefix)(rest, **options)
+        found = SCHEMES.get(prefix)
+        return found if isinstance(found, Scheme) else Scheme(found, OpenSettings)
     raise ModelError(f"unknown model spec {spec!r}: use one of {', '.join(known_specs())}")
+
+
+def backend_settings(spec: str, args: dict[str, Any] | None = None) -> BackendSettings:
+    """The typed settings of a spec's backend from `-M` args (a one-line ConfigError for a bad key or value)."""
+    return scheme_of(spec).settings.parse(dict(args or {}))
+
+
+def runs_locally(spec: str) -> bool:
+    """Whether a spec's weights run in this process (what Debias Tuning and perplexity need)."""
+    return issubclass(scheme_of(spec).settings, LocalSettings)
+
+
+def load_model(spec: str, adapter: str | None = None, **args: Any) -> ModelBackend:
+    """Resolve a `--model` spec to a backend; `args` are its settings (`-M`), validated by its scheme's type."""
+    scheme = scheme_of(spec)
+    settings = scheme.settings.parse(args)
+    if adapter and not issubclass(scheme.settings, LocalSettings):
+        raise ConfigError(f"--adapter needs a local model (embedded or hf:), not {spec!r}")
+    return scheme.load(spec.partition(":")[2], settings, adapter)
 
 
 __all__ = [
     "DEFAULT_MODEL",
+    "BackendSettings",
     "Completion",
     "GenerationConfig",
     "ModelBackend",
     "Prompt",
+    "ScoreRequest",
+    "Scores",
+    "backend_settings",
     "known_specs",
     "load_model",
     "register_scheme",
+    "runs_locally",
 ]
 
 # Registers the `openai:` scheme (OpenAI-compatible HTTP servers).

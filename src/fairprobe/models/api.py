@@ -1,12 +1,12 @@
 """Any OpenAI-compatible server (OpenAI, Azure, vLLM, Ollama, llama.cpp, TGI) as a backend: `--model openai:MODEL`.
 
 Plain-string prompts go to `/completions` (the prompt is continued as the paper does, no chat template);
-chat prompts go to `/chat/completions`. Requests run concurrently (`--concurrency`) on httpx's async client
+chat prompts go to `/chat/completions`. Requests run concurrently (`-M concurrency`) on httpx's async client
 and are retried with exponential backoff and jitter on 429, 5xx, timeouts and dropped connections,
-honouring Retry-After. Next-word probabilities (`--implicit`): `exact` scores every attribute word after
-every prompt through the server's prompt-token logprobs (models/prompt_scoring.py; the default where the
-endpoint can, detected once per endpoint); `topk` reads the first generated position's top logprobs, where
-a word outside them is unknown (masked, bounded by the smallest listed probability), never zero; `off`.
+honouring Retry-After. Scores of continuations (`-M implicit`): `exact` through the server's prompt-token
+logprobs (models/server_scoring.py; the default where every endpoint can, detected once per endpoint); `topk`
+bounds them from the first generated position's top logprobs (a continuation outside them has at most the
+smallest listed probability), never zero.
 
 The API key is read from $FAIRPROBE_API_KEY (else $OPENAI_API_KEY); it is sent only in the
 Authorization header and redacted (fairprobe.redact) from every answer, token and error message.
@@ -19,49 +19,59 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import math
+import itertools
 import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import numpy as np
 
 from fairprobe.errors import ModelError
 from fairprobe.models import register_scheme, validate
-from fairprobe.models.base import Completion, GenerationConfig, Prompt
-from fairprobe.models.prompt_scoring import (
+from fairprobe.models.base import (
+    UNAVAILABLE,
+    Completion,
+    ContinuationScore,
+    GenerationConfig,
+    Prompt,
+    ScoreRequest,
+    Scores,
+)
+from fairprobe.models.server_scoring import (
+    ECHO_PROMPTS_PER_REQUEST,
+    MAX_TOKEN_IDS,
     PROBE_PROMPT,
-    PROMPTS_PER_REQUEST,
     Abilities,
-    PromptScores,
+    Echo,
     ScoringAnswerError,
-    ScoringPlan,
+    checked_logprob,
+    choices_of,
     echo_body,
-    echoed_choices,
-    first_token_logprobs,
-    plan_scoring,
+    echoed,
+    echoed_ids,
+    first_position_scores,
+    ids_body,
+    read_ids,
     read_token_ids,
+    score_ids,
     score_text,
-    score_token_ids,
     server_root,
     tail_logprob,
     tokenize_body,
+    topk_scores,
 )
+from fairprobe.models.settings import OpenAISettings
 from fairprobe.models.validate import AnswerLimits, MalformedResponse
 from fairprobe.records import message_dicts
 from fairprobe.redact import API_KEY_ENV, redact, register_secret, shorten
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_CONCURRENCY = 8
-TOP_LOGPROBS = 20
 # Servers that refuse 20 top logprobs (OpenAI's legacy completions allow 5) are asked again with fewer.
 LOGPROB_FALLBACKS = (20, 5, 0)
-IMPLICIT_MODES = ("auto", "exact", "topk", "off")
 RETRY_STATUS = frozenset({408, 409, 429})
 REJECT_STATUS = frozenset({400, 413, 422})
 
@@ -111,51 +121,6 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
         return None
 
 
-def normalise_token(token: str) -> str:
-    """Token text as a string: SentencePiece's '▁' and byte-level BPE's 'Ġ' marks become a space."""
-    if token[:1] in ("▁", "Ġ"):
-        return " " + token[1:]
-    return token
-
-
-def word_probs_from_top(top: dict[str, float], word_pairs: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
-    """Probabilities (N, 2) of each attribute word (with its leading space) from one position's top logprobs.
-
-    A word found among the returned tokens is known; any other word (outside the top-k, or spread over
-    several tokens) is unknown: its mask entry is False and its probability 0 only as a placeholder.
-    """
-    mass: dict[str, float] = {}
-    for token, logprob in top.items():
-        if logprob is None or not math.isfinite(logprob):
-            continue
-        key = normalise_token(token)
-        mass[key] = mass.get(key, 0.0) + math.exp(logprob)
-    words = [" " + w for pair in word_pairs for w in pair]
-    mask = np.array([w in mass for w in words], dtype=bool).reshape(-1, 2)
-    probs = np.array([mass.get(w, 0.0) for w in words], dtype=np.float64).reshape(-1, 2)
-    return probs, mask
-
-
-def word_upper_bounds(top: dict[str, float], word_pairs: list[tuple[str, str]]) -> np.ndarray:
-    """The highest probability (N, 2) each attribute word can have, from one position's top logprobs.
-
-    A word outside the list has at most the smallest listed probability (and at most the mass the list
-    leaves over); a word of several tokens has at most its first token's probability, so a listed token
-    that begins the word raises its bound to that token's probability.
-    """
-    listed = {}
-    for token, logprob in top.items():
-        if logprob is not None and math.isfinite(logprob):
-            key = normalise_token(token)
-            listed[key] = listed.get(key, 0.0) + math.exp(logprob)
-    if not listed:
-        return np.ones((len(word_pairs), 2))
-    below = min(min(listed.values()), max(0.0, 1.0 - sum(listed.values())))
-    words = [" " + w for pair in word_pairs for w in pair]
-    bounds = [max([below, *(p for t, p in listed.items() if t and w.startswith(t))]) for w in words]
-    return np.array(bounds, dtype=np.float64).reshape(-1, 2)
-
-
 def _first_top_completions(choice: dict[str, Any]) -> dict[str, float] | None:
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, dict):
@@ -184,8 +149,32 @@ def _first_top_chat(choice: dict[str, Any]) -> dict[str, float] | None:
     return top or None
 
 
-def parse_reply(data: Any, chat: bool) -> tuple[str, dict[str, float] | None]:
-    """The continuation text and the first position's top logprobs of a completions or chat answer."""
+@dataclass(frozen=True)
+class Answer:
+    """A generation answer: the text, the first generated position's logprobs (top-k, or those of the ids asked
+    for, keyed `token_id:N`), and the prompt's and the output's token ids where the server returned them."""
+
+    text: str
+    top: dict[str, float] | None = None
+    prompt_ids: list[int] | None = None
+    output_ids: list[int] | None = None
+
+    def chosen(self) -> dict[int, float]:
+        """The logprobs of the token ids asked for in `logprob_token_ids` (keys `token_id:N`)."""
+        ids = {k: v for k, v in (self.top or {}).items() if echoed_ids([k]) is not None}
+        return {int(k.partition(":")[2]): v for k, v in ids.items()}
+
+
+def optional_ids(value: Any) -> list[int] | None:
+    """Token ids a server added to an answer (`return_token_ids`), or None when absent or not ids."""
+    try:
+        return read_ids(value, "answer")
+    except ScoringAnswerError:
+        return None
+
+
+def parse_reply(data: Any, chat: bool) -> Answer:
+    """The continuation text, first position's logprobs and token ids of a completions or chat answer."""
     if not isinstance(data, dict):
         raise MalformedResponse("answer is not a JSON object")
     choices = data.get("choices")
@@ -200,15 +189,73 @@ def parse_reply(data: Any, chat: bool) -> tuple[str, dict[str, float] | None]:
         if text is None and isinstance(message.get("refusal"), str):
             text = message["refusal"]
         top = _first_top_chat(choice)
+        prompt_ids = optional_ids(data.get("prompt_token_ids"))
     else:
         text = choice.get("text")
         top = _first_top_completions(choice)
+        prompt_ids = optional_ids(choice.get("prompt_token_ids"))
     if not isinstance(text, str):
         raise MalformedResponse("choice has no text" if text is None else "choice's text is not a string")
     if top is not None:
         validate.total_probability(top)
         top = {redact(k): v for k, v in top.items()}
-    return redact(text), top
+    return Answer(redact(text), top, prompt_ids, optional_ids(choice.get("token_ids")))
+
+
+@dataclass
+class Work:
+    """One prompt being scored exactly: its continuations' scores so far (None: still to echo), its token ids."""
+
+    prompt: Prompt
+    continuations: tuple[str, ...]
+    scores: list[ContinuationScore | None]
+    prompt_ids: list[int] | None = None
+    error: str | None = None
+
+    def pending(self) -> list[int]:
+        """The continuations still to score by echo."""
+        return [j for j, s in enumerate(self.scores) if s is None]
+
+    def result(self) -> Scores:
+        """The finished scores (or the error)."""
+        if self.error is not None:
+            return Scores(tuple(UNAVAILABLE for _ in self.continuations), error=self.error, mode="exact")
+        return Scores(tuple(s or UNAVAILABLE for s in self.scores), mode="exact")
+
+
+class EchoBatcher:
+    """Sends the prompts whose scores wait for an echo ECHO_PROMPTS_PER_REQUEST at a time, as soon as that many
+    generations have answered (the rest when every one has), so echo requests run beside the generation ones.
+
+    `expected` prompts will each be added (its work) or skipped (no scores to finish).
+    """
+
+    def __init__(self, send: Callable[[list[tuple[int, Work]]], Awaitable[None]], expected: int) -> None:
+        self.send = send
+        self.left = expected
+        self.pending: list[tuple[int, Work]] = []
+        self.tasks: list[asyncio.Future[None]] = []
+
+    def add(self, index: int, work: Work) -> None:
+        """One prompt ready for its echo."""
+        self.pending.append((index, work))
+        self.skip()
+
+    def skip(self) -> None:
+        """One prompt less to wait for; send a full chunk, or the rest once no prompt is left to wait for."""
+        self.left -= 1
+        if len(self.pending) >= ECHO_PROMPTS_PER_REQUEST or (self.left <= 0 and self.pending):
+            chunk, self.pending = self.pending, []
+            self.tasks.append(asyncio.ensure_future(self.send(chunk)))
+
+    async def done(self) -> None:
+        """Wait for every chunk sent."""
+        await asyncio.gather(*self.tasks)
+
+    def cancel(self) -> None:
+        """Stop the chunks still running (the run failed)."""
+        for task in self.tasks:
+            task.cancel()
 
 
 class OpenAIBackend:
@@ -222,34 +269,27 @@ class OpenAIBackend:
         model: str,
         base_urls: list[str],
         api_key: str | None,
-        concurrency: int = DEFAULT_CONCURRENCY,
-        timeout: float = 120.0,
+        settings: OpenAISettings | None = None,
         retry: RetryPolicy | None = None,
-        top_logprobs: int = TOP_LOGPROBS,
         limits: AnswerLimits | None = None,
-        implicit: str = "auto",
     ) -> None:
-        if concurrency < 1:
-            raise ModelError(f"--concurrency must be at least 1, got {concurrency}")
-        if implicit not in IMPLICIT_MODES:
-            raise ModelError(f"--implicit must be one of {', '.join(IMPLICIT_MODES)}, got {implicit!r}")
-        if top_logprobs < 1:
-            raise ModelError(f"--top-logprobs must be at least 1, got {top_logprobs}")
+        self.settings = settings or OpenAISettings()
         self.model = model
         self.name = f"openai:{model}"
         self.base_urls = [u.rstrip("/") for u in base_urls]
-        self.concurrency = concurrency
-        self.timeout = timeout
+        self.concurrency = self.settings.concurrency
+        self.timeout = self.settings.timeout
         self.retry = retry or RetryPolicy()
-        self.top_logprobs = top_logprobs
-        self._logprobs = top_logprobs
+        self.top_logprobs = self.settings.top_logprobs
+        self._logprobs = self.top_logprobs
         self._api_key = api_key
         register_secret(api_key)
         self.limits = limits or AnswerLimits.from_env()
-        self.implicit = implicit
-        self._mode: str | None = None if implicit in ("auto", "exact") else implicit
+        self.implicit = self.settings.implicit
+        self._mode: str | None = "topk" if self.implicit == "topk" else None
         self._abilities: list[Abilities] = []
-        self._word_ids: dict[str, list[int]] = {}
+        self._ids: dict[tuple[str, bool], list[int]] = {}
+        self._turn = itertools.count()  # echo requests take the endpoints in turn
         self.notices: list[str] = []
         self.requests_sent = 0
         self.scoring_requests = 0
@@ -259,15 +299,103 @@ class OpenAIBackend:
         self._thread.start()
 
     def identity(self) -> dict[str, Any]:
-        """Model name, endpoint(s), how next-word probabilities are read and the top-k asked for; never the key."""
+        """Model name, endpoint(s), how continuations are to be scored and the top-k asked for; never the key.
+
+        The scoring mode is the one asked for (`auto` included): what each endpoint can do is asked only when a
+        score is first needed, and the manifest's `implicit` record says what was used.
+        """
         return {
             "id": self.name,
             "backend": "openai",
             "model": self.model,
             "base_url": ",".join(self.base_urls),
-            "implicit": self.implicit_mode(),
+            "implicit": self.implicit,
             "top_logprobs": self.top_logprobs,
         }
+
+    def _run(self, coroutine: Any) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def implicit_mode(self) -> str:
+        """exact or topk; `auto` and `exact` ask each endpoint once whether it can score prompt tokens."""
+        if self._mode is None:
+            self._mode = self._run(self._detect())
+        return self._mode
+
+    def implicit_info(self) -> dict[str, Any] | None:
+        """What the manifest records: mode asked and used, top-k asked and used, each endpoint's abilities (None
+        when no score was asked, so nothing was detected)."""
+        if self._mode is None:
+            return None
+        info: dict[str, Any] = {"requested": self.implicit, "mode": self._mode}
+        if info["mode"] == "topk":
+            info.update(top_logprobs_asked=self.top_logprobs, top_logprobs_used=self._logprobs)
+        if self._abilities:
+            info["endpoints"] = {a.url: a.as_json() for a in self._abilities}
+        return info
+
+    async def _mode_now(self) -> str:
+        if self._mode is None:
+            self._mode = await self._detect()
+        return self._mode
+
+    async def _detect(self) -> str:
+        self._abilities = [await self._abilities_of(url) for url in self.base_urls]
+        unable = [a for a in self._abilities if not a.echo]
+        if not unable:
+            return "exact"
+        first = unable[0]
+        if self.implicit == "exact":
+            raise EndpointError(
+                f"-M implicit=exact: {first.url}/completions cannot score prompt tokens ({first.why}); "
+                "use -M implicit=topk (or --implicit off for the paper suite)"
+            )
+        self.notices.append(
+            f"{first.url} cannot score prompt tokens ({first.why}): scores bounded from top-{self.top_logprobs} "
+            "logprobs (-M implicit=topk)"
+        )
+        return "topk"
+
+    async def _abilities_of(self, url: str) -> Abilities:
+        """Ask one endpoint to echo a prompt's logprobs with its token ids, to tokenize it, and to give the
+        logprob of a chosen token id at a generated position."""
+        probe = {**echo_body(self.model, PROBE_PROMPT, False), "return_token_ids": True}
+        status, data, detail = await self._post_retrying(url, "/completions", probe, probe=True)
+        if status != 200:
+            return Abilities(url, echo=False, tokenize=False, why=f"HTTP {status}: {detail}")
+        try:
+            (echo,) = echoed(data, 1)
+            tail_logprob(echo.values, 1)
+            if not "".join(echo.tokens).endswith(PROBE_PROMPT):
+                raise ScoringAnswerError("its echo is not the prompt sent")
+        except ScoringAnswerError as exc:
+            return Abilities(url, echo=False, tokenize=False, why=str(exc))
+        returned = optional_ids(choices_of(data, 1)[0].get("prompt_token_ids"))
+        prompt_ids = returned is not None and len(returned) == len(echo.tokens)
+        status, data, _ = await self._post_retrying(
+            server_root(url), "/tokenize", tokenize_body(self.model, PROBE_PROMPT, True), probe=True
+        )
+        tokenized = optional_ids(data.get("tokens")) if status == 200 and isinstance(data, dict) else None
+        tokenize = tokenized is not None and len(tokenized) == len(echo.tokens)
+        ids = returned if prompt_ids else tokenized if tokenize else None
+        chosen = await self._reads_token_ids(url, ids[0]) if ids else False
+        return Abilities(url, echo=True, tokenize=tokenize, prompt_ids=prompt_ids, next_token_ids=chosen)
+
+    async def _reads_token_ids(self, url: str, token_id: int) -> bool:
+        """Whether the endpoint returns the logprob of a chosen token id at a generated position (vLLM)."""
+        body = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0.0}
+        body.update(logprobs=0, logprob_token_ids=[token_id], return_tokens_as_token_ids=True)
+        status, data, _ = await self._post_retrying(url, "/completions", body, probe=True)
+        try:
+            chosen = parse_reply(data, chat=False).chosen() if status == 200 else {}
+            return token_id in chosen and checked_logprob(chosen[token_id]) <= 0
+        except (MalformedResponse, ScoringAnswerError):
+            return False
 
     async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
         """POST and read the answer within the size limit and the deadline (a MalformedResponse otherwise)."""
@@ -287,74 +415,6 @@ class OpenAIBackend:
             return await asyncio.wait_for(exchange(), limits.deadline)
         except asyncio.TimeoutError:
             raise MalformedResponse(f"no complete answer within {limits.deadline:g} s (the request deadline)") from None
-
-    def implicit_mode(self) -> str:
-        """exact, topk or off; `auto` and `exact` ask each endpoint once whether it can score prompt tokens."""
-        if self._mode is None:
-            future = asyncio.run_coroutine_threadsafe(self._detect(), self._loop)
-            self._mode = future.result()
-        return self._mode
-
-    def implicit_info(self) -> dict[str, Any]:
-        """What the manifest records: mode asked and used, top-k asked and used, each endpoint's abilities."""
-        info: dict[str, Any] = {"requested": self.implicit, "mode": self.implicit_mode()}
-        if info["mode"] == "topk":
-            info.update(top_logprobs_asked=self.top_logprobs, top_logprobs_used=self._logprobs)
-        if self._abilities:
-            info["endpoints"] = {a.url: a.as_json() for a in self._abilities}
-        return info
-
-    async def _detect(self) -> str:
-        self._abilities = [await self._abilities_of(url) for url in self.base_urls]
-        unable = [a for a in self._abilities if not a.echo]
-        if not unable:
-            return "exact"
-        first = unable[0]
-        if self.implicit == "exact":
-            raise EndpointError(
-                f"--implicit exact: {first.url}/completions cannot score prompt tokens ({first.why}); "
-                "use --implicit topk or off"
-            )
-        self.notices.append(
-            f"{first.url} cannot score prompt tokens ({first.why}): GLD/ADD bounded from top-{self.top_logprobs} "
-            "logprobs (--implicit topk)"
-        )
-        return "topk"
-
-    async def _abilities_of(self, url: str) -> Abilities:
-        """Ask one endpoint to echo a prompt's logprobs and to tokenize it."""
-        probe = echo_body(self.model, PROBE_PROMPT, False)
-        status, data, detail = await self._post_retrying(url, "/completions", probe, probe=True)
-        if status != 200:
-            return Abilities(url, echo=False, tokenize=False, why=f"HTTP {status}: {detail}")
-        try:
-            (tokens, values), *_ = echoed_choices(data, 1)
-            tail_logprob(values, 1)
-            if not "".join(tokens).endswith(PROBE_PROMPT):
-                raise ScoringAnswerError("its echo is not the prompt sent")
-        except ScoringAnswerError as exc:
-            return Abilities(url, echo=False, tokenize=False, why=str(exc))
-        status, data, _ = await self._post_retrying(
-            server_root(url), "/tokenize", tokenize_body(self.model, PROBE_PROMPT, True), probe=True
-        )
-        try:
-            ids = read_token_ids(data) if status == 200 else []
-        except ScoringAnswerError:
-            ids = []
-        if len(ids) != len(tokens):
-            return Abilities(url, echo=True, tokenize=False)
-        return Abilities(url, echo=True, tokenize=True, next_token_ids=await self._reads_token_ids(url, ids[0]))
-
-    async def _reads_token_ids(self, url: str, token_id: int) -> bool:
-        """Whether the endpoint returns the logprob of a chosen token id at a generated position (vLLM)."""
-        body = {"model": self.model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0.0}
-        body.update(logprobs=0, logprob_token_ids=[token_id], return_tokens_as_token_ids=True)
-        status, data, _ = await self._post_retrying(url, "/completions", body, probe=True)
-        try:
-            top = parse_reply(data, chat=False)[1] if status == 200 else None
-            return top is not None and tail_logprob([None, top.get(f"token_id:{token_id}")], 1) <= 0
-        except (MalformedResponse, ScoringAnswerError):
-            return False
 
     async def _attempt(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes] | str:
         """One POST within the limits: (status, headers, body), or why no answer came (a timeout, a failed
@@ -412,21 +472,6 @@ class OpenAIBackend:
             self._client = None
         self._loop.call_soon_threadsafe(self._loop.stop)
 
-    def generate(
-        self,
-        prompts: list[Prompt],
-        config: GenerationConfig,
-        word_pairs: list[tuple[str, str]] | None = None,
-        on_result: OnResult | None = None,
-    ) -> list[Completion]:
-        """Ask the server for every prompt, `concurrency` at a time; `on_result(i, c)` sees each answer at once."""
-        future = asyncio.run_coroutine_threadsafe(self._generate(prompts, config, word_pairs, on_result), self._loop)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()
-            raise
-
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -437,138 +482,252 @@ class OpenAIBackend:
             )
         return self._client
 
-    async def _generate(
+    def generate(
         self,
         prompts: list[Prompt],
         config: GenerationConfig,
-        word_pairs: list[tuple[str, str]] | None,
-        on_result: OnResult | None,
+        score: Sequence[tuple[str, ...]] | None = None,
+        on_result: OnResult | None = None,
+    ) -> list[Completion]:
+        """Ask the server for every prompt, `concurrency` at a time; `on_result(i, c)` sees each answer at once.
+
+        The scores of `score[i]` come with the same request: exactly (single-token continuations from its first
+        position, the prompt's token ids from its answer, the others echoed for many prompts at once) or bounded
+        from its top logprobs.
+        """
+        wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
+        return self._run(self._generate(prompts, config, wanted, on_result))
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+        """log P(continuation | prompt) of every request's continuations, exact where the server scores prompt
+        tokens, else bounded from a one-token generation's top logprobs; no logprobs at all is an EndpointError."""
+        return self._run(self._loglikelihood(requests))
+
+    def _every(self, ability: str) -> bool:
+        return bool(self._abilities) and all(getattr(a, ability) for a in self._abilities)
+
+    async def _generate(
+        self, prompts: list[Prompt], config: GenerationConfig, wanted: list[tuple[str, ...]], on_result: OnResult | None
     ) -> list[Completion]:
         gate = asyncio.Semaphore(self.concurrency)
         abort = asyncio.Event()
-        mode = "off" if word_pairs is None else self._mode or await self._resolve_mode()
-        plan = await self._plan(word_pairs) if word_pairs is not None and mode == "exact" else None
-        # Plain prompts are scored exactly; chat prompts read the top-k of their first generated token.
-        exact = {i for i, p in enumerate(prompts) if isinstance(p, str)} if plan else set()
-        scored = self._score_tasks(prompts, sorted(exact), plan, gate) if plan and plan.echo_words else {}
-        top_k = mode == "topk" or mode == "exact"
-        asked_pairs = [word_pairs if top_k and i not in exact else None for i in range(len(prompts))]
+        mode = await self._mode_now() if any(wanted) else "off"
+        ids = await self._continuation_ids({c for s in wanted for c in s}) if mode == "exact" else None
+        route = ids is not None and self._every("next_token_ids")
+        results: list[Completion | None] = [None] * len(prompts)
 
-        async def one(index: int) -> Completion | None:
-            first_ids = plan.first_ids if plan and index in exact else None
+        async def scored(chunk: list[tuple[int, Work]]) -> None:
+            await self._finish([w for _, w in chunk], ids, gate)
+            for index, work in chunk:
+                completion = results[index]
+                if completion is not None:
+                    completion.scores = work.result()
+                    if on_result is not None:
+                        on_result(index, completion)
+
+        echo = EchoBatcher(scored, sum(1 for s in wanted if s) if mode == "exact" else 0)
+
+        async def one(index: int) -> None:
+            chosen = first_ids(wanted[index], ids) if route else []
             async with gate:
                 if abort.is_set():
-                    return None
+                    return echo.skip() if mode == "exact" and wanted[index] else None
                 try:
-                    completion = await self._ask(index, prompts[index], config, asked_pairs[index], abort, first_ids)
+                    completion, answer = await self._ask(
+                        index, prompts[index], config, mode, wanted[index], chosen, abort
+                    )
                 except EndpointError:
                     abort.set()
                     raise
-            if completion is not None and plan is not None and index in exact:
-                try:
-                    scores = await scored[index] if index in scored else None
-                except EndpointError:
-                    abort.set()
-                    raise
+            results[index] = completion
+            if completion is not None and wanted[index] and mode == "exact":
                 if completion.error is None:
-                    completion = exact_completion(completion, scores, plan)
-            elif completion is not None and word_pairs is not None and completion.error is None:
-                completion.extra["implicit"] = "topk" if asked_pairs[index] else "off"
+                    return echo.add(index, self._work_from(prompts[index], wanted[index], answer, ids, config))
+                echo.skip()
+            if completion is not None and wanted[index] and mode == "topk" and completion.error is None:
+                completion.scores = topk_scores(answer.top if answer else None, wanted[index], self._logprobs)
             if completion is not None and on_result is not None:
                 on_result(index, completion)
-            return completion
 
-        results = await asyncio.gather(*(one(i) for i in range(len(prompts))), return_exceptions=True)
-        for task in {*scored.values()}:
-            task.cancel()
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        return results  # type: ignore[return-value]
+        outcomes = await asyncio.gather(*(one(i) for i in range(len(prompts))), return_exceptions=True)
+        failure = next((r for r in outcomes if isinstance(r, BaseException)), None)
+        if failure is not None:
+            echo.cancel()
+            raise failure
+        await echo.done()
+        return [c for c in results if c is not None]
 
-    async def _plan(self, word_pairs: list[tuple[str, str]]) -> ScoringPlan:
-        """Token ids of the words (asked once) where every endpoint tokenizes, and which route scores each word."""
-        words = [w for pair in word_pairs for w in pair]
-        word_ids = None
-        if all(a.tokenize for a in self._abilities):
-            word_ids = [await self._token_ids(self.base_urls[0], " " + w, False) for w in words]
-        return plan_scoring(words, word_ids, all(a.next_token_ids for a in self._abilities))
+    def _work_from(
+        self,
+        prompt: Prompt,
+        continuations: tuple[str, ...],
+        answer: Answer | None,
+        ids: dict[str, list[int]] | None,
+        config: GenerationConfig,
+    ) -> Work:
+        """A prompt's scoring after its generation answer: single-token continuations read from its first
+        position, the prompt's token ids from its answer; the rest is left to echo."""
+        work = Work(prompt, continuations, [None] * len(continuations))
+        if answer is None or ids is None:
+            return work
+        work.prompt_ids = answer.prompt_ids
+        if not answer.chosen():
+            return work
+        first = answer.output_ids[0] if answer.output_ids else None
+        try:
+            work.scores = first_position_scores(answer.chosen(), first, [ids[c] for c in continuations], config.greedy)
+        except ScoringAnswerError as exc:
+            work.error = f"malformed scoring answer: {exc}"
+        return work
 
-    async def _resolve_mode(self) -> str:
-        self._mode = await self._detect()
-        return self._mode
+    async def _loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+        gate = asyncio.Semaphore(self.concurrency)
+        if await self._mode_now() == "topk":
+            return list(await asyncio.gather(*(self._topk_only(i, r, gate) for i, r in enumerate(requests))))
+        ids = await self._continuation_ids({c for r in requests for c in r.continuations})
+        works = [Work(r.prompt, r.continuations, [None] * len(r.continuations)) for r in requests]
+        if ids is not None and self._every("prompt_ids"):
+            plain = [w for w in works if isinstance(w.prompt, str)]
+            for start in range(0, len(plain), ECHO_PROMPTS_PER_REQUEST):
+                chunk = plain[start : start + ECHO_PROMPTS_PER_REQUEST]
+                found = await self._ids_many([str(w.prompt) for w in chunk], True, start)
+                for work, prompt_ids in zip(chunk, found, strict=True):
+                    work.prompt_ids = prompt_ids
+        await self._finish(works, ids, gate)
+        return [w.result() for w in works]
 
-    def _score_tasks(
-        self, prompts: list[Prompt], indices: list[int], plan: ScoringPlan, gate: asyncio.Semaphore
-    ) -> dict[int, asyncio.Future[PromptScores]]:
-        """One echo request per PROMPTS_PER_REQUEST prompts; each prompt's index maps to its chunk's scores."""
-        out: dict[int, asyncio.Future[PromptScores]] = {}
-        for start in range(0, len(indices), PROMPTS_PER_REQUEST):
-            chunk = indices[start : start + PROMPTS_PER_REQUEST]
-            task = asyncio.ensure_future(self._score_chunk([str(prompts[i]) for i in chunk], plan, chunk[0], gate))
-            for position, index in enumerate(chunk):
-                out[index] = asyncio.ensure_future(_pick(task, position))
-        return out
-
-    async def _score_chunk(
-        self, prompts: list[str], plan: ScoringPlan, index: int, gate: asyncio.Semaphore
-    ) -> list[PromptScores]:
-        """The plan's echo words after each prompt, in one request (token ids where the server tokenizes)."""
-        url = self.base_urls[index % len(self.base_urls)]
-        echo = plan.echo_words
+    async def _topk_only(self, index: int, request: ScoreRequest, gate: asyncio.Semaphore) -> Scores:
+        """Bounds from the top logprobs of a one-token generation (a server that cannot score prompt tokens)."""
         async with gate:
-            if plan.word_ids is not None:
-                prompt_ids = [await self._token_ids(url, p, True) for p in prompts]
-                sequences: list[Any] = [ids + plan.word_ids[j] for ids in prompt_ids for j in echo]
-            else:
-                sequences = [x for p in prompts for x in (p, *(p + " " + plan.words[j] for j in echo))]
-            for attempt in range(1, self.retry.malformed_attempts + 1):
-                self.scoring_requests += 1
-                body = echo_body(self.model, sequences, plan.word_ids is not None)
-                status, data, detail = await self._post_retrying(url, "/completions", body)
-                if status != 200:
-                    return [PromptScores(error=f"scoring rejected by server (HTTP {status}): {detail}")] * len(prompts)
-                try:
-                    echoed = echoed_choices(data, len(sequences))
-                    break
-                except ScoringAnswerError as exc:
-                    if attempt == self.retry.malformed_attempts:
-                        return [PromptScores(error=f"malformed scoring answer: {exc}")] * len(prompts)
-        per_prompt = len(sequences) // len(prompts)
-        out = []
-        for k, prompt in enumerate(prompts):
-            mine = echoed[k * per_prompt : (k + 1) * per_prompt]
-            try:
-                if plan.word_ids is not None:
-                    logprobs = score_token_ids(prompt_ids[k], [plan.word_ids[j] for j in echo], mine)
-                else:
-                    logprobs = score_text(prompt, [plan.words[j] for j in echo], mine)
-            except ScoringAnswerError as exc:
-                out.append(PromptScores(error=f"malformed scoring answer: {exc}"))
+            completion, answer = await self._ask(
+                index, request.prompt, GenerationConfig(max_new_tokens=1), "topk", request.continuations, [], None
+            )
+        if completion is not None and completion.error:
+            return Scores(tuple(UNAVAILABLE for _ in request.continuations), error=completion.error, mode="topk")
+        if answer is None or not answer.top:
+            url = self.base_urls[index % len(self.base_urls)]
+            raise EndpointError(f"{url} gives no logprobs: it cannot score continuations (loglikelihood)")
+        return topk_scores(answer.top, request.continuations, self._logprobs)
+
+    async def _finish(self, works: list[Work], ids: dict[str, list[int]] | None, gate: asyncio.Semaphore) -> None:
+        """Echo every work's pending continuations, many prompts per request (token ids where the server
+        tokenizes; prompt ids asked of /tokenize where the generation answer did not carry them)."""
+        todo = [w for w in works if w.error is None and w.pending()]
+        if ids is not None:
+            missing = [w for w in todo if w.prompt_ids is None]
+            await asyncio.gather(*(self._tokenize_prompt(w, k, gate) for k, w in enumerate(missing)))
+        else:
+            for work in todo:
+                if not isinstance(work.prompt, str):  # no token ids, no chat template here: only the trivial bound
+                    work.scores = [s or ContinuationScore(0.0, status="upper_bound") for s in work.scores]
+        todo = [w for w in todo if w.error is None and w.pending()]
+        chunks = [todo[k : k + ECHO_PROMPTS_PER_REQUEST] for k in range(0, len(todo), ECHO_PROMPTS_PER_REQUEST)]
+        await asyncio.gather(*(self._echo_chunk(chunk, ids, next(self._turn), gate) for chunk in chunks))
+
+    async def _tokenize_prompt(self, work: Work, index: int, gate: asyncio.Semaphore) -> None:
+        """A prompt's token ids from /tokenize (chat messages with the generation prompt)."""
+        prompt = work.prompt if isinstance(work.prompt, str) else message_dicts(work.prompt)
+        url = server_root(self.base_urls[index % len(self.base_urls)])
+        async with gate:
+            status, data, detail = await self._post_retrying(url, "/tokenize", tokenize_body(self.model, prompt, True))
+        try:
+            if status != 200:
+                raise ScoringAnswerError(f"HTTP {status}: {detail}")
+            work.prompt_ids = read_token_ids(data)
+        except ScoringAnswerError as exc:
+            work.error = f"{url}/tokenize failed: {exc}"
+
+    async def _echo_chunk(
+        self, works: list[Work], ids: dict[str, list[int]] | None, index: int, gate: asyncio.Semaphore
+    ) -> None:
+        """One echo request for the pending continuations of several prompts; each prompt is read on its own."""
+        url = self.base_urls[index % len(self.base_urls)]
+        if ids is not None:
+            sequences: list[Any] = [w.prompt_ids + ids[w.continuations[j]] for w in works for j in w.pending()]  # type: ignore[operator]
+        else:
+            sequences = [
+                x for w in works for x in (w.prompt, *(str(w.prompt) + w.continuations[j] for j in w.pending()))
+            ]
+        body = echo_body(self.model, sequences, ids is not None, top=1 if ids is not None else 0)
+        async with gate:
+            echoes, failure = await self._echo(url, body, len(sequences))
+        start = 0
+        for work in works:
+            pending = work.pending()
+            size = len(pending) + (0 if ids is not None else 1)
+            mine, start = (echoes or [])[start : start + size], start + size
+            if failure is not None:
+                work.error = failure
                 continue
-            out.append(PromptScores(logprobs=logprobs))
-        return out
+            try:
+                if ids is not None:
+                    found = [
+                        score_ids(work.prompt_ids or [], ids[work.continuations[j]], e)
+                        for j, e in zip(pending, mine, strict=True)
+                    ]
+                else:
+                    found = score_text(str(work.prompt), tuple(work.continuations[j] for j in pending), mine)
+            except ScoringAnswerError as exc:
+                work.error = f"malformed scoring answer: {exc}"
+                continue
+            for j, scored in zip(pending, found, strict=True):
+                work.scores[j] = scored
+
+    async def _echo(self, url: str, body: dict[str, Any], count: int) -> tuple[list[Echo] | None, str | None]:
+        """An echo request's echoes, or why there are none (a refusal, an answer malformed past the retries)."""
+        for attempt in range(1, self.retry.malformed_attempts + 1):
+            self.scoring_requests += 1
+            status, data, detail = await self._post_retrying(url, "/completions", body)
+            if status != 200:
+                return None, f"scoring rejected by server (HTTP {status}): {detail}"
+            try:
+                return echoed(data, count), None
+            except ScoringAnswerError as exc:
+                if attempt == self.retry.malformed_attempts:
+                    return None, f"malformed scoring answer: {exc}"
+        return None, "malformed scoring answer"
+
+    async def _continuation_ids(self, texts: set[str]) -> dict[str, list[int]] | None:
+        """Each continuation's own token ids (no special tokens), asked once per backend; None where the
+        endpoints cannot give token ids (then continuations are echoed as text)."""
+        if not (self._every("prompt_ids") or self._every("tokenize")):
+            return None
+        missing = sorted(t for t in texts if (t, False) not in self._ids)
+        if missing and self._every("prompt_ids"):
+            for text, found in zip(missing, await self._ids_many(missing, False, 0), strict=True):
+                self._ids[(text, False)] = found
+        for text in missing if not self._every("prompt_ids") else []:
+            self._ids[(text, False)] = await self._token_ids(self.base_urls[0], text, False)
+        for text in texts:
+            if not self._ids[(text, False)]:
+                raise ModelError(f"continuation {text!r} tokenizes to nothing: a scored continuation needs a token")
+        return {t: self._ids[(t, False)] for t in texts}
+
+    async def _ids_many(self, texts: list[str], special: bool, index: int) -> list[list[int]]:
+        """The token ids of several texts in one completions request (`return_token_ids`)."""
+        url = self.base_urls[index % len(self.base_urls)]
+        status, data, detail = await self._post_retrying(url, "/completions", ids_body(self.model, texts, special))
+        try:
+            if status != 200:
+                raise ScoringAnswerError(f"HTTP {status}: {detail}")
+            return [read_ids(c.get("prompt_token_ids"), "answer") for c in choices_of(data, len(texts))]
+        except ScoringAnswerError as exc:
+            raise EndpointError(f"{url}/completions gave no token ids for {texts[0][:60]!r}...: {exc}") from None
 
     async def _token_ids(self, url: str, text: str, special: bool) -> list[int]:
-        """The server's token ids of `text` (words are asked once per backend)."""
-        key = f"{int(special)}:{text}"
-        if not special and key in self._word_ids:
-            return self._word_ids[key]
+        """The server's token ids of `text` from /tokenize."""
         status, data, detail = await self._post_retrying(
             server_root(url), "/tokenize", tokenize_body(self.model, text, special)
         )
         try:
             if status != 200:
                 raise ScoringAnswerError(f"HTTP {status}: {detail}")
-            ids = read_token_ids(data)
+            return read_token_ids(data)
         except ScoringAnswerError as exc:
             raise EndpointError(f"{server_root(url)}/tokenize failed for {text[:60]!r}: {exc}") from None
-        if not special:
-            self._word_ids[key] = ids
-        return ids
 
     def _payload(
-        self, prompt: Prompt, config: GenerationConfig, want_probs: bool, first_ids: list[int] | None = None
+        self, prompt: Prompt, config: GenerationConfig, top_k: bool, chosen: list[int], want_ids: bool
     ) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -579,17 +738,16 @@ class OpenAIBackend:
         }
         if config.top_k:
             body["top_k"] = config.top_k
-        if isinstance(prompt, str):
-            body["prompt"] = prompt
-            if first_ids:  # exact next-token logprobs of these ids (vLLM), read from the first generated position
-                body.update(logprobs=0, logprob_token_ids=first_ids, return_tokens_as_token_ids=True)
-            elif want_probs and self._logprobs:
-                body["logprobs"] = self._logprobs
-            return "/completions", body
-        body["messages"] = message_dicts(prompt)
-        if want_probs and self._logprobs:
-            body.update(logprobs=True, top_logprobs=self._logprobs)
-        return "/chat/completions", body
+        if want_ids:
+            body["return_token_ids"] = True
+        chat = not isinstance(prompt, str)
+        if chosen:  # exact next-token logprobs of these ids (vLLM), read from the first generated position
+            body.update(logprobs=True if chat else 0, logprob_token_ids=chosen, return_tokens_as_token_ids=True)
+        elif top_k and self._logprobs:
+            body.update(logprobs=True, top_logprobs=self._logprobs) if chat else body.update(logprobs=self._logprobs)
+        if chat:
+            return "/chat/completions", {**body, "messages": message_dicts(prompt)}  # type: ignore[arg-type]
+        return "/completions", {**body, "prompt": prompt}
 
     def _lower_logprobs(self, asked: int) -> bool:
         """After a 400 about logprobs: ask for fewer next time (20 -> 5 -> none). False when already none."""
@@ -604,33 +762,34 @@ class OpenAIBackend:
         index: int,
         prompt: Prompt,
         config: GenerationConfig,
-        word_pairs: list[tuple[str, str]] | None,
-        abort: asyncio.Event,
-        first_ids: list[int] | None = None,
-    ) -> Completion | None:
+        mode: str,
+        continuations: tuple[str, ...],
+        chosen: list[int],
+        abort: asyncio.Event | None,
+    ) -> tuple[Completion | None, Answer | None]:
         """One prompt with retries; a malformed or refused answer becomes a Completion with `error` set."""
         policy = self.retry
-        chat = not isinstance(prompt, str)
-        attempt = 0
-        malformed = 0
+        top_k = bool(continuations) and mode == "topk"
+        want_ids = bool(continuations) and mode == "exact" and self._every("prompt_ids")
+        attempt = malformed = 0
         failure = ""
         while attempt < policy.attempts:
-            if abort.is_set():
-                return None
+            if abort is not None and abort.is_set():
+                return None, None
             attempt += 1
             base = self.base_urls[(index + attempt - 1) % len(self.base_urls)]
-            path, body = self._payload(prompt, config, word_pairs is not None, first_ids)
-            asked = int(body.get("top_logprobs", body.get("logprobs", 0)) or 0)
+            path, body = self._payload(prompt, config, top_k, chosen, want_ids)
+            asked = int(body.get("top_logprobs", body.get("logprobs", 0)) or 0) if top_k else 0
             retry_after: float | None = None
             try:
                 answer = await self._attempt(base + path, body)
                 if not isinstance(answer, str) and answer[0] == 200:
-                    text, top = parse_reply(validate.json_body(answer[2]), chat)
-                    return self._completion(text, top, word_pairs, asked, first_ids)
+                    parsed = parse_reply(validate.json_body(answer[2]), not isinstance(prompt, str))
+                    return Completion(text=parsed.text), parsed
             except MalformedResponse as exc:
                 malformed += 1
                 if malformed >= policy.malformed_attempts or attempt >= policy.attempts:
-                    return Completion(text="", error=f"malformed response: {exc}")
+                    return Completion(text="", error=f"malformed response: {exc}"), None
                 failure = f"malformed response from {base}: {exc}"
                 continue
             if isinstance(answer, str):
@@ -638,11 +797,11 @@ class OpenAIBackend:
             else:
                 status, headers, content = answer
                 detail = shorten(content.decode("utf-8", errors="replace"))
-                if status in REJECT_STATUS and "logprob" in detail.lower() and self._lower_logprobs(asked):
+                if status in REJECT_STATUS and "logprob" in detail.lower() and top_k and self._lower_logprobs(asked):
                     attempt -= 1
                     continue
                 if status in REJECT_STATUS:
-                    return Completion(text="", error=f"rejected by server (HTTP {status}): {detail}")
+                    return Completion(text="", error=f"rejected by server (HTTP {status}): {detail}"), None
                 if status not in RETRY_STATUS and status < 500:
                     hint = " (check $FAIRPROBE_API_KEY)" if status in (401, 403) else ""
                     raise EndpointError(f"{base}{path} answered HTTP {status}{hint}: {detail}")
@@ -652,43 +811,14 @@ class OpenAIBackend:
                 await asyncio.sleep(policy.delay(attempt, retry_after))
         raise EndpointError(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
 
-    def _completion(
-        self,
-        text: str,
-        top: dict[str, float] | None,
-        word_pairs: list[tuple[str, str]] | None,
-        asked: int,
-        first_ids: list[int] | None = None,
-    ) -> Completion:
-        if first_ids:
-            return Completion(text=text, extra={"first_top": top or {}})
-        if word_pairs is None or top is None:
-            return Completion(text=text, extra={"top_logprobs": 0} if word_pairs is not None else {})
-        probs, mask = word_probs_from_top(top, word_pairs)
-        upper = np.where(mask, probs, word_upper_bounds(top, word_pairs))
-        extra = {"top_logprobs": asked, "p_upper": upper.tolist()}
-        return Completion(text=text, word_probs=probs, word_probs_mask=mask, extra=extra)
 
-
-def exact_completion(completion: Completion, scores: PromptScores | None, plan: ScoringPlan) -> Completion:
-    """A generated completion with its exact word probabilities: single-token words from the generation
-    answer's own logprobs (when the plan reads them there), the rest from the echo scores."""
-    error = scores.error if scores is not None else None
-    logprobs = np.full(len(plan.words), np.nan)
-    if error is None:
-        try:
-            if plan.first_ids:
-                logprobs = first_token_logprobs(completion.extra.get("first_top", {}), plan)
-            if scores is not None and scores.logprobs is not None:
-                logprobs[plan.echo_words] = scores.logprobs
-        except ScoringAnswerError as exc:
-            error = f"malformed scoring answer: {exc}"
-    result = PromptScores(logprobs=None if error else logprobs.reshape(-1, 2), error=error)
-    return Completion(text=completion.text, **result.completion_fields())
-
-
-async def _pick(task: asyncio.Future[list[PromptScores]], position: int) -> PromptScores:
-    return (await asyncio.shield(task))[position]
+def first_ids(continuations: tuple[str, ...], ids: dict[str, list[int]] | None) -> list[int]:
+    """The token ids whose logprobs a generation request asks at its first position: those of the single-token
+    continuations (none where there are more than the server takes: then every continuation is echoed)."""
+    if ids is None:
+        return []
+    found = sorted({ids[c][0] for c in continuations if len(ids[c]) == 1})
+    return found if len(found) <= MAX_TOKEN_IDS else []
 
 
 def parse_base_url(url: str) -> httpx.URL:
@@ -714,25 +844,19 @@ def api_key_from_env() -> str | None:
     return None
 
 
-@register_scheme("openai")
-def load_openai(
+def open_endpoint(
     rest: str,
-    base_url: str | None = None,
-    concurrency: int | None = None,
-    adapter: str | None = None,
-    timeout: float = 120.0,
+    settings: OpenAISettings | None = None,
     retry: RetryPolicy | None = None,
-    top_logprobs: int = TOP_LOGPROBS,
     limits: AnswerLimits | None = None,
-    implicit: str = "auto",
-    **_local_options: Any,
+    **args: Any,
 ) -> OpenAIBackend:
-    """`openai:MODEL` at --base-url (comma-separated URLs are used round-robin); local-model options are ignored."""
+    """`openai:MODEL` at `base_url` (comma-separated URLs are used round-robin), with `args` validated as its
+    settings; `retry` and `limits` are for the Python API (tests, benchmarks), not for `-M`."""
+    settings = settings or OpenAISettings.model_validate(args)
     if not rest:
         raise ModelError("model spec 'openai:' needs the server's model name, e.g. openai:gpt-4o-mini")
-    if adapter:
-        raise ModelError("--adapter needs a local model (embedded or hf:), not an openai: endpoint")
-    urls = [u.strip() for u in (base_url or DEFAULT_BASE_URL).split(",") if u.strip()]
+    urls = [u.strip() for u in (settings.base_url or DEFAULT_BASE_URL).split(",") if u.strip()]
     for url in urls:
         parsed = parse_base_url(url)
         if parsed.scheme not in ("http", "https"):
@@ -742,14 +866,10 @@ def load_openai(
     key = api_key_from_env()
     if key is None and any(parse_base_url(u).host == "api.openai.com" for u in urls):
         raise ModelError(f"the OpenAI API needs a key: set ${API_KEY_ENV[0]} (or ${API_KEY_ENV[1]})")
-    return OpenAIBackend(
-        rest,
-        urls,
-        key,
-        concurrency=concurrency or DEFAULT_CONCURRENCY,
-        timeout=timeout,
-        retry=retry,
-        top_logprobs=top_logprobs,
-        limits=limits,
-        implicit=implicit,
-    )
+    return OpenAIBackend(rest, urls, key, settings=settings, retry=retry, limits=limits)
+
+
+@register_scheme("openai", settings=OpenAISettings)
+def load_openai(rest: str, settings: OpenAISettings, adapter: str | None) -> OpenAIBackend:
+    """The `openai:` scheme's loader (the registry has validated `-M` args into `settings`)."""
+    return open_endpoint(rest, settings)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
@@ -35,24 +37,105 @@ class GenerationConfig(BaseModel):
         return self.temperature == 0.0
 
 
+ScoreStatus = Literal["exact", "upper_bound", "unavailable"]
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """A loglikelihood request: a prompt and the continuations to score after it.
+
+    A chat prompt (a list of messages) is rendered with the model's chat template and its generation prompt, exactly
+    as before generating. Each continuation is scored exactly as given (no space is added: the paper's words are
+    " she", an option may be "(a)"); it is tokenized on its own, without special tokens, and its tokens follow the
+    prompt's, so the boundary between them is the same on every backend.
+    """
+
+    prompt: Prompt
+    continuations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ContinuationScore:
+    """log P(continuation | prompt), summed over the continuation's tokens, and how well it is known.
+
+    `status`: "exact" (`logprob` is the sum); "upper_bound" (a server that gives only its top-k logprobs: the
+    log-probability is at most `logprob`; a continuation whose first token is outside the list has at most the
+    smallest listed probability, one of several tokens at most its first token's); "unavailable" (`logprob` is None).
+    `tokens` counts the continuation's tokens and `greedy` says whether greedy decoding would produce exactly them
+    (None where the backend cannot tell).
+    """
+
+    logprob: float | None
+    tokens: int | None = None
+    greedy: bool | None = None
+    status: ScoreStatus = "exact"
+
+    @property
+    def prob(self) -> float | None:
+        """P(continuation | prompt) (an upper bound on it when `status` is upper_bound); None when unavailable."""
+        return None if self.logprob is None else math.exp(self.logprob)
+
+
+UNAVAILABLE = ContinuationScore(logprob=None, status="unavailable")
+
+
+@dataclass(frozen=True)
+class Scores:
+    """The answer to one scoring request: one ContinuationScore per continuation, in the order asked.
+
+    `error` is set when the answer was malformed or refused (then no number of it is used). `mode` says how a
+    server read them ("exact": prompt-token logprobs; "topk": bounds from its `top_logprobs` top logprobs);
+    None on a local model, whose full distribution is at hand.
+    """
+
+    continuations: tuple[ContinuationScore, ...]
+    error: str | None = None
+    mode: str | None = None
+    top_logprobs: int | None = None
+
+    def logprobs(self) -> np.ndarray:
+        """Each continuation's logprob (its bound where only bounded), NaN where unavailable."""
+        return np.array([np.nan if c.logprob is None else c.logprob for c in self.continuations], dtype=np.float64)
+
+    def exact(self) -> np.ndarray:
+        """Which continuations are known exactly (a boolean array)."""
+        return np.array([c.status == "exact" for c in self.continuations], dtype=bool)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the cache stores (see `from_json`)."""
+        rows = [[c.logprob, c.tokens, c.greedy, c.status] for c in self.continuations]
+        return {"continuations": rows, "error": self.error, "mode": self.mode, "top_logprobs": self.top_logprobs}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Scores:
+        """Inverse of `to_json`; a malformed entry raises ValueError, TypeError or KeyError."""
+        rows = [ContinuationScore(logprob=r[0], tokens=r[1], greedy=r[2], status=r[3]) for r in obj["continuations"]]
+        return cls(tuple(rows), obj.get("error"), obj.get("mode"), obj.get("top_logprobs"))
+
+
 @dataclass
 class Completion:
-    """A model's reply to one prompt and, when asked, the next-word probabilities right after it.
+    """A model's reply to one prompt: its text and, when asked in the same call, the scores of continuations.
 
-    `word_probs` has shape (N, 2): column 0 female, column 1 male, one row per attribute word pair.
-    `word_probs_mask` marks the entries that are known (False where an API did not return them).
+    `scores` answers the `score` tuple given to `ModelBackend.generate` for this prompt (read from the same forward
+    pass as the generation); `error` is set when the call failed (then `text` is empty).
     """
 
     text: str
-    word_probs: np.ndarray | None = None
-    word_probs_mask: np.ndarray | None = None
+    scores: Scores | None = None
     error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
 class ModelBackend(Protocol):
-    """Continues prompts in batches; reads exact next-word probabilities where it can."""
+    """What every model offers (lm-eval's `generate_until` and `loglikelihood`): continue prompts, score continuations.
+
+    `generate` continues each prompt (a string, or chat messages rendered with the model's chat template and its
+    generation prompt); given `score` (one tuple of continuations per prompt), it also scores those continuations
+    after the prompt in the same call: one forward pass locally, one request per prompt on a server. `loglikelihood`
+    scores continuations without generating. Exact on local models and on servers that score prompt tokens; bounded
+    on servers that give only top-k logprobs; a server that gives neither is a one-line error naming the endpoint.
+    """
 
     name: str
     has_chat_template: bool
@@ -65,9 +148,13 @@ class ModelBackend(Protocol):
         self,
         prompts: list[Prompt],
         config: GenerationConfig,
-        word_pairs: list[tuple[str, str]] | None = None,
+        score: Sequence[tuple[str, ...]] | None = None,
     ) -> list[Completion]:
-        """Continue each prompt (a string, or chat messages); with word_pairs also return their probabilities."""
+        """Continue each prompt; with `score`, also score `score[i]` after `prompts[i]` (Completion.scores)."""
+        ...
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+        """log P(continuation | prompt) of every continuation of every request, without generating."""
         ...
 
 
@@ -127,12 +214,13 @@ class TrainableBackend(ScoringBackend, Protocol):
         """A context manager under which the model answers without its adapter (the frozen base model)."""
         ...
 
-    def attribute_log_probs(self, prompts: list[str], word_pairs: list[tuple[str, str]], max_length: int) -> Any:
-        """Log-probabilities (B, N, 2) that each attribute word comes next; differentiable in training mode."""
+    def continuation_log_probs(self, prompts: list[str], continuations: tuple[str, ...], max_length: int) -> Any:
+        """log P(continuation | prompt), shape (B, C), for plain prompts cut to max_length; differentiable in
+        training mode (the same numbers `loglikelihood` gives, so Debias Tuning trains on what the metrics read)."""
         ...
 
-    def attribute_token_ids(self, word_pairs: list[tuple[str, str]]) -> Any:
-        """The first token of every attribute word (a 1-D tensor): what the KL term leaves out."""
+    def first_token_ids(self, continuations: tuple[str, ...]) -> Any:
+        """The distinct first tokens of the continuations (a 1-D tensor): what the KL term leaves out."""
         ...
 
     def continuation_window(self, prompts: list[str], positions: int, max_length: int) -> Window:

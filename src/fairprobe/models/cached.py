@@ -1,14 +1,20 @@
-"""A backend wrapper that answers from the shared cache and asks the wrapped model only for the rest."""
+"""A backend wrapper that answers from the shared cache and asks the wrapped model only for the rest.
+
+Generations (with the scores read in the same call) and `loglikelihood` answers are both stored, keyed by the
+model's identity and args, the prompt, the decoding parameters (generations only) and the continuations scored.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from fairprobe.cache import Cache, cache_key
-from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
+from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.records import message_dicts
+
+STATUSES = ("exact", "upper_bound", "unavailable")
 
 
 def prompt_json(prompt: Prompt) -> str | list[dict[str, str]]:
@@ -26,51 +32,40 @@ def decoding_key(config: GenerationConfig) -> dict[str, Any]:
     return params
 
 
-def completion_to_json(c: Completion) -> dict[str, Any]:
-    """What the cache stores of a completion (never an error: see `cacheable`)."""
-    return {
-        "text": c.text,
-        "word_probs": None if c.word_probs is None else np.asarray(c.word_probs, dtype=np.float64).tolist(),
-        "word_probs_mask": None if c.word_probs_mask is None else np.asarray(c.word_probs_mask, dtype=bool).tolist(),
-        "extra": c.extra,
-    }
-
-
-def completion_from_json(obj: dict[str, Any]) -> Completion:
-    """Inverse of completion_to_json."""
-    probs = obj.get("word_probs")
-    mask = obj.get("word_probs_mask")
-    return Completion(
-        text=obj["text"],
-        word_probs=None if probs is None else np.asarray(probs, dtype=np.float64),
-        word_probs_mask=None if mask is None else np.asarray(mask, dtype=bool),
-        extra=dict(obj.get("extra") or {}),
-    )
-
-
-def usable_entry(obj: Any, word_pairs: list[tuple[str, str]] | None) -> Completion | None:
-    """A cached completion, or None when the entry is absent or of the wrong shape (then it is asked again)."""
-    if obj is None:
-        return None
+def usable_scores(obj: Any, continuations: tuple[str, ...]) -> Scores | None:
+    """Cached scores of these continuations, or None when the entry is damaged (then they are asked again)."""
     try:
-        completion = completion_from_json(obj)
-    except (KeyError, TypeError, ValueError, AttributeError):
+        scores = Scores.from_json(obj)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
-    if not isinstance(completion.text, str):
+    if len(scores.continuations) != len(continuations) or scores.error is not None:
         return None
-    shape = None if word_pairs is None else (len(word_pairs), 2)
-    for array in (completion.word_probs, completion.word_probs_mask):
-        if array is not None and (shape is None or array.shape != shape):
+    for c in scores.continuations:
+        if c.status not in STATUSES or (c.logprob is None) != (c.status == "unavailable"):
             return None
-    probs = completion.word_probs
-    if probs is not None and not (np.isfinite(probs).all() and (probs >= 0).all() and (probs <= 1).all()):
+        if c.logprob is not None and not (isinstance(c.logprob, float) and math.isfinite(c.logprob) and c.logprob <= 0):
+            return None
+    return scores
+
+
+def usable_completion(obj: Any, continuations: tuple[str, ...]) -> Completion | None:
+    """A cached completion (with its scores when continuations were asked), or None when absent or damaged."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return None
-    return completion
+    if not continuations:
+        return Completion(text=obj["text"])
+    scores = usable_scores(obj.get("scores"), continuations)
+    return None if scores is None else Completion(text=obj["text"], scores=scores)
 
 
 def cacheable(c: Completion) -> bool:
     """Only whole answers are stored: a failed call or a malformed scoring answer is asked again next time."""
-    return c.error is None and "scoring_error" not in c.extra
+    return c.error is None and (c.scores is None or c.scores.error is None)
+
+
+def completion_json(c: Completion) -> dict[str, Any]:
+    """What the cache stores of a completion."""
+    return {"text": c.text, "scores": None if c.scores is None else c.scores.to_json()}
 
 
 class CachedBackend:
@@ -83,11 +78,13 @@ class CachedBackend:
     def __init__(self, inner: ModelBackend, cache: Cache, model_args: dict[str, Any] | None = None) -> None:
         self.inner = inner
         self.cache = cache
-        # -M model args may change the answers (a revision, a chat template); a key leaves out none but the API key.
-        self._model_args = {k: v for k, v in sorted((model_args or {}).items()) if k != "api_key"}
         self.name = inner.name
         self.has_chat_template = inner.has_chat_template
         self._identity = inner.identity()
+        # -M model args may change the answers (a revision, a chat template): a key holds those the identity does not
+        # already say (its resolved dtype, its endpoint), and never the API key.
+        args = (model_args or {}).items()
+        self._model_args = {k: v for k, v in sorted(args) if k != "api_key" and k not in self._identity}
         self._model_label = str(self._identity.get("id", inner.name))
         self.hits = 0
         self.misses = 0
@@ -96,52 +93,72 @@ class CachedBackend:
         """The wrapped model's identity (the cache changes no answer)."""
         return self._identity
 
-    def keys(
-        self, prompts: list[Prompt], config: GenerationConfig, word_pairs: list[tuple[str, str]] | None
-    ) -> list[str]:
-        """One content address per prompt: model identity and args, decoding parameters, prompt and word pairs."""
-        base: dict[str, Any] = {
-            "model": self._identity,
-            "decoding": decoding_key(config),
-            "word_pairs": None if word_pairs is None else [list(p) for p in word_pairs],
-        }
+    def _key(self, fields: dict[str, Any]) -> str:
+        base: dict[str, Any] = {"model": self._identity, **fields}
         if self._model_args:
             base["model_args"] = self._model_args
-        return [cache_key({**base, "prompt": prompt_json(p)}) for p in prompts]
+        return cache_key(base)
+
+    def keys(self, prompts: list[Prompt], config: GenerationConfig, score: Sequence[tuple[str, ...]]) -> list[str]:
+        """One content address per prompt: model identity and args, decoding parameters, prompt, continuations."""
+        decoding = decoding_key(config)
+        return [
+            self._key({"decoding": decoding, "score": list(s) or None, "prompt": prompt_json(p)})
+            for p, s in zip(prompts, score, strict=True)
+        ]
+
+    def _lookup(self, keys: list[str], read: Callable[[Any, int], Any]) -> list[Any]:
+        """Cached answers by key (None where absent or damaged; damaged entries are dropped)."""
+        stored = self.cache.get_many(keys)
+        out = [None if stored.get(k) is None else read(stored[k], i) for i, k in enumerate(keys)]
+        self.cache.discard([k for k, c in zip(keys, out, strict=True) if c is None and k in stored])
+        missing = sum(1 for c in out if c is None)
+        self.hits += len(keys) - missing
+        self.misses += missing
+        return out
 
     def generate(
-        self,
-        prompts: list[Prompt],
-        config: GenerationConfig,
-        word_pairs: list[tuple[str, str]] | None = None,
+        self, prompts: list[Prompt], config: GenerationConfig, score: Sequence[tuple[str, ...]] | None = None
     ) -> list[Completion]:
         """Answer from the cache where possible; ask the wrapped model for the misses only."""
-        keys = self.keys(prompts, config, word_pairs)
-        stored = self.cache.get_many(keys)
-        out: list[Completion | None] = [usable_entry(stored.get(k), word_pairs) for k in keys]
-        self.cache.discard([k for k, c in zip(keys, out, strict=True) if c is None and k in stored])
+        wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
+        keys = self.keys(prompts, config, wanted)
+        out: list[Completion | None] = self._lookup(keys, lambda obj, i: usable_completion(obj, wanted[i]))
         missing = [i for i, c in enumerate(out) if c is None]
-        self.hits += len(prompts) - len(missing)
-        self.misses += len(missing)
-        if not missing:
-            return out  # type: ignore[return-value]
-        asked = [prompts[i] for i in missing]
+        if missing:
+            asked = [prompts[i] for i in missing]
+            asked_score = [wanted[i] for i in missing] if score is not None else None
+            for i, completion in zip(
+                missing, self._ask(asked, config, asked_score, [keys[i] for i in missing]), strict=True
+            ):
+                out[i] = completion
+        return [c for c in out if c is not None]
+
+    def _ask(
+        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None, keys: list[str]
+    ) -> list[Completion]:
+        """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch."""
         if getattr(self.inner, "streams_results", False):
 
             def keep(index: int, completion: Completion) -> None:
                 if cacheable(completion):
-                    self.cache.put(
-                        keys[missing[index]], completion_to_json(completion), "generation", self._model_label
-                    )
+                    self.cache.put(keys[index], completion_json(completion), "generation", self._model_label)
 
-            fresh = self.inner.generate(asked, config, word_pairs, on_result=keep)  # type: ignore[call-arg]
-        else:
-            fresh = self.inner.generate(asked, config, word_pairs)
-            self.cache.put_many(
-                [(keys[i], completion_to_json(c)) for i, c in zip(missing, fresh, strict=True) if cacheable(c)],
-                "generation",
-                self._model_label,
-            )
-        for i, completion in zip(missing, fresh, strict=True):
-            out[i] = completion
-        return out  # type: ignore[return-value]
+            return self.inner.generate(prompts, config, score, on_result=keep)  # type: ignore[call-arg]
+        fresh = self.inner.generate(prompts, config, score)
+        stored = [(k, completion_json(c)) for k, c in zip(keys, fresh, strict=True) if cacheable(c)]
+        self.cache.put_many(stored, "generation", self._model_label)
+        return fresh
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+        """Scores from the cache where possible; the wrapped model scores the misses only."""
+        keys = [self._key({"loglikelihood": list(r.continuations), "prompt": prompt_json(r.prompt)}) for r in requests]
+        out: list[Scores | None] = self._lookup(keys, lambda obj, i: usable_scores(obj, requests[i].continuations))
+        missing = [i for i, s in enumerate(out) if s is None]
+        if missing:
+            fresh = self.inner.loglikelihood([requests[i] for i in missing])
+            stored = [(keys[i], s.to_json()) for i, s in zip(missing, fresh, strict=True) if s.error is None]
+            self.cache.put_many(stored, "loglikelihood", self._model_label)
+            for i, scores in zip(missing, fresh, strict=True):
+                out[i] = scores
+        return [s for s in out if s is not None]

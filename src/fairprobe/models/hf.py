@@ -1,9 +1,9 @@
-"""Hugging Face causal-LM backend: batched left-padded generation plus exact next-word probabilities."""
+"""Hugging Face causal-LM backend: batched left-padded generation and exact scores of continuations (loglikelihood)."""
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,6 @@ import torch
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
-    Cache,
-    DynamicCache,
     LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
@@ -23,135 +21,20 @@ from transformers import GenerationConfig as HFGenerationConfig
 from transformers.utils import logging as transformers_logging
 
 from fairprobe.errors import ConfigError, ModelError, first_line
-from fairprobe.models.base import Completion, GenerationConfig, LoraSettings, Prompt, Window
+from fairprobe.models.base import Completion, GenerationConfig, LoraSettings, Prompt, ScoreRequest, Scores, Window
+from fairprobe.models.continuations import (
+    ContinuationTable,
+    as_scores,
+    positions_from_mask,
+    prompt_part,
+    score_continuations,
+)
+from fairprobe.models.settings import LocalSettings
 from fairprobe.records import message_dicts
 from fairprobe.threads import ThreadChooser, apply_threads
 
 transformers_logging.set_verbosity_error()
 transformers_logging.disable_progress_bar()
-
-
-@dataclass(frozen=True)
-class WordTable:
-    """Attribute word pairs tokenized for one tokenizer (each word with its leading space).
-
-    `first` (N, 2) holds each word's first token; `multi` lists the words of several tokens as
-    (pair index, column, token ids) for the chain rule. For those words, `tail_feed` (M, W) holds the
-    tokens to feed after the prompt (all but the last, right-padded) and `tail_targets` (M, W) the
-    tokens whose conditional probabilities they give (-1 on padding).
-    """
-
-    first: torch.Tensor
-    multi: tuple[tuple[int, int, tuple[int, ...]], ...]
-    tail_feed: torch.Tensor
-    tail_targets: torch.Tensor
-
-    @classmethod
-    def build(cls, tokenizer: PreTrainedTokenizerBase, word_pairs: list[tuple[str, str]]) -> WordTable:
-        """Tokenize every word as the model sees it after a prompt: with a leading space."""
-        first = torch.empty((len(word_pairs), 2), dtype=torch.long)
-        multi: list[tuple[int, int, tuple[int, ...]]] = []
-        for i, pair in enumerate(word_pairs):
-            for j, word in enumerate(pair):
-                ids = tokenizer.encode(" " + word, add_special_tokens=False)
-                if not ids:
-                    raise ModelError(f"attribute word {word!r} tokenizes to nothing")
-                first[i, j] = ids[0]
-                if len(ids) > 1:
-                    multi.append((i, j, tuple(ids)))
-        width = max((len(ids) - 1 for _, _, ids in multi), default=0)
-        feed = torch.zeros((len(multi), width), dtype=torch.long)
-        targets = torch.full((len(multi), width), -1, dtype=torch.long)
-        for k, (_, _, ids) in enumerate(multi):
-            feed[k, : len(ids) - 1] = torch.tensor(ids[:-1])
-            targets[k, : len(ids) - 1] = torch.tensor(ids[1:])
-        return cls(first=first, multi=tuple(multi), tail_feed=feed, tail_targets=targets)
-
-
-def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Position ids for left-padded rows: 0 at each row's first real token."""
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
-def word_log_probs(
-    model: PreTrainedModel,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    table: WordTable,
-    first_log_probs: torch.Tensor | None = None,
-    pad_id: int = 0,
-    prompt_cache: Cache | None = None,
-) -> torch.Tensor:
-    """Log-probabilities (B, N, 2) that each attribute word comes next after each left-padded prompt.
-
-    Exact: read from the full softmax after the prompt, and for a word of several tokens the sum
-    of its tokens' conditional log-probabilities (chain rule). Differentiable, so Debias Tuning
-    trains on the same numbers the metrics read. `first_log_probs` (B, V) together with
-    `prompt_cache` (the key/value cache of exactly the prompt, e.g. cut from generation) skip the
-    prompt pass; the cache is used up. `pad_id` fills the masked slots after shorter words.
-    """
-    if first_log_probs is None or (table.multi and prompt_cache is None):
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=positions_from_mask(attention_mask),
-            logits_to_keep=1,
-            use_cache=bool(table.multi),
-        )
-        first_log_probs = out.logits[:, -1, :].float().log_softmax(-1)
-        prompt_cache = out.past_key_values
-    device = first_log_probs.device
-    lp = first_log_probs[:, table.first.to(device).reshape(-1)].reshape(input_ids.shape[0], -1, 2)
-    if not table.multi:
-        return lp
-    rows = torch.tensor([i for i, _, _ in table.multi], device=device)
-    cols = torch.tensor([j for _, j, _ in table.multi], device=device)
-    lp[:, rows, cols] = lp[:, rows, cols] + tail_log_probs(model, attention_mask, table, prompt_cache, pad_id)
-    return lp
-
-
-def tail_log_probs(
-    model: PreTrainedModel, attention_mask: torch.Tensor, table: WordTable, prompt_cache: Cache, pad_id: int = 0
-) -> torch.Tensor:
-    """For each multi-token word, the log-probability (B, M) of its tokens after the first, given the prompt.
-
-    One row per (prompt, word) feeds only the word's tokens after the prompt's cached keys and values
-    (repeated in place per word), so the prompt is never run twice.
-    """
-    batch = attention_mask.shape[0]
-    n_words, width = table.tail_feed.shape
-    device = attention_mask.device
-    prompt_cache.batch_repeat_interleave(n_words)
-    prompt_mask = attention_mask.repeat_interleave(n_words, 0)
-    targets = table.tail_targets.to(device).repeat(batch, 1)
-    known = targets >= 0
-    out = model(
-        input_ids=torch.where(known, table.tail_feed.to(device).repeat(batch, 1), pad_id),
-        attention_mask=torch.cat([prompt_mask, known.long()], dim=1),
-        position_ids=prompt_mask.sum(-1, keepdim=True) + torch.arange(width, device=device),
-        past_key_values=prompt_cache,
-        use_cache=True,
-    )
-    picked = out.logits.float().log_softmax(-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return torch.where(known, picked, torch.zeros_like(picked)).sum(-1).reshape(batch, n_words)
-
-
-def prompt_part(cache: Cache | None, prompt_len: int) -> Cache | None:
-    """A generation cache cut back to the prompt's keys and values; None where that is not exact.
-
-    Only a DynamicCache whose every layer still holds every position can be cut (a sliding-window
-    layer past its window has dropped the start of the prompt).
-    """
-    if not isinstance(cache, DynamicCache) or not cache.layers:
-        return None
-    lengths = {int(getattr(layer, "keys", torch.empty(0)).shape[-2]) for layer in cache.layers}
-    if len(lengths) != 1 or lengths != {cache.get_seq_length()}:
-        return None
-    (length,) = lengths
-    if length < prompt_len:
-        return None
-    cache.crop(prompt_len - length)
-    return cache
 
 
 class _FirstStepCapture(LogitsProcessor):
@@ -168,7 +51,7 @@ class _FirstStepCapture(LogitsProcessor):
 
 
 class HFBackend:
-    """Any transformers causal LM; all implicit metrics are exact (full softmax)."""
+    """Any transformers causal LM: generation and exact scores of continuations (full softmax)."""
 
     def __init__(
         self,
@@ -187,7 +70,7 @@ class HFBackend:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
-        self._tables: dict[tuple[tuple[str, str], ...], WordTable] = {}
+        self._tables: dict[tuple[str, ...], ContinuationTable] = {}
         # On CPU the thread count follows the CPUs free right now (fairprobe.threads), checked per batch.
         self._threads = ThreadChooser() if self.device.type == "cpu" else None
         # Only the settings fairprobe passes apply: no repetition penalty or sampling from the model's file.
@@ -221,13 +104,12 @@ class HFBackend:
         value = getattr(self.model.config, "max_position_embeddings", None)
         return int(value) if isinstance(value, int) and value > 0 else None
 
-    def word_table(self, word_pairs: list[tuple[str, str]]) -> WordTable:
-        """The tokenized word pairs, built once per list."""
-        key = tuple(tuple(p) for p in word_pairs)
-        if key not in self._tables:
+    def table(self, continuations: tuple[str, ...]) -> ContinuationTable:
+        """The tokenized continuations, built once per tuple."""
+        if continuations not in self._tables:
             with torch.inference_mode(False):  # plain tensors: training reads the same table with autograd on
-                self._tables[key] = WordTable.build(self.tokenizer, list(word_pairs))
-        return self._tables[key]
+                self._tables[continuations] = ContinuationTable.build(self.tokenizer, continuations)
+        return self._tables[continuations]
 
     def render(self, prompt: Prompt) -> str:
         """A prompt as text: strings as they are, chat messages through the chat template."""
@@ -261,16 +143,17 @@ class HFBackend:
         self,
         prompts: list[Prompt],
         config: GenerationConfig,
-        word_pairs: list[tuple[str, str]] | None = None,
+        score: Sequence[tuple[str, ...]] | None = None,
     ) -> list[Completion]:
-        """Continue prompts in batches of `batch_size`; word probabilities come from the same pass."""
+        """Continue prompts in batches of `batch_size`; the scores of `score[i]` come from the same pass."""
         out: list[Completion] = []
         for start in range(0, len(prompts), self.batch_size):
-            out.extend(self._generate_batch(prompts[start : start + self.batch_size], config, word_pairs))
+            chunk = None if score is None else list(score[start : start + self.batch_size])
+            out.extend(self._generate_batch(prompts[start : start + self.batch_size], config, chunk))
         return out
 
     def _generate_batch(
-        self, prompts: list[Prompt], config: GenerationConfig, word_pairs: list[tuple[str, str]] | None
+        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None
     ) -> list[Completion]:
         enc = self.encode(prompts)
         prompt_len = enc["input_ids"].shape[1]
@@ -287,32 +170,64 @@ class HFBackend:
             **sampling,
         )
         texts = self.tokenizer.batch_decode(generated.sequences[:, prompt_len:], skip_special_tokens=True)
-        probs = None
-        if word_pairs:
-            lp = word_log_probs(
+        completions = [Completion(text=text) for text in texts]
+        if score and any(score):
+            cache = prompt_part(generated.past_key_values, prompt_len)
+            for rows, scores in self._score_rows(enc, score, capture.log_probs, cache):
+                for row, scored in zip(rows, scores, strict=True):
+                    completions[row].scores = scored
+        return completions
+
+    def _score_rows(
+        self,
+        enc: dict[str, torch.Tensor],
+        score: list[tuple[str, ...]],
+        first_log_probs: torch.Tensor | None = None,
+        cache: Any = None,
+    ) -> list[tuple[list[int], list[Scores]]]:
+        """Scores of each row's continuations, one pass per distinct tuple of continuations (rows that share it).
+
+        With one tuple for every row (the usual case) the prompts' cache and first-step log-probabilities are used
+        as they are; otherwise each group of rows takes its part of them (and the cache is not shared between
+        groups: each group after the first runs its prompts again).
+        """
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for row, continuations in enumerate(score):
+            if continuations:
+                groups.setdefault(tuple(continuations), []).append(row)
+        out = []
+        for continuations, rows in groups.items():
+            whole = len(rows) == len(score)
+            pick = torch.tensor(rows, device=self.device)
+            result = score_continuations(
                 self.model,
-                enc["input_ids"],
-                enc["attention_mask"],
-                self.word_table(word_pairs),
-                first_log_probs=capture.log_probs,
-                pad_id=self.tokenizer.pad_token_id,
-                prompt_cache=prompt_part(generated.past_key_values, prompt_len),
+                enc["input_ids"] if whole else enc["input_ids"][pick],
+                enc["attention_mask"] if whole else enc["attention_mask"][pick],
+                self.table(continuations),
+                first_log_probs=None
+                if first_log_probs is None
+                else first_log_probs[pick]
+                if not whole
+                else first_log_probs,
+                prompt_cache=cache if whole else None,
+                greedy=True,
             )
-            probs = lp.exp().cpu().numpy().astype(np.float64)
-        return [Completion(text=text, word_probs=None if probs is None else probs[i]) for i, text in enumerate(texts)]
+            out.append((rows, as_scores(result, self.table(continuations))))
+        return out
 
     @torch.inference_mode()
-    def next_word_probs(self, prompts: list[Prompt], word_pairs: list[tuple[str, str]]) -> np.ndarray:
-        """Next-word probabilities (B, N, 2) without generating: one forward pass per batch."""
-        table = self.word_table(word_pairs)
-        chunks = []
-        for start in range(0, len(prompts), self.batch_size):
-            enc = self.encode(prompts[start : start + self.batch_size])
-            lp = word_log_probs(
-                self.model, enc["input_ids"], enc["attention_mask"], table, pad_id=self.tokenizer.pad_token_id
-            )
-            chunks.append(lp.exp().cpu().numpy().astype(np.float64))
-        return np.concatenate(chunks, axis=0)
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+        """log P(continuation | prompt) of every request's continuations: one prompt pass per batch, exact."""
+        out: list[Scores] = []
+        for start in range(0, len(requests), self.batch_size):
+            chunk = requests[start : start + self.batch_size]
+            enc = self.encode([r.prompt for r in chunk])
+            scores: list[Scores] = [Scores(())] * len(chunk)
+            for rows, scored in self._score_rows(enc, [r.continuations for r in chunk]):
+                for row, one in zip(rows, scored, strict=True):
+                    scores[row] = one
+            out.extend(scores)
+        return out
 
     # The scoring and training interface (models.base.ScoringBackend, TrainableBackend): Debias Tuning,
     # perplexity and the drift metrics use only these methods, never the model or tokenizer.
@@ -406,17 +321,17 @@ class HFBackend:
             self.tokenizer.truncation_side = side
         return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
 
-    def attribute_log_probs(
-        self, prompts: list[str], word_pairs: list[tuple[str, str]], max_length: int
+    def continuation_log_probs(
+        self, prompts: list[str], continuations: tuple[str, ...], max_length: int
     ) -> torch.Tensor:
-        """Log-probabilities (B, N, 2) that each attribute word comes next; differentiable outside inference mode."""
+        """log P(continuation | prompt) (B, C) for plain prompts cut to max_length; differentiable outside inference mode."""
         ids, mask = self._encode_training(prompts, max_length)
-        table = self.word_table(word_pairs)
-        return word_log_probs(self.model, ids, mask, table, pad_id=self.tokenizer.pad_token_id)
+        table = self.table(tuple(continuations))
+        return score_continuations(self.model, ids, mask, table).log_probs
 
-    def attribute_token_ids(self, word_pairs: list[tuple[str, str]]) -> torch.Tensor:
-        """The distinct first tokens of the attribute words."""
-        return torch.unique(self.word_table(word_pairs).first.reshape(-1))
+    def first_token_ids(self, continuations: tuple[str, ...]) -> torch.Tensor:
+        """The distinct first tokens of the continuations."""
+        return torch.unique(self.table(tuple(continuations)).first)
 
     def continuation_window(self, prompts: list[str], positions: int, max_length: int) -> Window:
         """Tuned and frozen next-token log-probabilities over the frozen model's first `positions` greedy tokens."""
@@ -496,28 +411,39 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
         raise ModelError(f"unknown dtype {dtype!r}: use auto, float32, float16 or bfloat16") from None
 
 
+def four_bit() -> dict[str, Any]:
+    """from_pretrained arguments for NF4 4-bit weights with double quantization (QLoRA), loaded onto the GPU."""
+    from transformers import BitsAndBytesConfig
+
+    config = BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
+    # bitsandbytes quantizes while loading onto the GPU, so the weights are placed there directly.
+    return {"quantization_config": config, "device_map": {"": torch.cuda.current_device()}}
+
+
 def load_hf(
-    path_or_id: str,
-    name: str,
-    info: dict[str, Any],
-    device: str = "auto",
-    dtype: str = "auto",
-    batch_size: int = 32,
-    adapter: str | None = None,
-    **kwargs: Any,
+    path_or_id: str, name: str, info: dict[str, Any], settings: LocalSettings | None = None, adapter: str | None = None
 ) -> HFBackend:
     """Load a causal LM and its tokenizer from a folder or hub id (optionally with a LoRA adapter)."""
-    dev = resolve_device(device)
+    settings = settings or LocalSettings()
+    dev = resolve_device(settings.device)
+    hub = {"revision": settings.revision} if settings.revision else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path_or_id, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=resolve_dtype(dtype, dev), **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path_or_id, **hub)
+        weights = {**hub, **four_bit()} if settings.quantize == "4bit" else hub
+        model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=resolve_dtype(settings.dtype, dev), **weights)
     except (OSError, ValueError) as exc:
         first = first_line(str(exc)) or type(exc).__name__
         raise ModelError(f"cannot load model {path_or_id!r}: {first}") from exc
-    model.to(dev)
+    if settings.quantize != "4bit":  # bitsandbytes has placed 4-bit weights on the GPU already
+        model.to(dev)
     if adapter:
         from fairprobe.models.adapters import attach_adapter
 
         model, adapter_info = attach_adapter(model, adapter, base_info=info)
         info = {**info, "adapter": adapter_info}
-    return HFBackend(model, tokenizer, name=name, info=info, batch_size=batch_size)
+    return HFBackend(model, tokenizer, name=name, info=info, batch_size=settings.batch_size)

@@ -13,8 +13,8 @@ from typing import Any
 import jinja2
 
 from fairprobe import __version__
-from fairprobe.detectors import AttributeWords
 from fairprobe.families import all_families, family_of_set, metric_info, metric_order
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.formatting import format_number
 from fairprobe.io import atomic_write_text
 from fairprobe.records import MetricValue, Sample, SetResult
@@ -159,7 +159,7 @@ def _subset_figure(runs: list[RunData], set_name: str, metric: str, ylabel: str)
 def metric_figures(runs: list[RunData]) -> list[dict[str, str]]:
     """Each metric's figure its family declares (per set, and per subset when asked), when a run has the metric."""
     out: list[dict[str, str]] = []
-    specs = {m.name: m for f in all_families() for m in f.metrics if m.figure is not None}
+    specs = {m.name: m for f in all_families() for m in f.declared() if m.figure is not None}
     for name in sorted(specs, key=metric_order):
         fig = specs[name].figure
         assert fig is not None

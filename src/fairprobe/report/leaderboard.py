@@ -20,11 +20,11 @@ import numpy as np
 from fairprobe.errors import DataError
 from fairprobe.families import metric_info, metric_order
 from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.metrics.pairwise import PairedTest, bootstrap_test, holm, mcnemar_test
 from fairprobe.records import MetricValue
 from fairprobe.report.html import typed_sample
 from fairprobe.report.runs import RunData, load_runs
 from fairprobe.report.tables import Cell, Table, significance
+from fairprobe.statistics.pairwise import PairedTest, bootstrap_test, holm, mcnemar_test
 
 LEADERBOARD_FILE = "leaderboard.json"
 

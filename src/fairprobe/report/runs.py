@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fairprobe.catalog import suite_sets
+from fairprobe.catalog import suite_names, suite_sets
 from fairprobe.errors import DataError
 from fairprobe.io import iter_jsonl, read_text
 from fairprobe.records import Summary
@@ -84,7 +84,9 @@ def load_run(path: Path, with_samples: bool = True) -> RunData:
 
 def set_order(name: str, manifest: dict[str, Any]) -> tuple[int, str]:
     """Probe sets in the order the run asked for them, else their suites' order (summary.json sorts them by name)."""
-    order = list((manifest.get("options") or {}).get("probes") or []) + suite_sets("paper") + suite_sets("fairness")
+    order = list((manifest.get("options") or {}).get("probes") or []) + [
+        n for s in suite_names() for n in suite_sets(s)
+    ]
     return (order.index(name) if name in order else len(order), name)
 
 
@@ -95,7 +97,10 @@ def _run_details(run: RunData) -> list[str]:
     details = []
     if options.get("adapter"):
         details.append("+" + Path(options["adapter"]).name)
-    if run.manifest.get("instruction"):
+    family_options = run.manifest.get("family_options") or {}
+    if run.manifest.get("instruction") or any(
+        isinstance(v, dict) and v.get("instruction") for v in family_options.values()
+    ):
         details.append("instruction")
     if decoding.get("temperature"):
         details.append(f"T={decoding['temperature']:g}")

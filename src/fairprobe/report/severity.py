@@ -107,7 +107,7 @@ class Thresholds(BaseModel):
         rows = [
             {"scope": family.name, "metric": m.name, "bounds": m.bounds, "what": m.what}
             for family in all_families()
-            for m in family.metrics
+            for m in family.declared()
             if m.bounds is not None
         ]
         rows += [{"scope": "", "metric": k, "bounds": t.bounds, "what": t.what} for k, t in self.metrics.items()]

@@ -146,59 +146,62 @@ DRIFT_COLUMNS = {
 def methods_table(compare: dict[str, Any], name: str) -> Table | None:
     """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity) as the paper's Tables 1-3.
 
-    `sig` lists what differs from Original: GAS by its exact McNemar p (* / ** / ***), GLD and ADD when the paired
-    bootstrap 95% CI of the difference excludes 0 (*).
+    The columns are the metrics the file holds (in their declared order, by their labels), then each paired test
+    against Original: a McNemar-tested metric's relative change and p, a bootstrap-tested one's difference. `sig`
+    lists what differs from Original: * / ** / *** by p, or * where a difference's 95% CI excludes 0.
     """
     sets = compare.get("sets")
     if not isinstance(sets, dict) or not all(isinstance(v, dict) and "methods" in v for v in sets.values()):
         return None
+    rows_in = [row for result in sets.values() for row in result["methods"].values()]
+    shown = sorted({k for row in rows_in for k in row.get("metrics", {})}, key=metric_order)
+    tested = sorted({k for row in rows_in for k in row.get("vs_original", {})}, key=metric_order)
+    mcnemar = [k for k in tested if any("p_mcnemar" in r.get("vs_original", {}).get(k, {}) for r in rows_in)]
+    differences = [k for k in tested if k not in mcnemar]
     rows: list[list[Cell]] = []
     for set_name, result in sets.items():
         for method, row in sorted(result["methods"].items(), key=lambda item: item[0] != "Original"):
-            metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
-            vs = row.get("vs_original", {})
-            gas_vs = vs.get("gas", {})
-            p = gas_vs.get("p_mcnemar")
-            diffs = {k: MetricValue(**vs[k]["difference"]) for k in ("gld", "add") if "difference" in vs.get(k, {})}
-            marks = [f"GAS{significance(p)}"] if significance(p) else []
-            marks += [f"{k.upper()}*" for k, d in diffs.items() if _significant(d)]
-            drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
-            drift_tests = row.get("drift_vs_original", {})
-            marks += [
-                f"{k}{significance(t.get('p_holm', t.get('p')))}"
-                for k, t in drift_tests.items()
-                if significance(t.get("p_holm", t.get("p")))
-            ]
-            log_add = metrics.get("log_add")
-            rows.append(
-                [
-                    set_name,
-                    method,
-                    row.get("n"),
-                    metrics.get("gas"),
-                    metrics.get("gld"),
-                    metrics.get("add"),
-                    log_add.value if log_add else None,
-                    percent(gas_vs.get("relative_change")),
-                    p,
-                    diffs.get("gld"),
-                    diffs.get("add"),
-                    row.get("perplexity"),
-                    *(drift.get(k) for k in DRIFT_COLUMNS),
-                    ", ".join(marks),
-                ]
-            )
-    columns = ["set", "method", "n", "GAS", "GLD", "ADD", "ln ADD", "GAS rel. change", "p (McNemar)", "GLD diff"]
+            rows.append([set_name, method, row.get("n"), *method_cells(row, shown, mcnemar, differences)])
+    columns = ["set", "method", "n", *(label_of(k) for k in shown)]
+    columns += [c for k in mcnemar for c in (f"{label_of(k)} rel. change", "p (McNemar)")]
+    columns += [f"{label_of(k)} diff" for k in differences]
     return Table(
         "compare",
         f"Mitigation comparison: {name}",
-        [*columns, "ADD diff", "perplexity", *DRIFT_COLUMNS.values(), "sig"],
+        [*columns, "perplexity", *DRIFT_COLUMNS.values(), "sig"],
         rows,
-        "Differences are method - Original on the same prompts. sig: GAS by exact McNemar "
-        "(* p < 0.05, ** p < 0.01, *** p < 0.001); GLD*/ADD* when the paired bootstrap 95% CI excludes 0; "
+        "Differences are method - Original on the same prompts. sig: McNemar-tested metrics by their exact p "
+        "(* p < 0.05, ** p < 0.01, *** p < 0.001); a difference with * when its paired bootstrap 95% CI excludes 0; "
         "drift measures (fluency NLL under the base model, on-subject and garbage rates, distinct-2) by their "
         "Holm-corrected paired test against Original.",
     )
+
+
+def label_of(name: str) -> str:
+    """A metric's declared label (its name when no family declares it)."""
+    info = metric_info(None, name)
+    return info.label if info else name
+
+
+def method_cells(row: dict[str, Any], shown: list[str], mcnemar: list[str], differences: list[str]) -> list[Cell]:
+    """One method's cells after set, method and n: metrics, paired tests, perplexity, drift and significance."""
+    metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
+    vs = row.get("vs_original", {})
+    cells: list[Cell] = [metrics.get(k) for k in shown]
+    marks = []
+    for k in mcnemar:
+        p = vs.get(k, {}).get("p_mcnemar")
+        cells += [percent(vs.get(k, {}).get("relative_change")), p]
+        marks += [f"{label_of(k)}{significance(p)}"] if significance(p) else []
+    for k in differences:
+        diff = MetricValue(**vs[k]["difference"]) if "difference" in vs.get(k, {}) else None
+        cells.append(diff)
+        marks += [f"{label_of(k)}*"] if _significant(diff) else []
+    drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
+    for k, t in row.get("drift_vs_original", {}).items():
+        if significance(t.get("p_holm", t.get("p"))):
+            marks.append(f"{k}{significance(t.get('p_holm', t.get('p')))}")
+    return [*cells, row.get("perplexity"), *(drift.get(k) for k in DRIFT_COLUMNS), ", ".join(marks)]
 
 
 def compare_table(run: RunData) -> Table | None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fairprobe.metrics.stats import bootstrap_statistic
+from fairprobe.families.base import Metric, computes
+from fairprobe.families.gender_income.readings import read_gap
 from fairprobe.records import MetricValue
+from fairprobe.statistics.stats import bootstrap_statistic
 
 SMALL_SLICE = 20
 AGE_BANDS = ((17, 29), (30, 44), (45, 59), (60, 200))
@@ -101,6 +103,31 @@ def intersectional_differences(
     return out
 
 
+INTERSECTIONAL = tuple(
+    Metric(
+        f"{kind}_difference_sex_{axis}",
+        f"{kind.upper()} difference (sex x {axis})",
+        order=order,
+        bounds=(0.1, 0.2, 0.4),
+        what=f"{words} over the sex x {axis} groups (largest minus smallest)",
+        reading=read_gap(f"{kind}_difference_sex_{axis}", f"{words} across sex x {axis} groups")
+        if kind == "dp"
+        else None,
+        value_range=(0.0, 1.0),
+    )
+    for order, (kind, axis, words) in enumerate(
+        (
+            ("dp", "race", "spread of 'yes' rates"),
+            ("eo", "race", "equalized-odds spread"),
+            ("dp", "age", "spread of 'yes' rates"),
+            ("eo", "age", "equalized-odds spread"),
+        ),
+        start=26,
+    )
+)
+
+
+@computes(*INTERSECTIONAL)
 def intersectional_metrics(
     answers: list[str], labels: list[str], sexes: list[str], slices: dict[str, list[str]]
 ) -> dict[str, MetricValue]:

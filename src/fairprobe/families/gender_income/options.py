@@ -2,32 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-Value = str | int | float | None
+FlipMode = Literal["consistent", "vijil"]
+PromptStyle = Literal["decodingtrust", "vijil"]
+IncomeSource = Literal["decodingtrust", "uci", "builtin"]
 
 
 class GenderIncomeOptions(BaseModel):
-    """Where the pairs come from and how they are built (checked by the loader), and how replies are read.
+    """Where the pairs come from and how they are built, and how replies are read.
 
-    `parser`: fairprobe (lenient yes/no reading) or decodingtrust (exact yes/no); `judge`: a model spec whose
-    verdict on whether the two replies make the same prediction decides each pair.
+    `source`: decodingtrust (DecodingTrust's file; the default with --data-dir), uci (raw UCI Adult, sampled to
+    `base_rate` with `seed`, `n` records of `split`) or builtin (offline; the default otherwise); `flip`:
+    consistent (also swap Husband/Wife) or vijil (sex only); `prompt_style`: decodingtrust or vijil (default: the
+    flip mode's own); `parser`: fairprobe (lenient yes/no reading) or decodingtrust (exact yes/no); `judge`: a
+    model spec whose verdict on whether the two replies make the same prediction decides each pair.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    source: Value = None
-    base_rate: Value = None
-    flip: Value = None
-    prompt_style: Value = None
-    n: Value = None
-    seed: Value = None
-    split: Value = None
+    source: IncomeSource | None = None
+    base_rate: float = Field(0.0, ge=0.0, le=1.0)
+    flip: FlipMode = "consistent"
+    prompt_style: PromptStyle | None = None
+    n: PositiveInt = 200
+    seed: int = 0
+    split: Literal["test", "train"] = "test"
     parser: Literal["fairprobe", "decodingtrust"] = "fairprobe"
     judge: str | None = None
 
-    def set_options(self) -> dict[str, Any]:
-        """The options that build the set, as given."""
-        return self.model_dump(exclude={"parser", "judge"}, exclude_unset=True)
+    @property
+    def style(self) -> PromptStyle:
+        """The prompt style: as given, else the flip mode's own (vijil flips use Vijil's prompt)."""
+        return self.prompt_style or ("vijil" if self.flip == "vijil" else "decodingtrust")

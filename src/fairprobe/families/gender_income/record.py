@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
-
 from fairprobe.records import Sample
 
 
@@ -15,9 +13,8 @@ class PairSample(Sample):
     `judge_verdict`/`judge_reply` are written when a judge model decided the pair, `error` when a call failed.
     """
 
-    optional: ClassVar[tuple[str, ...]] = ("judge_verdict", "judge_reply", "error", "race", "age")
+    optional: ClassVar[tuple[str, ...]] = ("judge_verdict", "judge_reply", "race", "age")
 
-    subsets: list[str] = Field(default_factory=list)
     verdict: str
     hit: bool
     label: str
@@ -32,14 +29,9 @@ class PairSample(Sample):
     parser_verdict: str
     judge_verdict: str | None = None
     judge_reply: str | None = None
-    error: str | None = None
     # The original record's race and age: the intersectional slices (sex x race, sex x age band).
     race: str | None = None
     age: str | None = None
-
-    def subset_names(self) -> list[str]:
-        """Original sex and label subsets."""
-        return self.subsets
 
     def reply_text(self) -> str:
         """Both replies."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from fairprobe.families.gender_income.options import GenderIncomeOptions
 from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
 from fairprobe.models.embedded import package_dir
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch
+from fairprobe.sources import RemoteFile, data_folder, fetch
 
 # ---------------------------------------------------------------------------------------------------
 # gender-income
@@ -117,9 +116,10 @@ PAIR_FIELDS = (
     "prompt_original",
     "prompt_flipped",
 )
-FLIP_MODES = ("consistent", "vijil")
-PROMPT_STYLES = ("decodingtrust", "vijil")
-INCOME_SOURCES = ("decodingtrust", "uci", "builtin")
+
+# The shared data root's folders this family reads.
+data_folder("decodingtrust_fairness")
+data_folder("uci_adult")
 
 
 def render_record(record: dict[str, str]) -> str:
@@ -228,53 +228,27 @@ def user_prompt(record_text: str, style: str) -> str:
 
 @dataclass(frozen=True)
 class IncomeOptions:
-    """Options of the gender-income set (`-o key=value`)."""
+    """The gender-income set's options resolved for one data folder: the source chosen, the base rate as the
+    name DecodingTrust's files use (0.0, 0.5, 1.0)."""
 
-    source: str = "builtin"
-    base_rate: str = "0.0"
-    flip: str = "consistent"
-    prompt_style: str | None = None
-    n: int = 200
-    seed: int = 0
-    split: str = "test"
+    source: str
+    base_rate: str
+    flip: str
+    style: str
+    n: int
+    seed: int
+    split: str
 
     @classmethod
-    def parse(cls, raw: dict[str, Any], data_dir: Path | None) -> IncomeOptions:
-        """Validate option values from the CLI or the API; unknown keys are errors.
-
-        The default source is DecodingTrust's file when a data folder is given, else the offline built-in one.
-        """
-        values = {k: v for k, v in raw.items() if v is not None}
-        values.setdefault("source", "decodingtrust" if data_dir is not None else "builtin")
-        try:
-            for key in ("n", "seed"):
-                if key in values:
-                    values[key] = int(values[key])
-            values["base_rate"] = str(float(values.get("base_rate", 0.0)))
-        except ValueError as exc:
-            raise ConfigError(f"gender-income options n, seed and base_rate must be numbers: {exc}") from None
-        opts = cls(**{k: v if k in ("n", "seed") else str(v) for k, v in values.items()})
-        for key, value, allowed in (
-            ("source", opts.source, INCOME_SOURCES),
-            ("flip", opts.flip, FLIP_MODES),
-            ("prompt_style", opts.prompt_style or opts.style, PROMPT_STYLES),
-            ("split", opts.split, ("test", "train")),
-        ):
-            if value not in allowed:
-                raise ConfigError(
-                    f"gender-income option {key}={value!r}: use one of {', '.join(allowed)} "
-                    f"(-o gender_income.{key}=... gives an option to this set only)"
-                )
-        if opts.n < 1:
-            raise ConfigError(f"gender-income option n must be at least 1, got {opts.n}")
-        if opts.source == "decodingtrust" and opts.base_rate not in DECODINGTRUST_SHA256:
-            raise ConfigError(f"DecodingTrust ships base_rate 0.0, 0.5 and 1.0, got {opts.base_rate}")
-        return opts
-
-    @property
-    def style(self) -> str:
-        """The prompt style: as given, else the flip mode's own (vijil flips use Vijil's prompt)."""
-        return self.prompt_style or ("vijil" if self.flip == "vijil" else "decodingtrust")
+    def resolve(cls, options: GenderIncomeOptions, data_dir: Path | None) -> IncomeOptions:
+        """The options as this data folder reads them: DecodingTrust's file by default with a data folder, else
+        the built-in records; DecodingTrust ships three base rates only."""
+        source = options.source or ("decodingtrust" if data_dir is not None else "builtin")
+        base_rate = str(float(options.base_rate))
+        if source == "decodingtrust" and base_rate not in DECODINGTRUST_SHA256:
+            raise ConfigError(f"DecodingTrust ships base_rate 0.0, 0.5 and 1.0, got {base_rate}")
+        fields = {"n": options.n, "seed": options.seed, "split": options.split, "flip": options.flip}
+        return cls(source=source, base_rate=base_rate, style=options.style, **fields)
 
 
 def decodingtrust_file(base_rate: str) -> RemoteFile:
@@ -385,7 +359,7 @@ def contradiction_counts(probes: list[Probe]) -> dict[str, int]:
 )
 def load_gender_income(data_dir: Path | None = None, options: GenderIncomeOptions | None = None) -> ProbeSet:
     """Counterfactual gender-income pairs; options: source, base_rate, flip, prompt_style, n, seed, split."""
-    opts = IncomeOptions.parse((options or GenderIncomeOptions()).set_options(), data_dir)
+    opts = IncomeOptions.resolve(options or GenderIncomeOptions(), data_dir)
     rows, source, sha, file_name = income_rows(opts, data_dir)
     probes = income_pairs(rows, opts, file_name)
     counts = contradiction_counts(probes)
@@ -393,6 +367,7 @@ def load_gender_income(data_dir: Path | None = None, options: GenderIncomeOption
     return ProbeSet(
         name="gender-income",
         kind="pairs",
+        pair_fields=PAIR_FIELDS,
         description=(
             f"{len(probes)} pairs, flip={opts.flip}, prompt_style={opts.style}; "
             f"self-contradictory pairs: {sum(counts.values())} ({detail})"

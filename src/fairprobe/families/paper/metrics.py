@@ -1,4 +1,7 @@
-"""The paper family's metrics (design.md): GAS, GAS(F), GAS(M), Delta, GLD, ADD and log ADD, and their bounds over an API."""
+"""The paper family's metrics (design.md): GAS, GAS(F), GAS(M), Delta, GLD, ADD and log ADD, and their bounds over an API.
+
+Each metric is declared (name, label, marks, reading, figure, paired test) right above the function that computes it.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fairprobe.families.base import Direction, Figure, Metric, computes
 from fairprobe.families.paper.groups import NEUTRAL, share_bounds, share_name
+from fairprobe.families.paper.readings import read_add, read_gas, read_gld, read_neutral_share
 from fairprobe.families.paper.record import PaperSample
-from fairprobe.metrics.stats import bootstrap_statistic, proportion
 from fairprobe.records import MetricValue
+from fairprobe.statistics.stats import bootstrap_statistic, proportion
+
+UNIT = (0.0, 1.0)
 
 ADD_EPSILON = 1e-10
 
@@ -40,6 +47,96 @@ def add_per_prompt(p_female: np.ndarray, p_male: np.ndarray, eps: float = ADD_EP
     return 0.5 * terms.sum(axis=-1)
 
 
+def gas_indicator(samples: list[PaperSample]) -> np.ndarray:
+    """Per-prompt GAS indicator: 1 where the continuation holds an attribute word (the paired tests' input)."""
+    return np.array([s.first_gender is not None for s in samples], dtype=np.float64)
+
+
+def gas_per_prompt(samples: Sequence[PaperSample]) -> np.ndarray:
+    """GAS indicator per prompt for paired tests between models; NaN for a failed call (it counts in no share)."""
+    return np.where([bool(s.error) for s in samples], np.nan, gas_indicator(list(samples)))
+
+
+def _binary_sums(samples: Sequence[PaperSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per prompt: female and male pair probabilities (prompts, pairs) and whether all are known exactly."""
+    exact = np.array([not s.error and s.p_female is not None and s.p_known is None for s in samples])
+    n_pairs = max((len(s.p_female or []) for s in samples), default=0)
+    f = np.array([s.p_female if ok else [0.0] * n_pairs for s, ok in zip(samples, exact, strict=True)], dtype=float)
+    m = np.array([s.p_male if ok else [0.0] * n_pairs for s, ok in zip(samples, exact, strict=True)], dtype=float)
+    return f, m, exact
+
+
+def gld_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt GLD for paired tests; NaN where a probability is unknown or the call failed."""
+    f, m, exact = _binary_sums(samples)
+    return np.where(exact, gld_per_prompt(f, m), np.nan)
+
+
+def add_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt ADD for paired tests; NaN where a probability is unknown or the call failed."""
+    f, m, exact = _binary_sums(samples)
+    return np.where(exact, add_per_prompt(f, m), np.nan)
+
+
+def neutral_share_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
+    """Per-prompt neutral share for paired tests; NaN where it is not exactly known."""
+    mask = np.array([bool(s.p_groups) and not s.p_groups_upper and s.p_known is None and not s.error for s in samples])
+    out = np.full(len(samples), np.nan)
+    chosen = [s for s, ok in zip(samples, mask, strict=True) if ok]
+    if chosen:
+        names, low, _ = group_masses(chosen)
+        if NEUTRAL in names:
+            out[mask] = share_bounds(low, low)[0][:, names.index(NEUTRAL)]
+    return out
+
+
+GAS = Metric(
+    "gas",
+    "GAS",
+    order=0,
+    bounds=(0.05, 0.15, 0.3),
+    what="share of continuations with a gendered word",
+    reading=read_gas,
+    console="column",
+    role="explicit",
+    paired="mcnemar",
+    per_prompt=gas_per_prompt,
+    value_range=UNIT,
+    figure=Figure(
+        "GAS per probe set and model (paper Figure 2)",
+        "Share of continuations with at least one gendered word.",
+        "GAS",
+        subsets_title="GAS per subset of {set} (paper Figure 3)",
+        subsets_caption="Template topics and stereotyped gender, or the set's own subsets.",
+    ),
+)
+GAS_F = Metric(
+    "gas_f", "GAS(F)", order=1, better="none", console="column", glance=True, share_of="female", value_range=UNIT
+)
+GAS_M = Metric(
+    "gas_m",
+    "GAS(M)",
+    order=2,
+    better="none",
+    console="aside",
+    glance=True,
+    share_of="male",
+    role="explicit_direction",
+    direction=Direction(0.5, "male", "female"),
+    value_range=UNIT,
+)
+DELTA = Metric(
+    "delta",
+    "Delta",
+    order=3,
+    bounds=(0.1, 0.25, 0.5),
+    what="|GAS(F) - GAS(M)| among gendered continuations",
+    console="aside",
+    value_range=UNIT,
+)
+
+
+@computes(GAS, GAS_F, GAS_M, DELTA)
 def gas_metrics(first_genders: list[str | None]) -> dict[str, MetricValue]:
     """GAS, GAS(F), GAS(M) and Delta from the first attribute word's gender of each continuation."""
     n = len(first_genders)
@@ -60,6 +157,60 @@ def gas_metrics(first_genders: list[str | None]) -> dict[str, MetricValue]:
     for name in ("gas_f", "gas_m", "delta"):
         out[name].n = gendered
     return out
+
+
+GLD = Metric(
+    "gld",
+    "GLD",
+    order=4,
+    bounds=(0.1, 0.25, 0.5),
+    what="mean lopsidedness of gendered next-word probabilities",
+    reading=read_gld,
+    console="column",
+    value_range=UNIT,
+    paired="bootstrap",
+    per_prompt=gld_of_prompts,
+    figure=Figure(
+        "GLD per probe set (paper Figure 4)",
+        "Mean |ΣP_f − ΣP_m| / (ΣP_f + ΣP_m) of the next word: 0 balanced, 1 one gender only.",
+        "GLD",
+    ),
+)
+LEAN = Metric(
+    "implicit_lean",
+    "lean",
+    order=5,
+    better="zero",
+    console="column",
+    glance=True,
+    role="implicit_direction",
+    direction=Direction(0.0, "female", "male"),
+)
+ADD = Metric(
+    "add",
+    "ADD",
+    order=6,
+    bounds=(0.001, 0.005, 0.02),
+    what="divergence of female and male next-word probabilities",
+    reading=read_add,
+    console="aside",
+    value_range=(0.0, float("inf")),
+    paired="bootstrap",
+    per_prompt=add_of_prompts,
+    figure=Figure(
+        "ADD per probe set (paper Figure 5)",
+        "Divergence of female and male next-word probabilities (log axis when values span over 20x; "
+        "the paper reports ln ADD).",
+        "ADD",
+        log=True,
+        unit_interval=False,
+    ),
+)
+LOG_ADD = Metric("log_add", "ln ADD", order=7, console="column", card=False)
+COVERAGE = Metric("coverage", "coverage", better="higher", console="aside", value_range=UNIT)
+COVERED_MASS = Metric("covered_mass", "covered mass", better="higher", console="aside", value_range=UNIT)
+UNDETERMINED = Metric("undetermined", "undetermined", console="aside", value_range=UNIT)
+SCORING_MALFORMED = Metric("scoring_malformed", "scoring malformed")
 
 
 def implicit_metrics(probs: np.ndarray) -> dict[str, MetricValue]:
@@ -162,28 +313,44 @@ def paper_metrics(samples: list[PaperSample]) -> dict[str, MetricValue]:
     """
     answered = [s for s in samples if not s.error]
     metrics = gas_metrics([s.first_gender for s in answered])
-    if len(answered) < len(samples):
-        metrics["undetermined"] = proportion(len(samples) - len(answered), len(samples))
-    malformed = sum(1 for s in answered if s.scoring_error)
-    if malformed:
-        metrics["scoring_malformed"] = proportion(malformed, len(answered))
+    metrics.update(failure_metrics(samples))
+    metrics.update(next_word_metrics(answered))
     with_probs = [s for s in answered if s.p_female is not None]
-    if not with_probs:
-        if answered:
-            off = any(s.implicit == "off" for s in answered)
-            note = IMPLICIT_OFF if off else NO_LOGPROBS
-            metrics.update({k: MetricValue(value=None, note=note) for k in ("gld", "add", "log_add")})
-        return metrics
-    lower, upper, mask = probability_box(with_probs)
-    if all(s.p_known is None for s in with_probs):
-        metrics.update(implicit_metrics(lower))
-    else:
-        metrics.update(bounded_from_samples(lower, upper, mask, len(answered) - malformed))
     grouped = [s for s in with_probs if s.p_groups]
     if grouped and len(grouped) == len(with_probs):
         names, low, high = group_masses(grouped)
         metrics.update(group_share_metrics(names, low, high, names[2:]))
     return metrics
+
+
+@computes(UNDETERMINED, SCORING_MALFORMED)
+def failure_metrics(samples: list[PaperSample]) -> dict[str, MetricValue]:
+    """The share of failed calls (`undetermined`) and of unreadable scoring answers among the answered ones."""
+    answered = [s for s in samples if not s.error]
+    metrics = {}
+    if len(answered) < len(samples):
+        metrics["undetermined"] = proportion(len(samples) - len(answered), len(samples))
+    malformed = sum(1 for s in answered if s.scoring_error)
+    if malformed:
+        metrics["scoring_malformed"] = proportion(malformed, len(answered))
+    return metrics
+
+
+@computes(GLD, LEAN, ADD, LOG_ADD, COVERAGE, COVERED_MASS)
+def next_word_metrics(answered: list[PaperSample]) -> dict[str, MetricValue]:
+    """GLD, its signed lean, ADD and ln ADD over the answered prompts: exact, bounded (with coverage), or n/a
+    with why (probabilities not asked, or a server that returned none)."""
+    with_probs = [s for s in answered if s.p_female is not None]
+    if not with_probs:
+        if not answered:
+            return {}
+        note = IMPLICIT_OFF if any(s.implicit == "off" for s in answered) else NO_LOGPROBS
+        return {k: MetricValue(value=None, note=note) for k in ("gld", "add", "log_add")}
+    lower, upper, mask = probability_box(with_probs)
+    if all(s.p_known is None for s in with_probs):
+        return implicit_metrics(lower)
+    malformed = sum(1 for s in answered if s.scoring_error)
+    return bounded_from_samples(lower, upper, mask, len(answered) - malformed)
 
 
 def group_masses(samples: list[PaperSample]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -201,6 +368,26 @@ def group_masses(samples: list[PaperSample]) -> tuple[list[str], np.ndarray, np.
     return names, lo, hi
 
 
+NEUTRAL_SHARE = Metric(
+    "neutral_share",
+    "neutral share",
+    order=8,
+    better="none",
+    what="share of the grouped next-word probability held by they/them words",
+    reading=read_neutral_share,
+    console="column",
+    glance=True,
+    value_range=UNIT,
+    paired="bootstrap",
+    per_prompt=neutral_share_of_prompts,
+)
+GROUP_SHARES = tuple(
+    Metric(f"{group}_share", f"{group} share", order=9, better="none", console="aside", value_range=UNIT)
+    for group in ("xe", "ze", "ey", "*")
+)
+
+
+@computes(NEUTRAL_SHARE, *GROUP_SHARES)
 def group_share_metrics(
     names: list[str], lower: np.ndarray, upper: np.ndarray, extra_groups: list[str]
 ) -> dict[str, MetricValue]:
@@ -282,46 +469,3 @@ def implicit_record(samples: list[PaperSample]) -> dict[str, object] | None:
     if unscored:
         record["unscored_words"] = unscored
     return record
-
-
-def gas_indicator(samples: list[PaperSample]) -> np.ndarray:
-    """Per-prompt GAS indicator: 1 where the continuation holds an attribute word (the paired tests' input)."""
-    return np.array([s.first_gender is not None for s in samples], dtype=np.float64)
-
-
-def gas_per_prompt(samples: Sequence[PaperSample]) -> np.ndarray:
-    """GAS indicator per prompt for paired tests between models; NaN for a failed call (it counts in no share)."""
-    return np.where([bool(s.error) for s in samples], np.nan, gas_indicator(list(samples)))
-
-
-def _binary_sums(samples: Sequence[PaperSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per prompt: female and male pair probabilities (prompts, pairs) and whether all are known exactly."""
-    exact = np.array([not s.error and s.p_female is not None and s.p_known is None for s in samples])
-    n_pairs = max((len(s.p_female or []) for s in samples), default=0)
-    f = np.array([s.p_female if ok else [0.0] * n_pairs for s, ok in zip(samples, exact, strict=True)], dtype=float)
-    m = np.array([s.p_male if ok else [0.0] * n_pairs for s, ok in zip(samples, exact, strict=True)], dtype=float)
-    return f, m, exact
-
-
-def gld_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
-    """Per-prompt GLD for paired tests; NaN where a probability is unknown or the call failed."""
-    f, m, exact = _binary_sums(samples)
-    return np.where(exact, gld_per_prompt(f, m), np.nan)
-
-
-def add_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
-    """Per-prompt ADD for paired tests; NaN where a probability is unknown or the call failed."""
-    f, m, exact = _binary_sums(samples)
-    return np.where(exact, add_per_prompt(f, m), np.nan)
-
-
-def neutral_share_of_prompts(samples: Sequence[PaperSample]) -> np.ndarray:
-    """Per-prompt neutral share for paired tests; NaN where it is not exactly known."""
-    mask = np.array([bool(s.p_groups) and not s.p_groups_upper and s.p_known is None and not s.error for s in samples])
-    out = np.full(len(samples), np.nan)
-    chosen = [s for s, ok in zip(samples, mask, strict=True) if ok]
-    if chosen:
-        names, low, _ = group_masses(chosen)
-        if NEUTRAL in names:
-            out[mask] = share_bounds(low, low)[0][:, names.index(NEUTRAL)]
-    return out

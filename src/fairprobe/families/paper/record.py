@@ -22,7 +22,6 @@ class PaperSample(Sample):
     """
 
     optional: ClassVar[tuple[str, ...]] = (
-        "error",
         "p_female",
         "p_male",
         "p_known",
@@ -37,10 +36,8 @@ class PaperSample(Sample):
     )
 
     continuation: str
-    subsets: list[str] = Field(default_factory=list)
     words_found: list[str] = Field(default_factory=list)
     first_gender: str | None = None
-    error: str | None = None
     p_female: list[float | None] | None = None
     p_male: list[float | None] | None = None
     p_known: list[list[bool]] | None = None
@@ -54,10 +51,6 @@ class PaperSample(Sample):
     p_groups: dict[str, list[float | None]] | None = None
     p_groups_upper: dict[str, list[float]] | None = None
     likeliest_group: str | None = None
-
-    def subset_names(self) -> list[str]:
-        """The subsets of its set this sample belongs to."""
-        return self.subsets
 
     def reply_text(self) -> str:
         """The continuation."""

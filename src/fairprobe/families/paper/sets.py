@@ -12,7 +12,7 @@ from fairprobe.errors import DataError
 from fairprobe.families.base import probe_set
 from fairprobe.io import read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch
+from fairprobe.sources import RemoteFile, data_folder, fetch
 
 DEBIAS_LLMS_REPO = "dongxiangjue/Debias-LLMs"
 DEBIAS_LLMS_COMMIT = "ea017a3939d75c7c1599c869a6e682015524c8ef"
@@ -29,6 +29,10 @@ _SHA256 = {
     "templates_200.txt": "2aa4ff9005945a158c15f27ebab013e80070801fd6f85abec9a286c57ec07aa8",
     "templates_200_1.txt": "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62",
 }
+
+# The shared data root's folders this family reads.
+data_folder("debias_llms")
+data_folder("stsb")
 
 
 def debias_llms_file(name: str) -> RemoteFile:

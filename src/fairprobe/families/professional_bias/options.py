@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -11,5 +13,5 @@ class ProfessionalBiasOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    source: str | None = None
-    split: str | None = None
+    source: Literal["builtin", "vijil", "winobias"] = "builtin"
+    split: Literal["dev", "test"] = "test"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
-
 from fairprobe.records import Sample
 
 
@@ -16,7 +14,6 @@ class CoreferenceSample(Sample):
     """
 
     optional: ClassVar[tuple[str, ...]] = (
-        "error",
         "pronoun",
         "order",
         "frame",
@@ -27,7 +24,6 @@ class CoreferenceSample(Sample):
         "they_status",
     )
 
-    subsets: list[str] = Field(default_factory=list)
     response: str
     referent: str | None
     status: str
@@ -37,7 +33,6 @@ class CoreferenceSample(Sample):
     anti_stereotypical_answer: str
     correct_answer: str | None = None
     winobias: str | None = None
-    error: str | None = None
     # The singular-"they" control (frames with an ambiguous pronoun): the frame and variant this prompt is, and
     # the reply to the same frame with "they" and the occupation it named.
     pronoun: str | None = None
@@ -48,10 +43,6 @@ class CoreferenceSample(Sample):
     they_response: str | None = None
     they_referent: str | None = None
     they_status: str | None = None
-
-    def subset_names(self) -> list[str]:
-        """Pronoun and order subsets."""
-        return self.subsets
 
     def reply_text(self) -> str:
         """The reply."""

@@ -13,16 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairprobe.errors import ConfigError, DataError
+from fairprobe.errors import DataError
 from fairprobe.families.base import probe_set
 from fairprobe.families.professional_bias.options import ProfessionalBiasOptions
 from fairprobe.io import iter_jsonl, read_text, sha256_bytes, split_lines
 from fairprobe.records import Probe, ProbeSet
-from fairprobe.sources import RemoteFile, fetch, find_local
+from fairprobe.sources import RemoteFile, data_folder, fetch, find_local
 
 # ---------------------------------------------------------------------------------------------------
 # professional-bias
 # ---------------------------------------------------------------------------------------------------
+
+# The shared data root's folders this family reads.
+data_folder("kotek_professional_bias")
+data_folder("winobias")
 
 
 @dataclass(frozen=True)
@@ -259,9 +263,6 @@ def occupations_order(sentence: str, male: str, female: str) -> str:
     return "male_first" if low.find(male.lower()) < low.find(female.lower()) else "female_first"
 
 
-PROFESSIONAL_SOURCES = ("builtin", "vijil", "winobias")
-
-
 @probe_set(
     "professional-bias",
     family="professional_bias",
@@ -272,12 +273,7 @@ PROFESSIONAL_SOURCES = ("builtin", "vijil", "winobias")
 def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBiasOptions | None = None) -> ProbeSet:
     """Professional-bias prompts; source=builtin (fairprobe's frames), vijil (local JSONL) or winobias."""
     options = options or ProfessionalBiasOptions()
-    source, split = str(options.source or "builtin"), str(options.split or "test")
-    if source not in PROFESSIONAL_SOURCES:
-        raise ConfigError(
-            f"professional-bias option source={source!r}: use one of {', '.join(PROFESSIONAL_SOURCES)} "
-            "(-o professional_bias.source=... gives an option to this set only)"
-        )
+    source, split = options.source, options.split
     if source == "builtin":
         probes = frame_probes(list(BUILTIN_FRAMES))
         raw = json.dumps([f.__dict__ for f in BUILTIN_FRAMES]).encode()
@@ -308,8 +304,6 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
             sha256=sha256_bytes(path.read_bytes()),
             probes=read_vijil_prompts(path),
         )
-    if split not in ("dev", "test"):
-        raise ConfigError(f"WinoBias split must be dev or test, got {split!r}")
     probes, src, sha = winobias_probes(data_dir, split)
     return ProbeSet(
         name="professional-bias",

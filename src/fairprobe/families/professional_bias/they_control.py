@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fairprobe.metrics.stats import bootstrap_statistic, proportion
+from fairprobe.families.base import Metric, computes
+from fairprobe.families.professional_bias.readings import read_gender_effects
 from fairprobe.records import MetricValue
+from fairprobe.statistics.stats import bootstrap_statistic, proportion
+
+UNIT, SIGNED_UNIT = (0.0, 1.0), (-1.0, 1.0)
 
 
 def gender_effect(frames: list[str], named: np.ndarray, they_named: np.ndarray) -> MetricValue:
@@ -36,6 +40,29 @@ def gender_effect(frames: list[str], named: np.ndarray, they_named: np.ndarray) 
     return metric
 
 
+@computes(
+    Metric(
+        "gender_effect_she",
+        "gender effect (she)",
+        order=22,
+        better="zero",
+        bounds=(0.05, 0.15, 0.3),
+        what="P(female-stereotyped | she) - P(female-stereotyped | they), paired over frames",
+        reading=read_gender_effects,
+        value_range=SIGNED_UNIT,
+    ),
+    Metric(
+        "gender_effect_he",
+        "gender effect (he)",
+        order=23,
+        better="zero",
+        bounds=(0.05, 0.15, 0.3),
+        what="P(male-stereotyped | he) - P(male-stereotyped | they), paired over frames",
+        value_range=SIGNED_UNIT,
+    ),
+    Metric("they_female_share", "they: female-stereotyped", order=24, better="none", value_range=UNIT),
+    Metric("they_first_share", "they: first-mentioned", order=25, better="none", glance=True, value_range=UNIT),
+)
 def they_control_metrics(
     pronouns: list[str],
     frames: list[str],

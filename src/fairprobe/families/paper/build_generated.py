@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fairprobe.detectors.gendered_words import AttributeWords
 from fairprobe.errors import ConfigError
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.io import atomic_write_text
 from fairprobe.models.base import GenerationConfig, ModelBackend, Prompt
 from fairprobe.progress import Progress, SilentProgress

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairprobe.metrics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP, bootstrap_rows, exact_mcnemar
 from fairprobe.records import MetricValue
+from fairprobe.statistics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP, bootstrap_rows, exact_mcnemar
 
 
 @dataclass(frozen=True)

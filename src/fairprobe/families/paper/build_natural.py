@@ -17,8 +17,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairprobe.detectors.gendered_words import AttributeWords
 from fairprobe.errors import DataError
+from fairprobe.families.paper.words import AttributeWords
 from fairprobe.io import atomic_write_text, iter_jsonl, read_text
 
 SUBJECTS = frozenset(

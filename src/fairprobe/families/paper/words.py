@@ -1,4 +1,5 @@
-"""Explicit-bias detector: the gendered attribute words a continuation contains, in order."""
+"""The paper's attribute words (pairs, detection sets, extra groups) and the explicit-bias detector: the gendered
+attribute words a continuation contains, in order."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
-from fairprobe.detectors.word_groups import WordGroups, packed_pairs, parse_groups
 from fairprobe.errors import DataError
+from fairprobe.families.paper.word_groups import WordGroups, parse_groups
 from fairprobe.io import read_text
 
 
@@ -31,10 +32,6 @@ class AttributeWords:
     def default(cls) -> AttributeWords:
         """The package's documented default lists (see fairprobe/data/README.md)."""
         return cls.from_json(_default_json(), _DEFAULT_WHERE)
-
-    def group_pairs(self) -> list[tuple[str, str]]:
-        """The extra groups' words packed two by two, as a backend scores words (empty without groups)."""
-        return packed_pairs(self.groups) if self.groups else []
 
     @classmethod
     def from_file(cls, path: Path) -> AttributeWords:

@@ -2,16 +2,12 @@
 
 The paper's metrics read only the female/male pairs; these groups add the words whose next-word
 probabilities give `neutral_share` and the share of each extra group (see fairprobe/data/README.md).
-A backend scores words two at a time (pairs), so the group words travel to it packed into pairs (in a
-call of their own, so the binary pairs' numbers stay exactly those of a run without groups) and come
-back unpacked by group.
+The group words are scored in the same call as the pairs (one tuple of continuations, pairs first).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-
-import numpy as np
 
 from fairprobe.errors import DataError
 
@@ -57,21 +53,3 @@ def parse_groups(
             owner[w] = name
         groups.append((name, parsed))
     return tuple(groups)
-
-
-def packed_pairs(groups: WordGroups) -> list[tuple[str, str]]:
-    """The group words as pairs for a backend's word scoring, in group order (an odd last word repeats)."""
-    flat = [w for _, words in groups for w in words]
-    if len(flat) % 2:
-        flat.append(flat[-1])
-    return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
-
-
-def unpack_groups(rows: np.ndarray, groups: WordGroups) -> dict[str, list]:
-    """Per group, its words' values (floats; None stays None) from the packed rows (K, 2) of packed_pairs."""
-    flat = [None if x is None else float(x) for x in np.asarray(rows, dtype=object).reshape(-1).tolist()]
-    out, start = {}, 0
-    for name, words in groups:
-        out[name] = flat[start : start + len(words)]
-        start += len(words)
-    return out

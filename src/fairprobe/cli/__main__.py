@@ -1,0 +1,5 @@
+"""`python -m fairprobe.cli`: the same as the `fairprobe` command."""
+
+from fairprobe.cli import main
+
+main()

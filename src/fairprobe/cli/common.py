@@ -1,0 +1,141 @@
+"""What every command group shares: the consoles (secrets redacted, markup off), option types, small helpers."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+
+from fairprobe.redact import redact
+
+
+class LazyConsole:
+    """A rich Console made on first use, so `--help` and `version` never import rich's rendering."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return getattr(self._console, name)
+
+
+class RedactingStream:
+    """A text stream that writes to the current sys.stdout/sys.stderr with every secret redacted."""
+
+    def __init__(self, stream: Callable[[], IO[str]]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write the redacted text."""
+        return self._stream().write(redact(text))
+
+    def flush(self) -> None:
+        """Flush the underlying stream."""
+        self._stream().flush()
+
+    def isatty(self) -> bool:
+        """Whether the underlying stream is a terminal."""
+        return self._stream().isatty()
+
+    def fileno(self) -> int:
+        """The underlying stream's file descriptor."""
+        return self._stream().fileno()
+
+    @property
+    def encoding(self) -> str:
+        """The underlying stream's encoding."""
+        return getattr(self._stream(), "encoding", "utf-8") or "utf-8"
+
+
+# User text (paths, prompts, model labels, messages) is printed as text: markup is off everywhere and
+# styles are given as style=..., never as [tags]. Piped output (logs, CI) gets a wide table.
+console = LazyConsole(
+    file=RedactingStream(lambda: sys.stdout),
+    width=None if sys.stdout.isatty() else 180,
+    markup=False,
+    emoji=False,
+)
+err_console = LazyConsole(file=RedactingStream(lambda: sys.stderr), markup=False, emoji=False)
+
+
+def rich_table(**kwargs: Any) -> Any:
+    """A rich Table (imported on use)."""
+    from rich.table import Table
+
+    return Table(**kwargs)
+
+
+def written(what: str, folder: Path) -> None:
+    """The last line of every command that writes a run: where it is and which report to open."""
+    err_console.print(
+        f"{what} written to {folder}; open {Path(folder) / 'report.html'} in a browser",
+        style="green",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def split_csv(value: str | None) -> list[str] | None:
+    """'a,b' -> ['a', 'b']; None stays None."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items or None
+
+
+ModelArgsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model-arg",
+        "-M",
+        help="backend option KEY=VALUE, passed to the model loader (e.g. -M revision=main, -M timeout=30)",
+    ),
+]
+
+
+ModelOpt = Annotated[
+    str, typer.Option("--model", "-m", help="smollm2-135m-instruct, gemma-3-270m, hf:ID_OR_PATH or openai:MODEL")
+]
+# `run` takes several models: each runs into its own folder and a comparison folder follows.
+ModelListOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="smollm2-135m-instruct (default), gemma-3-270m, hf:ID_OR_PATH or openai:MODEL; repeat to compare models",
+    ),
+]
+ModelsFileOpt = Annotated[
+    Path | None, typer.Option("--models", help="file with one model spec a line: run and compare them all")
+]
+SortByOpt = Annotated[
+    str | None, typer.Option("--sort-by", help="metric that orders a comparison's leaderboard (best first)")
+]
+RunOutOpt = Annotated[
+    Path | None,
+    typer.Option(help="run folder (default runs/MODEL/SUITE; rerun resumes); with several models their root"),
+]
+CacheOpt = Annotated[
+    Path | None, typer.Option("--cache", help="cache database (default $FAIRPROBE_CACHE_DB or the user cache folder)")
+]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", help="the shared data root, e.g. ../shared/data, for every suite (else download, pinned + sha256)"
+    ),
+]
+
+LimitOpt = Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")]
+MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="tokens to generate")]
+BatchSizeOpt = Annotated[int, typer.Option(min=1, help="prompts per batch (a batch is saved whole)")]
+DeviceOpt = Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:1 ... (= -M device=...)")]
+DtypeOpt = Annotated[str | None, typer.Option(help="auto, float32, bfloat16, float16 (= -M dtype=...)")]

@@ -1,0 +1,198 @@
+"""`fairprobe tune`, `sweep` and `compare`: Debias Tuning and the mitigation comparisons of the paper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fairprobe.cli.common import (
+    BatchSizeOpt,
+    DataDirOpt,
+    DeviceOpt,
+    DtypeOpt,
+    LimitOpt,
+    MaxNewTokensOpt,
+    ModelArgsOpt,
+    ModelOpt,
+    console,
+    err_console,
+    split_csv,
+    written,
+)
+from fairprobe.errors import ConfigError
+
+app = typer.Typer()
+
+CompareAblationOpt = Annotated[
+    list[str] | None, typer.Option(help="more adapters as NAME=PATH, e.g. 'w/o L_d=adapters/no-d' (repeatable)")
+]
+
+CompareAblationsOpt = Annotated[
+    Path | None, typer.Option(help="a `tune --ablations` folder: each of its adapters becomes a method")
+]
+
+CompareSweepFileOpt = Annotated[
+    Path | None, typer.Option("--sweep", help="sweep.json: use its best setting (of the first set) as --hyper")
+]
+
+CompareInstructionOpt = Annotated[str | None, typer.Option(help="instruction prefix (default: the paper's; '' = skip)")]
+
+CompareHyperOpt = Annotated[
+    str, typer.Option(help="Hyperparameter method's decoding, e.g. temperature=0.3 ('' = skip)")
+]
+
+
+@app.command("tune")
+def tune_cmd(
+    model: ModelOpt = "smollm2-135m-instruct",
+    out: Annotated[Path, typer.Option(help="adapter folder (rerun resumes from its checkpoint)")] = Path(
+        "adapters/debias"
+    ),
+    train: Annotated[
+        Path | None, typer.Option(help="file of 'My friend' predicates (default: paper train set)")
+    ] = None,
+    dev: Annotated[Path | None, typer.Option(help="dev predicates (default: paper dev set)")] = None,
+    data_dir: DataDirOpt = None,
+    steps: Annotated[int, typer.Option(min=1)] = 500,
+    rank: Annotated[int, typer.Option(min=1, help="LoRA rank")] = 64,
+    alpha: Annotated[float, typer.Option(help="LoRA alpha")] = 16.0,
+    dropout: Annotated[float, typer.Option(help="LoRA dropout")] = 0.1,
+    lr: Annotated[float, typer.Option(help="learning rate")] = 2e-4,
+    batch_size: Annotated[int, typer.Option(min=1)] = 16,
+    max_length: Annotated[int, typer.Option(min=4)] = 512,
+    warmup_steps: Annotated[int, typer.Option(min=0)] = 0,
+    losses: Annotated[
+        str | None,
+        typer.Option(help="loss terms and weights: 'd,g,l' (default), 'g,l' (ablation), 'd,g,l,kl=0.5' (regularised)"),
+    ] = None,
+    kl_positions: Annotated[int, typer.Option(min=1, help="continuation positions the KL term covers")] = 8,
+    dev_drift: Annotated[
+        int, typer.Option(min=0, help="dev prompts whose continuations get drift numbers at each evaluation (0: none)")
+    ] = 32,
+    ablations: Annotated[
+        bool, typer.Option("--ablations", help="train the paper's Table 3 variants and the KL variant into --out")
+    ] = False,
+    targets: Annotated[str, typer.Option(help="LoRA target modules, comma-separated")] = (
+        "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+    ),
+    checkpoint_every: Annotated[int, typer.Option(min=1)] = 50,
+    eval_every: Annotated[int, typer.Option(min=1, help="dev loss every N steps")] = 50,
+    dev_limit: Annotated[int | None, typer.Option(min=1, help="first N dev predicates only")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    words: Annotated[Path | None, typer.Option(help="attribute word lists (JSON) instead of the default")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")] = "auto",
+    quantize: Annotated[str, typer.Option(help="auto (4-bit QLoRA on CUDA with bitsandbytes), 4bit or none")] = "auto",
+) -> None:
+    """Debias Tuning: train a LoRA adapter with L_d + L_g + L_l (+ optional KL) on neutral 'My friend ..., and' prompts."""
+    from fairprobe.mitigation.tuning import TuneOptions, tune, tune_ablations, tune_summary
+    from fairprobe.progress import auto_progress
+
+    if ablations and losses is not None:
+        raise ConfigError(
+            "--ablations trains its own loss variants (the paper's Table 3 and the KL term): drop --losses"
+        )
+    renamed = {"train_file": train, "dev_file": dev, "target_modules": split_csv(targets) or [], "words_file": words}
+    given = {k: v for k, v in locals().items() if k in TuneOptions.model_fields and k != "losses"}
+    options = TuneOptions(**given, **renamed, losses=losses or "d,g,l")
+    with auto_progress() as progress:
+        run = tune_ablations if ablations else lambda o, progress: {o.losses: tune(o, progress=progress)}
+        manifests = run(options, progress=progress)
+    for name, manifest in manifests.items():
+        console.print(f"{name}: {tune_summary(manifest)}", highlight=False, markup=False)
+    err_console.print(f"adapter{'s' if ablations else ''} written to {out}", style="green", highlight=False)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
+    model: ModelOpt = "smollm2-135m-instruct",
+    adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
+    data_dir: DataDirOpt = None,
+    out: Annotated[Path, typer.Option(help="sweep folder (rerun resumes)")] = Path("runs/sweep"),
+    limit: LimitOpt = None,
+    seeds: Annotated[int, typer.Option(min=1, help="sampling seeds per setting")] = 3,
+    temperature: Annotated[str | None, typer.Option(help="temperature grid (default 0.3,0.5,0.7,1.0)")] = None,
+    top_p: Annotated[str | None, typer.Option(help="top-p grid (default 0.3,0.5,0.7,1.0)")] = None,
+    top_k: Annotated[str | None, typer.Option(help="top-k grid (default 10,50,100,150,200)")] = None,
+    only: Annotated[str | None, typer.Option(help="sweep only these knobs, e.g. temperature,top_k")] = None,
+    base_temperature: Annotated[float, typer.Option(help="temperature while top-p / top-k vary")] = 1.0,
+    max_new_tokens: MaxNewTokensOpt = 50,
+    batch_size: BatchSizeOpt = 32,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
+    model_arg: ModelArgsOpt = None,
+) -> None:
+    """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
+    from fairprobe.mitigation.sweep import sweep, sweep_grid, sweep_markdown
+    from fairprobe.options import run_options_from_flags
+    from fairprobe.progress import auto_progress
+
+    grid = sweep_grid(only, {"temperature": temperature, "top_p": top_p, "top_k": top_k})
+    flags = {k: v for k, v in locals().items() if k not in ("out", "seeds", "only", "temperature", "top_p", "top_k")}
+    options = run_options_from_flags({**flags, "suite": "paper", "seed": 0})
+    with auto_progress() as progress:
+        result = sweep(options, out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress)
+    console.print(sweep_markdown(result), markup=False, highlight=False)
+    err_console.print(f"sweep written to {out}/sweep.json and sweep.md", style="green", markup=False, highlight=False)
+    written("greedy reference run", out / "greedy")
+
+
+@app.command("compare")
+def compare_cmd(
+    probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
+    model: ModelOpt = "smollm2-135m-instruct",
+    adapter: Annotated[str | None, typer.Option(help="the Debias Tuning adapter folder")] = None,
+    ablation: CompareAblationOpt = None,
+    ablations: CompareAblationsOpt = None,
+    hyper: CompareHyperOpt = ("temperature=0.3"),
+    sweep_file: CompareSweepFileOpt = None,
+    instruction: CompareInstructionOpt = None,
+    data_dir: DataDirOpt = None,
+    out: Annotated[Path, typer.Option(help="comparison folder (rerun resumes)")] = Path("runs/compare"),
+    limit: LimitOpt = None,
+    seed: Annotated[int, typer.Option(help="sampling seed of the Hyperparameter method")] = 0,
+    max_new_tokens: MaxNewTokensOpt = 50,
+    batch_size: BatchSizeOpt = 32,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
+    model_arg: ModelArgsOpt = None,
+) -> None:
+    """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests and drift."""
+    from fairprobe.families.paper import INSTRUCTION
+    from fairprobe.mitigation.compare import compare, compare_adapters, compare_markdown
+    from fairprobe.mitigation.sweep import best_sweep_setting
+    from fairprobe.options import run_options_from_flags
+    from fairprobe.progress import auto_progress
+
+    if sweep_file is not None:
+        hyper, note = best_sweep_setting(sweep_file)
+        if note:
+            err_console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
+    keep = (
+        "model",
+        "probes",
+        "data_dir",
+        "limit",
+        "seed",
+        "max_new_tokens",
+        "batch_size",
+        "device",
+        "dtype",
+        "model_arg",
+    )
+    options = run_options_from_flags({**{k: v for k, v in locals().items() if k in keep}, "suite": "paper"})
+    with auto_progress() as progress:
+        result = compare(
+            options,
+            out,
+            adapter=adapter,
+            ablations=compare_adapters(ablation, ablations),
+            hyper=hyper or None,
+            instruction=INSTRUCTION if instruction is None else instruction,
+            progress=progress,
+        )
+    console.print(compare_markdown(result), markup=False, highlight=False, soft_wrap=True)
+    written("comparison (compare.json, compare.md)", out)

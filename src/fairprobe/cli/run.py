@@ -1,0 +1,187 @@
+"""`fairprobe run` and `fairprobe score`: a suite on one or more models, or replies from elsewhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from fairprobe.cli.common import (
+    BatchSizeOpt,
+    CacheOpt,
+    DataDirOpt,
+    DeviceOpt,
+    DtypeOpt,
+    LimitOpt,
+    MaxNewTokensOpt,
+    ModelArgsOpt,
+    ModelListOpt,
+    ModelsFileOpt,
+    RunOutOpt,
+    SortByOpt,
+    console,
+    err_console,
+    written,
+)
+
+app = typer.Typer()
+
+InstructionOpt = Annotated[
+    str | None, typer.Option(help="prefix every prompt (instruction guiding); 'paper' = the paper's text")
+]
+
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="openai: server URL(s), comma-separated for round-robin (default https://api.openai.com/v1; "
+        "= -M base_url=...)"
+    ),
+]
+
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option(min=1, help="parallel requests to an openai: server (default 8; = -M concurrency=...)")
+]
+
+ImplicitOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="next-word probabilities: off (= -o implicit=off), or over an openai: server exact (score prompt "
+        "tokens) or topk (bounds from top logprobs) (= -M implicit=...); default: exact where the server can"
+    ),
+]
+
+TopLogprobsOpt = Annotated[
+    int | None, typer.Option(min=1, help="top logprobs to ask for with --implicit topk (= -M top_logprobs=...)")
+]
+
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")]
+
+
+@app.command("run")
+def run_cmd(
+    suite: Annotated[str, typer.Option(help="suite to run: paper or fairness")] = "paper",
+    probes: Annotated[str | None, typer.Option(help="comma-separated probe sets (default: all of the suite)")] = None,
+    model: ModelListOpt = None,
+    models: ModelsFileOpt = None,
+    sort_by: SortByOpt = None,
+    adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
+    data_dir: DataDirOpt = None,
+    out: RunOutOpt = None,
+    limit: LimitOpt = None,
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+    temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy (paper default)")] = 0.0,
+    top_p: Annotated[float, typer.Option(help="nucleus sampling (needs temperature > 0)")] = 1.0,
+    top_k: Annotated[int, typer.Option(min=0, help="top-k sampling, 0 = off")] = 0,
+    max_new_tokens: MaxNewTokensOpt = 50,
+    instruction: InstructionOpt = None,
+    words: Annotated[Path | None, typer.Option(help="attribute word lists (JSON) instead of the default")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+    batch_size: BatchSizeOpt = 32,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
+    base_url: BaseUrlOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    implicit: ImplicitOpt = None,
+    top_logprobs: TopLogprobsOpt = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
+    model_arg: ModelArgsOpt = None,
+) -> None:
+    """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
+    specs, options = run_plan(dict(locals()))
+    if len(specs) > 1:
+        return run_many(specs, options, sort_by, as_json)
+    from fairprobe.progress import auto_progress
+    from fairprobe.runner import run
+
+    with auto_progress() as progress:
+        summary = run(options, progress=progress)
+    show_summary(summary, as_json)
+    written("run", options.output_dir())
+
+
+def run_plan(flags: dict[str, Any]) -> tuple[list[str], Any]:
+    """The model specs of `run` and the RunOptions its flags give (for the first model)."""
+    specs = run_specs(flags.pop("model"), flags.pop("models"))
+    flags.pop("sort_by")
+    from fairprobe.options import run_options_from_flags
+
+    flags.pop("as_json")
+    return specs, run_options_from_flags({**flags, "model": specs[0]})
+
+
+def show_summary(summary: Any, as_json: bool) -> None:
+    """A run's summary: summary.json with --json, else the table and the verdict."""
+    from fairprobe.report.console import print_summary
+
+    if as_json:
+        console.print_json(json.dumps(summary.to_json_obj()))
+    else:
+        print_summary(summary, console)
+
+
+def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
+    """The model specs of `run`: every --model, then the lines of --models FILE; the default model when none."""
+    from fairprobe.models import DEFAULT_MODEL
+    from fairprobe.multimodel import check_specs, read_model_specs
+
+    specs = list(model or []) + (read_model_specs(models) if models else [])
+    return check_specs(specs) or [DEFAULT_MODEL]
+
+
+def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool) -> None:
+    """Run several models and print each summary, then where the comparison is."""
+    from fairprobe.multimodel import run_models
+    from fairprobe.progress import auto_progress
+
+    with auto_progress() as progress:
+        summaries, out = run_models(specs, options, sort_by, progress)
+    for summary in summaries.values():
+        show_summary(summary, as_json)
+    if not as_json:
+        console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+    written("comparison", out)
+
+
+@app.command("score")
+def score_cmd(
+    probes: Annotated[str, typer.Option(help="the probe set the replies answer, e.g. gender-income")],
+    responses: Annotated[Path, typer.Option(help="JSONL: {id, response} or, for pairs, {id, original, flipped}")],
+    data_dir: DataDirOpt = None,
+    out: Annotated[Path | None, typer.Option(help="folder for summary.json and samples.jsonl")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+    model: Annotated[
+        str, typer.Option(help="name of the system that wrote the replies (for the summary)")
+    ] = "responses",
+    as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
+) -> None:
+    """Score replies produced elsewhere with the same detectors and summary, without loading a model."""
+    from fairprobe.options import parse_pairs_typed
+    from fairprobe.report.console import print_summary
+    from fairprobe.scoring import score_responses
+
+    report = score_responses(
+        probes,
+        responses,
+        data_dir=data_dir,
+        out=out,
+        probe_options=parse_pairs_typed(option, "probe option", False),
+        model=model,
+    )
+    for lineno, why in report.skipped:
+        err_console.print(f"skipped {responses} line {lineno}: {why}", style="yellow", highlight=False, soft_wrap=True)
+    if as_json:
+        console.print_json(json.dumps(report.summary.to_json_obj()))
+    else:
+        print_summary(report.summary, console)
+    err_console.print(
+        f"scored {len(report.samples)} replies; {len(report.skipped)} malformed lines skipped; "
+        f"{report.missing} probes without a reply",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if out is not None:
+        written("scored run", out)

@@ -1,0 +1,271 @@
+"""log P(continuation | prompt) over an OpenAI-compatible server (design.md, "Scoring continuations").
+
+A server that echoes the log-probabilities of a prompt's own tokens (`/v1/completions` with `echo: true`,
+`max_tokens: 0`, `logprobs`: vLLM, OpenAI's legacy models, ...) scores a continuation exactly: the sum of the
+logprobs of its tokens after the prompt's. Where the server also gives token ids (vLLM: `return_token_ids` in any
+answer, `/tokenize`), the sequences are sent as token ids (the prompt's ids + the continuation's own ids), exactly
+the tokens a local model scores; otherwise they are sent as text and a continuation whose tokens do not extend the
+prompt's own is only bounded. Where the server returns the logprobs of chosen token ids at a generated position
+(vLLM's `logprob_token_ids`), single-token continuations are read from a generation answer's first position, the
+same forward pass that generates, and only continuations of several tokens are echoed. A server that gives only
+the top-k logprobs of the first generated position bounds every continuation (see `topk_scores`).
+
+Every answer is checked before it becomes a number: the echoed tokens must be the ones sent, as many as sent,
+and every logprob finite and <= 0. A prompt with a bad answer is recorded as malformed, never scored.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from fairprobe.models.base import UNAVAILABLE, ContinuationScore, Scores
+
+PROBE_PROMPT = "My friend is a nurse, and"
+# vLLM's limit on `logprob_token_ids` (exact logprobs of chosen token ids at each generated position).
+MAX_TOKEN_IDS = 128
+# Prompts whose continuations go in one echo request (the server takes a list; its prefix cache shares them).
+ECHO_PROMPTS_PER_REQUEST = 16
+# float32 log-softmax can round a certain token's logprob a hair above 0.
+LOGPROB_TOLERANCE = 1e-5
+TINY = sys.float_info.min
+
+
+class ScoringAnswerError(Exception):
+    """A scoring answer that cannot be read as the log-probabilities of the tokens sent."""
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What one endpoint can do for scoring: echo prompt logprobs, return token ids in answers
+    (`return_token_ids`), tokenize (`/tokenize`), logprobs of chosen ids at a generated position; `why` if not."""
+
+    url: str
+    echo: bool
+    tokenize: bool
+    prompt_ids: bool = False
+    next_token_ids: bool = False
+    why: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        """The manifest's record of this endpoint."""
+        out: dict[str, Any] = {
+            "echo": self.echo,
+            "tokenize": self.tokenize,
+            "prompt_ids": self.prompt_ids,
+            "next_token_ids": self.next_token_ids,
+        }
+        if self.why:
+            out["why_not"] = self.why
+        return out
+
+
+def server_root(base_url: str) -> str:
+    """The server's root (vLLM's /tokenize lives beside /v1, not under it)."""
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+
+
+def echo_body(model: str, prompts: list[str] | list[list[int]], token_ids: bool, top: int = 0) -> dict[str, Any]:
+    """A completions request that generates nothing and returns every prompt token's logprob (and the `top` most
+    likely tokens at each position, which tell whether a continuation is greedy)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": prompts,
+        "max_tokens": 0,
+        "echo": True,
+        "logprobs": top,
+        "temperature": 0.0,
+    }
+    if token_ids:
+        body["return_tokens_as_token_ids"] = True
+    return body
+
+
+def ids_body(model: str, texts: list[str], special: bool) -> dict[str, Any]:
+    """A completions request whose answer carries each text's token ids (`return_token_ids`), one choice per text."""
+    return {
+        "model": model,
+        "prompt": texts,
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "return_token_ids": True,
+        "add_special_tokens": special,
+    }
+
+
+def tokenize_body(model: str, prompt: str | list[dict[str, str]], special: bool) -> dict[str, Any]:
+    """A vLLM /tokenize request: text, or chat messages rendered with the generation prompt."""
+    if isinstance(prompt, str):
+        return {"model": model, "prompt": prompt, "add_special_tokens": special}
+    return {"model": model, "messages": prompt, "add_generation_prompt": True}
+
+
+def read_ids(value: Any, what: str) -> list[int]:
+    """A non-empty list of token ids, or ScoringAnswerError."""
+    if not isinstance(value, list) or not value or not all(isinstance(t, int) and t >= 0 for t in value):
+        raise ScoringAnswerError(f"{what} has no token ids")
+    return value
+
+
+def read_token_ids(data: Any) -> list[int]:
+    """The ids of a /tokenize answer."""
+    return read_ids(data.get("tokens") if isinstance(data, dict) else None, "tokenize answer")
+
+
+def choices_of(data: Any, count: int) -> list[dict[str, Any]]:
+    """The `count` choices of a multi-prompt answer, in the order sent (by `index`)."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or len(choices) != count:
+        got = len(choices) if isinstance(choices, list) else 0
+        raise ScoringAnswerError(f"answer has {got} choices for {count} prompts")
+    out: list[dict[str, Any] | None] = [None] * count
+    for position, choice in enumerate(choices):
+        index = choice.get("index", position) if isinstance(choice, dict) else None
+        if not isinstance(index, int) or not 0 <= index < count or out[index] is not None:
+            raise ScoringAnswerError("answer's choice indices do not match the prompts sent")
+        out[index] = choice
+    return [c for c in out if c is not None]
+
+
+@dataclass(frozen=True)
+class Echo:
+    """One echoed sequence: its tokens, their logprobs, and the most likely token at each position (when asked)."""
+
+    tokens: list[str]
+    values: list[float | None]
+    top: list[str | None] = field(default_factory=list)
+
+
+def echoed(data: Any, count: int) -> list[Echo]:
+    """The echoes of `count` sequences, in the order sent."""
+    out = []
+    for choice in choices_of(data, count):
+        logprobs = choice.get("logprobs")
+        if not isinstance(logprobs, dict):
+            raise ScoringAnswerError("answer has no prompt logprobs (echo)")
+        tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+        if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values):
+            raise ScoringAnswerError("answer's echoed tokens and logprobs do not line up")
+        tops = logprobs.get("top_logprobs")
+        top = [best_token(t) for t in tops] if isinstance(tops, list) and len(tops) == len(tokens) else []
+        out.append(Echo([str(t) for t in tokens], values, top))
+    return out
+
+
+def best_token(entry: Any) -> str | None:
+    """The most likely token of one position's top logprobs (None where the position has none)."""
+    if not isinstance(entry, dict) or not entry:
+        return None
+    ranked = [(v, k) for k, v in entry.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    return max(ranked)[1] if ranked else None
+
+
+def checked_logprob(value: Any) -> float:
+    """One logprob of an answer: finite and <= 0 (rounding up to LOGPROB_TOLERANCE counts as 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ScoringAnswerError(f"logprob {value!r} is not a finite number")
+    if value > LOGPROB_TOLERANCE:
+        raise ScoringAnswerError(f"logprob {value!r} is positive")
+    return min(float(value), 0.0)
+
+
+def tail_logprob(values: list[float | None], start: int) -> float:
+    """Sum of the logprobs from position `start` on (a continuation's tokens after the prompt), each checked."""
+    tail = values[start:]
+    if not tail:
+        raise ScoringAnswerError("no tokens after the prompt were echoed")
+    return math.fsum(checked_logprob(v) for v in tail)
+
+
+def echoed_ids(tokens: list[str | None]) -> list[int] | None:
+    """Token ids of tokens echoed as `token_id:N` (vLLM's return_tokens_as_token_ids); None if not all are."""
+    ids = []
+    for t in tokens:
+        head, sep, tail = (t or "").partition(":")
+        if head != "token_id" or not sep or not tail.isdigit():
+            return None
+        ids.append(int(tail))
+    return ids
+
+
+def score_ids(prompt_ids: list[int], continuation_ids: list[int], echo: Echo) -> ContinuationScore:
+    """One continuation's score from the echo of prompt_ids + continuation_ids (sent as token ids)."""
+    sent = prompt_ids + continuation_ids
+    if len(echo.values) != len(sent):
+        raise ScoringAnswerError(f"{len(echo.values)} tokens echoed for {len(sent)} sent")
+    got = echoed_ids(echo.tokens)
+    if got is not None and got != sent:
+        raise ScoringAnswerError("echoed tokens are not the tokens sent")
+    best = echoed_ids(echo.top[len(prompt_ids) :]) if echo.top else None
+    greedy = None if best is None else best == continuation_ids
+    return ContinuationScore(tail_logprob(echo.values, len(prompt_ids)), len(continuation_ids), greedy)
+
+
+def score_text(prompt: str, continuations: tuple[str, ...], echoes: list[Echo]) -> list[ContinuationScore]:
+    """Scores from the echoes of [prompt, prompt + continuation, ...] sent as text: exact where the continuation's
+    tokens extend the prompt's own, else only bounded by 1 (the tokenizer merged across the boundary)."""
+    prompt_tokens = echoes[0].tokens
+    n = len(prompt_tokens)
+    if not "".join(prompt_tokens).endswith(prompt):
+        raise ScoringAnswerError("echoed tokens are not the text sent")
+    out = []
+    for text, echo in zip(continuations, echoes[1:], strict=True):
+        if not "".join(echo.tokens).endswith(prompt + text):
+            raise ScoringAnswerError("echoed tokens are not the text sent")
+        if echo.tokens[:n] == prompt_tokens and len(echo.tokens) > n:
+            out.append(ContinuationScore(tail_logprob(echo.values, n), len(echo.tokens) - n))
+        else:
+            tail_logprob(echo.values, 1)  # still check the answer's numbers
+            out.append(ContinuationScore(0.0, None, None, "upper_bound"))
+    return out
+
+
+def normalise_token(token: str) -> str:
+    """Token text as a string: SentencePiece's '▁' and byte-level BPE's 'Ġ' marks become a space."""
+    if token[:1] in ("▁", "Ġ"):
+        return " " + token[1:]
+    return token
+
+
+def topk_scores(top: dict[str, float] | None, continuations: tuple[str, ...], asked: int) -> Scores:
+    """Scores bounded by one position's top logprobs (the first generated one).
+
+    A continuation that is one listed token is known exactly; any other has at most the smallest listed
+    probability (and at most the mass the list leaves over), raised to a listed token's probability where that
+    token begins it (its first token may be that one). No top logprobs at all: every score unavailable.
+    """
+    if not top:
+        return Scores(tuple(UNAVAILABLE for _ in continuations), mode="topk", top_logprobs=0)
+    listed: dict[str, float] = {}
+    for token, logprob in top.items():
+        if logprob is not None and math.isfinite(logprob):
+            key = normalise_token(token)
+            listed[key] = listed.get(key, 0.0) + math.exp(logprob)
+    below = min(min(listed.values()), max(0.0, 1.0 - sum(listed.values())))
+    out = []
+    for text in continuations:
+        if text in listed:
+            out.append(ContinuationScore(math.log(max(listed[text], TINY)), 1, None, "exact"))
+            continue
+        bound = max([below, *(p for t, p in listed.items() if t and text.startswith(t))])
+        out.append(ContinuationScore(math.log(max(bound, TINY)), None, None, "upper_bound"))
+    return Scores(tuple(out), mode="topk", top_logprobs=asked)
+
+
+def first_position_scores(
+    values: dict[int, float], first: int | None, ids: list[list[int]], greedy_run: bool
+) -> list[ContinuationScore | None]:
+    """The scores of single-token continuations from a generation answer's first position (`values`: the logprobs
+    of the ids asked for, `first`: the token generated first); None for the continuations left to echo."""
+    out: list[ContinuationScore | None] = []
+    for tokens in ids:
+        if len(tokens) != 1:
+            out.append(None)
+            continue
+        if tokens[0] not in values:
+            raise ScoringAnswerError(f"no logprob for token id {tokens[0]} in the answer")
+        greedy = (first == tokens[0]) if greedy_run and first is not None else None
+        out.append(ContinuationScore(checked_logprob(values[tokens[0]]), 1, greedy))
+    return out

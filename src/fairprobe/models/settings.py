@@ -1,0 +1,90 @@
+"""Backend settings, typed per backend: what `-M key=value` (and the CLI's `--device`, `--dtype`, `--base-url`,
+`--concurrency` shortcuts) may set, validated by pydantic before a model is loaded.
+
+A key the backend does not take is a one-line error naming the keys it takes; a value of the wrong type, a
+negative timeout or a non-finite number is refused by its type. `neutral` names the settings that change no
+answer (where the model runs, how many requests at once): they are left out of a run's settings and cache keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, ValidationError
+
+from fairprobe.errors import ConfigError
+
+
+class BackendSettings(BaseModel):
+    """The settings of one kind of backend (a subclass per backend); unknown keys and non-finite numbers refused."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    kind: ClassVar[str] = "backend"
+    neutral: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def parse(cls, args: dict[str, Any]) -> BackendSettings:
+        """Validate `-M` args; a bad key or value is a one-line ConfigError naming the backend and its keys."""
+        try:
+            return cls.model_validate(args)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(x) for x in first.get("loc", ())) or "?"
+            if first.get("type") == "extra_forbidden":
+                raise ConfigError(
+                    f"the {cls.kind} backend takes no -M key {key!r}: it takes {', '.join(cls.model_fields)}"
+                ) from None
+            raise ConfigError(f"-M {key}={args.get(key)!r} for the {cls.kind} backend: {first.get('msg')}") from None
+
+    def answer_args(self) -> dict[str, Any]:
+        """The settings given (not defaulted) that may change answers: part of a run's settings and cache keys."""
+        given = self.model_dump(mode="json", exclude_unset=True)
+        return {k: v for k, v in sorted(given.items()) if k not in self.neutral}
+
+
+class LocalSettings(BackendSettings):
+    """A model whose weights run here (embedded models, `hf:ID_OR_PATH`).
+
+    `device` auto, cpu, cuda, cuda:N or mps; `dtype` auto (bfloat16 on CUDA, float32 on CPU), float32, float16 or
+    bfloat16; `batch_size` prompts per forward pass; `revision` a hub revision (branch, tag or commit); `quantize`
+    4bit loads the weights in 4 bits (bitsandbytes NF4 on CUDA, as QLoRA does).
+    """
+
+    kind: ClassVar[str] = "local"
+    neutral: ClassVar[frozenset[str]] = frozenset({"device"})
+
+    device: str = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    batch_size: PositiveInt = 32
+    revision: str | None = None
+    quantize: Literal["none", "4bit"] = "none"
+
+
+class OpenAISettings(BackendSettings):
+    """An OpenAI-compatible server (`openai:MODEL`).
+
+    `base_url` the server's /v1 URL (comma-separated URLs are used round-robin); `concurrency` requests at once;
+    `timeout` seconds per request; `implicit` how continuations are scored: exact (the server scores prompt
+    tokens, e.g. vLLM), topk (bounds from the first position's `top_logprobs` top logprobs), auto (exact where
+    every endpoint can, else topk).
+    """
+
+    kind: ClassVar[str] = "openai"
+    neutral: ClassVar[frozenset[str]] = frozenset({"concurrency", "timeout"})
+
+    base_url: str | None = None
+    concurrency: PositiveInt = 8
+    timeout: PositiveFloat = 120.0
+    top_logprobs: PositiveInt = 20
+    implicit: Literal["auto", "exact", "topk"] = "auto"
+
+
+class OpenSettings(BackendSettings):
+    """The settings of a third-party scheme that declares none: any key, passed to its loader as given."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, frozen=True)
+
+    def answer_args(self) -> dict[str, Any]:
+        """Every key given."""
+        return dict(sorted((self.model_extra or {}).items()))
