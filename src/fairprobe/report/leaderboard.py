@@ -115,7 +115,7 @@ def board(runs: list[RunData], sort_by: str | None) -> list[dict[str, Any]]:
 
 def build_leaderboard(run_dirs: list[Path], sort_by: str | None = None) -> dict[str, Any]:
     """The leaderboard.json object for some finished model runs."""
-    runs = load_runs(run_dirs)
+    runs = load_runs(run_dirs, per_set=None)  # the paired tests read every prompt
     return {
         "kind": "leaderboard",
         "sort_by": sort_by,

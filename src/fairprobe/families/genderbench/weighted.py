@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from fairprobe.metrics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP
 from fairprobe.records import MetricValue
+from fairprobe.statistics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP
 
 Weights = np.ndarray  # (B, n) float
 Values = np.ndarray  # (B,) float
