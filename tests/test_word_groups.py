@@ -181,7 +181,8 @@ def test_embedded_model_group_probabilities_and_unchanged_pairs(embedded_backend
         values = np.exp(scored.logprobs())
         at = 0
         for name, group in words.groups:
-            assert s.p_groups[name] == pytest.approx(values[at : at + len(group)].tolist(), rel=1e-5, abs=1e-12)
+            # Another batch composition pads differently: float32 log-probabilities move by ~1e-5.
+            assert s.p_groups[name] == pytest.approx(values[at : at + len(group)].tolist(), rel=1e-4, abs=1e-12)
             at += len(group)
         f, m = sum(s.p_female), sum(s.p_male)
         masses = {"female": f, "male": m, **{k: sum(v) for k, v in s.p_groups.items()}}
