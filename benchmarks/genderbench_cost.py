@@ -154,6 +154,20 @@ def made_up_gest(folder: Path, rows: int = 3565) -> Path:
     return path
 
 
+def pipeline() -> None:
+    """Part 3: the pipeline at GenderBench's default sizes against --limit 2000, with the instant model."""
+    gest = made_up_gest(Path(tempfile.mkdtemp(prefix="gb-gest-")))
+    smaller, whole = pipeline_child(2000, gest), pipeline_child(None, gest)
+    print("\nthe pipeline at GenderBench's default sizes, instant model (300-token replies):")
+    for label, r in (("2000", smaller), ("full", whole)):
+        print(
+            f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB  "
+            f"samples.jsonl {r['samples_mb']:6.1f} MB  report.html {r['report_mb']:5.1f} MB"
+        )
+    ratio = whole["peak_mb"] / smaller["peak_mb"]
+    print(f"peak memory ratio: {ratio:.2f} for {whole['items'] / smaller['items']:.1f}x the items")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20, help="items of each closed-answer probe over vLLM")
@@ -163,6 +177,7 @@ def main() -> None:
     parser.add_argument("--gest-file", type=Path, help="GEST's gest.csv (else gest and gest-creative are left out)")
     parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM part")
     parser.add_argument("--skip-local", action="store_true", help="leave out the local embedded-model part")
+    parser.add_argument("--skip-pipeline", action="store_true", help="leave out the instant-model pipeline part")
     args = parser.parse_args()
     options = {"gest_file": str(args.gest_file)} if args.gest_file else {}
     sets = CLOSED + (["gest"] if args.gest_file else [])
@@ -193,16 +208,8 @@ def main() -> None:
         print(f"\nwhole genderbench suite, embedded model (local, exact where closed, {args.max_new_tokens} tokens):")
         for label, r in (("1/10", small), ("limit", full)):
             print(f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB")
-    gest = made_up_gest(Path(tempfile.mkdtemp(prefix="gb-gest-")))
-    smaller, whole = pipeline_child(2000, gest), pipeline_child(None, gest)
-    print("\nthe pipeline at GenderBench's default sizes, instant model (300-token replies):")
-    for label, r in (("2000", smaller), ("full", whole)):
-        print(
-            f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB  "
-            f"samples.jsonl {r['samples_mb']:6.1f} MB  report.html {r['report_mb']:5.1f} MB"
-        )
-    ratio = whole["peak_mb"] / smaller["peak_mb"]
-    print(f"peak memory ratio: {ratio:.2f} for {whole['items'] / smaller['items']:.1f}x the items")
+    if not args.skip_pipeline:
+        pipeline()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"machine load after: {os.getloadavg()[0]:.2f}; this process peak {peak:.0f} MB")
 
