@@ -81,22 +81,29 @@ def one_mode(
     }
 
 
-def suite_child(limit: int, max_new_tokens: int, options: dict[str, str]) -> dict[str, float]:
-    """The whole suite on the embedded model in a child process: its wall time and peak resident memory (MB)."""
-    out = tempfile.mkdtemp(prefix="gb-suite-")
+def timed_child(out: str, options: str, backend: str = "") -> dict[str, float]:
+    """`run(RunOptions(suite='genderbench', out=out, use_cache=False, <options>)<backend>)` in a child process: its
+    wall time, peak resident memory (MB) and the records it wrote."""
     code = (
-        "import json, resource, time\n"
+        "import json, resource, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
         "from fairprobe.options import RunOptions\n"
         "from fairprobe.runner import run\n"
-        f"o = RunOptions(suite='genderbench', limit={limit}, out={out!r}, use_cache=False,"
-        f" probe_options={options!r}, generation={{'max_new_tokens': {max_new_tokens}}})\n"
-        "t = time.perf_counter(); run(o); wall = time.perf_counter() - t\n"
+        f"o = RunOptions(suite='genderbench', out={out!r}, use_cache=False, {options})\n"
+        f"t = time.perf_counter(); run(o{backend}); wall = time.perf_counter() - t\n"
         "print(json.dumps({'wall_s': wall, 'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    samples = sum(1 for _ in (Path(out) / "samples.jsonl").open())
-    return {**result, "items": samples}
+    return {**result, "items": sum(1 for _ in (Path(out) / "samples.jsonl").open())}
+
+
+def suite_child(limit: int, max_new_tokens: int, options: dict[str, str]) -> dict[str, float]:
+    """The whole suite on the embedded model in a child process: its wall time and peak resident memory (MB)."""
+    out = tempfile.mkdtemp(prefix="gb-suite-")
+    return timed_child(
+        out, f"limit={limit}, probe_options={options!r}, generation={{'max_new_tokens': {max_new_tokens}}}"
+    )
 
 
 class InstantModel:
@@ -123,27 +130,13 @@ class InstantModel:
 def pipeline_child(limit: int | None, gest: Path) -> dict[str, float]:
     """The whole suite with the instant model, in a child process: wall time, peak memory (MB), records written."""
     out = tempfile.mkdtemp(prefix="gb-pipeline-")
-    code = (
-        "import json, resource, sys, time\n"
-        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
-        "from genderbench_cost import InstantModel\n"
-        "from fairprobe.options import RunOptions\n"
-        "from fairprobe.runner import run\n"
-        f"o = RunOptions(suite='genderbench', limit={limit!r}, out={out!r}, use_cache=False,"
-        f" probe_options={{'gest_file': {str(gest)!r}}})\n"
-        "t = time.perf_counter(); run(o, backend=InstantModel()); wall = time.perf_counter() - t\n"
-        "print(json.dumps({'wall_s': wall, 'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+    result = timed_child(
+        out,
+        f"limit={limit!r}, probe_options={{'gest_file': {str(gest)!r}}}",
+        ", backend=__import__('genderbench_cost').InstantModel()",
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    records = sum(1 for _ in (Path(out) / "samples.jsonl").open())
     size = (Path(out) / "samples.jsonl").stat().st_size / 1e6
-    return {
-        **result,
-        "items": records,
-        "samples_mb": size,
-        "report_mb": (Path(out) / "report.html").stat().st_size / 1e6,
-    }
+    return {**result, "samples_mb": size, "report_mb": (Path(out) / "report.html").stat().st_size / 1e6}
 
 
 def made_up_gest(folder: Path, rows: int = 3565) -> Path:
