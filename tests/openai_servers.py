@@ -350,7 +350,8 @@ def echo_server(
     With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
     extend the prompt's own tokens (a merge across the boundary).
     `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive"
-    or "short". Requests that do not echo get the scripted server's canned continuation. Yields (url, seen).
+    or "short" ("refuse": a pooled position read holding it is refused with HTTP 400). Requests that do not
+    echo get the scripted server's canned continuation. Yields (url, seen).
     """
 
     def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
@@ -362,7 +363,10 @@ def echo_server(
         if "logprob_token_ids" in body:
             if not next_token_ids:
                 return 400, b'{"error": {"message": "unknown field logprob_token_ids"}}', {}
-            if isinstance(body.get("prompt"), list):
+            if isinstance(body.get("prompt"), list):  # pooled position reads; "refuse" a sequence as too long
+                texts = ["".join(chr(t) if t < 0x110000 else "" for t in p) for p in body["prompt"]]
+                if fault_for and any(fault_for(t) == "refuse" for t in texts):
+                    return 400, b'{"error": {"message": "longer than the maximum context length"}}', {}
                 return 200, json.dumps(_positions(body)).encode(), {}
             fault = fault_for(prompt_text(body)) if fault_for else "ok"
             return 200, json.dumps(_first_position(body, fault)).encode(), {}

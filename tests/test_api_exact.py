@@ -351,3 +351,24 @@ def test_positions_to_read_share_the_continuations_beginnings() -> None:
     wide = [(0, Branch((), tuple(range(300)))), (1, Branch((), (5,)))]
     groups = position_groups(wide)
     assert [[(k, len(b.children)) for k, b in g] for g in groups] == [[(0, 128)], [(0, 128)], [(0, 44), (1, 1)]]
+
+
+def test_a_prompt_the_server_refuses_does_not_take_the_others_of_its_request_with_it() -> None:
+    # Positions of three prompts go in one request; the server refuses it for one prompt (longer than its context):
+    # the three are asked again apart, and only that prompt is unscored.
+    options = ("(a)", "(b)")
+    prompts = ["First question?", "TOO LONG question?", "Third question?"]
+    fault = lambda text: "refuse" if text.startswith("TOO LONG") else "ok"  # noqa: E731
+    with echo_server(fault, next_token_ids=True) as (url, seen):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0)
+        scores = backend.loglikelihood([ScoreRequest(p, options) for p in prompts])
+    assert scores[1].error == (
+        'scoring rejected by server (HTTP 400): {"error": {"message": "longer than the maximum context length"}}'
+    )
+    for scored in (scores[0], scores[2]):
+        assert scored.error is None
+        assert scored.logprobs().tolist() == pytest.approx(
+            [sum(first_position_logprob(ord(c)) for c in o) for o in options], abs=1e-12
+        )
+    pooled = [len(b["prompt"]) for b in seen.bodies if "logprob_token_ids" in b and isinstance(b["prompt"], list)]
+    assert pooled == [3, 1, 1, 1, 6]  # after the prompts: refused, then apart; then " (", "(a", "(b" of the two left

@@ -728,12 +728,11 @@ class OpenAIBackend:
         nodes = [(k, b) for k, continuations in enumerate(wanted) for b in branches(continuations)]
         read: list[dict[tuple[int, ...], tuple[dict[int, float], int | None]]] = [{} for _ in works]
         failures: dict[int, str] = {}
-        for level in ([n for n in nodes if not n[1].prefix], [n for n in nodes if n[1].prefix]):
-            groups = position_groups(level)
+        for after in (False, True):  # the positions right after the prompts, then the later ones of those not failed
+            groups = position_groups([n for n in nodes if bool(n[1].prefix) == after and n[0] not in failures])
             answers = await asyncio.gather(*(self._read_positions(url, works, group, gate) for group in groups))
-            for group, (choices, failure) in zip(groups, answers, strict=True):
-                for (k, branch), choice in zip(group, choices or [None] * len(group), strict=True):
-                    problem = failure
+            for group, answer in zip(groups, answers, strict=True):
+                for (k, branch), (choice, problem) in zip(group, answer, strict=True):
                     try:
                         values, generated = position_read(choice) if problem is None else ({}, None)
                     except ScoringAnswerError as exc:
@@ -756,14 +755,25 @@ class OpenAIBackend:
 
     async def _read_positions(
         self, url: str, works: list[Work], group: list[tuple[int, Branch]], gate: asyncio.Semaphore
-    ) -> tuple[list[Any] | None, str | None]:
-        """One request reading a group of positions: each prompt's ids plus a branch's prefix, one token generated."""
+    ) -> list[tuple[Any, str | None]]:
+        """One request reading a group of positions (each prompt's ids plus a branch's prefix, one token
+        generated): each position's answer choice, or why there is none. A refused request that read several
+        prompts is asked again prompt by prompt, so that a prompt the server refuses (one longer than its
+        context) does not take the others with it."""
         sequences = [(works[k].prompt_ids or []) + list(b.prefix) for k, b in group]
         asked = sorted({c for _, b in group for c in b.children})
         async with gate:
-            return await self._scoring_answer(
+            choices, failure = await self._scoring_answer(
                 url, positions_body(self.model, sequences, asked), lambda data: choices_of(data, len(sequences))
             )
+        owners = list(dict.fromkeys(k for k, _ in group))
+        if failure is not None and failure.startswith("scoring rejected") and len(owners) > 1:
+            apart = await asyncio.gather(
+                *(self._read_positions(url, works, [n for n in group if n[0] == k], gate) for k in owners)
+            )
+            answers = {k: iter(answer) for k, answer in zip(owners, apart, strict=True)}
+            return [next(answers[k]) for k, _ in group]
+        return [(choice, failure) for choice in choices or [None] * len(group)]
 
     async def _continuation_ids(self, texts: set[str]) -> dict[str, list[int]] | None:
         """Each continuation's own token ids (no special tokens), asked once per backend; None where the
