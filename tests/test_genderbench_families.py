@@ -282,6 +282,23 @@ def test_exact_option_scores_are_the_same_locally_and_on_vllm(vllm_server, embed
     assert served_model.scoring_requests <= 3
 
 
+@pytest.mark.slow
+def test_a_prompt_longer_than_the_servers_context_is_refused_alone_on_vllm(vllm_server, embedded_backend) -> None:
+    """Three prompts read in one request; vLLM refuses it for the middle one (over its 1,024 tokens): the
+    others are read apart and score as the local model does."""
+    from fairprobe.models import load_model
+    from fairprobe.models.base import ScoreRequest
+    from fairprobe.records import ChatMessage
+
+    texts = ["Is the sky blue? Answer (a) yes or (b) no.", "word " * 1016, "Is grass red? Answer (a) yes or (b) no."]
+    asked = [ScoreRequest([ChatMessage(role="user", content=t)], ("(a)", "(b)", "(A)")) for t in texts]
+    served = load_model(f"openai:{vllm_server.model}", base_url=vllm_server.url).loglikelihood(asked)
+    assert served[1].error.startswith("scoring rejected by server (HTTP 400)") and "maximum context" in served[1].error
+    local = embedded_backend.loglikelihood([asked[0], asked[2]])
+    for a, b in zip(local, [served[0], served[2]], strict=True):
+        assert b.error is None and np.max(np.abs(a.logprobs() - b.logprobs())) < 1e-4
+
+
 def scored_folder(name: str, tmp_path: Path, label: str, answers: tuple[str, ...], limit: int = 40) -> Path:
     """A `score` folder of one set: seeded replies drawn from `answers`."""
     ps = load_probe_set(name, limit=limit)
