@@ -709,9 +709,9 @@ class OpenAIBackend:
             status, data, detail = await self._post_retrying(url, "/completions", body)
             if status != 200:
                 return None, f"scoring rejected by server (HTTP {status}): {detail}"
+            if data is None:  # malformed (over the size limit, past the deadline) through all of _post's retries
+                return None, f"malformed scoring answer: {detail}"
             try:
-                if data is None:
-                    raise ScoringAnswerError(detail)
                 return read(data), None
             except ScoringAnswerError as exc:
                 failure = f"malformed scoring answer: {exc}"
