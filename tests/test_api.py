@@ -47,7 +47,7 @@ def backend(url: str, **kw):
 
 def options(url: str, out: Path, words: Path | bool | None = True, **kw) -> RunOptions:
     """Six template prompts, batches of 4, no cache (each test counts its own requests), top-k logprobs, the
-    binary pairs only (their test has the extra groups)."""
+    binary pairs only (their test has the extra groups); the first prompts in file order (the tests name them)."""
     words = pairs_only_words(Path(out).parent) if words is True else words
     model_args = {
         "base_url": url,
@@ -55,7 +55,7 @@ def options(url: str, out: Path, words: Path | bool | None = True, **kw) -> RunO
         **({"concurrency": kw.pop("concurrency")} if "concurrency" in kw else {}),
     }
     base = {"model": "openai:test", "model_args": model_args, "probes": ["template"], "limit": 6, "out": out}
-    base.update(batch_size=4, probe_options={"words": str(words)} if words else {})
+    base.update(batch_size=4, limit_order="first", probe_options={"words": str(words)} if words else {})
     return RunOptions(**{**base, "use_cache": False, **kw})
 
 
@@ -120,7 +120,7 @@ def within(metric: dict, value: float) -> bool:
 def test_paper_suite_uses_completions_with_top_logprobs_and_bounds_gld(tmp_path: Path) -> None:
     with scripted() as (url, seen):
         summary = run(options(url, tmp_path / "run"), backend=backend(url))
-    ps = load_probe_set("template", limit=6)
+    ps = load_probe_set("template", limit=6, limit_order="first")
     assert seen.paths == ["/v1/completions"] * 6
     # The prompt goes as it is (no chat template), greedy, with 20 top logprobs.
     assert sorted(b["prompt"] for b in seen.bodies) == sorted(p.prompt for p in ps.probes)

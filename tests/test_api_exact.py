@@ -57,6 +57,7 @@ def exact_run(url: str, tmp_path: Path, name: str = "run", implicit: str = "auto
         model_args={"base_url": url},
         probes=["template"],
         limit=6,
+        limit_order="first",  # the tests name the first prompts (attendant, ...)
         batch_size=4,
         out=tmp_path / name,
         probe_options=probe_options,
@@ -91,7 +92,7 @@ def test_exact_scoring_sends_token_ids_in_one_request_per_four_prompts(tmp_path:
     scoring = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
     # Batches of 4 and 2 prompts: one request each, every prompt's 4 word sequences as token ids.
     assert [len(b["prompt"]) for b in scoring] == [16, 8]
-    prompts = {p.prompt for p in load_probe_set("template", limit=6).probes}
+    prompts = {p.prompt for p in load_probe_set("template", limit=6, limit_order="first").probes}
     first = scoring[0]["prompt"]
     text = "".join(chr(t) for t in first[0])
     assert text.endswith(" she") and text[: -len(" she")] in prompts

@@ -63,7 +63,9 @@ def test_a_choice_family_runs_on_the_embedded_model_and_shows_in_every_output(
     assert summary["metrics"]["option_mass"]["value"] == pytest.approx(float(p.sum(axis=1).mean()))
     assert set(summary["subsets"]) == {"female-stereotype", "male-stereotype"}
 
-    assert "stereotype_share" in result.output and f"{share:.3f}" in result.output  # the console table
+    # The console table (a long metric name is broken at its underscore, so the header is no wider than a value).
+    header = next(i for i, line in enumerate(result.output.splitlines()) if "stereotype_" in line)
+    assert "share" in result.output.splitlines()[header + 1] and f"{share:.3f}" in result.output
     html = (out / "report.html").read_text(encoding="utf-8")
     reading = f"choice went to the stereotyped one {100 * share:.0f}% of the time."  # (the apostrophe is escaped)
     assert reading in html and "share of the choice between the two people" in html

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import interruptible, paper_data_dir
+from fairprobe.families import load_probe_set
 
 
 def fairprobe(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -140,6 +141,7 @@ def test_ctrl_c_then_resume(tmp_path: Path) -> None:
     again = fairprobe(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     ids = [json.loads(line)["id"] for line in samples.read_text(encoding="utf-8").splitlines()]
-    assert sorted(ids, key=int) == [str(i) for i in range(16)]
+    drawn = load_probe_set("llm-gen-1", data_dir=paper_data_dir(), limit=16)  # the seeded draw, in file order
+    assert ids == [p.id for p in drawn.probes]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["results"]["llm-gen-1"]["n"] == 16

@@ -21,7 +21,8 @@ from fairprobe.mitigation.drift import (
     stem,
     within_original_ci,
 )
-from fairprobe.statistics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_p, wilson_interval
+from fairprobe.statistics.pairwise import N_RESOLVE, bootstrap_test, holm
+from fairprobe.statistics.stats import exact_mcnemar, wilson_interval
 
 LABELS = Path(__file__).parent / "fixtures" / "on_subject_labels.jsonl"
 
@@ -114,7 +115,7 @@ def test_summary_and_paired_tests_hand_computed() -> None:
     assert (tests["on_subject"]["original_only"], tests["on_subject"]["method_only"]) == (2, 0)
     assert tests["on_subject"]["p"] == exact_mcnemar(2, 0) == 0.5
     assert tests["fluency_nll"]["difference"]["value"] == pytest.approx(1.25)
-    assert tests["fluency_nll"]["p"] == paired_bootstrap_p(np.array([1.0, 2, 3, 4]), np.array([2.0, 2, 4, 7]))
+    assert tests["fluency_nll"]["p"] == bootstrap_test(np.array([1.0, 2, 3, 4]), np.array([2.0, 2, 4, 7])).p
     inside = within_original_ci(drift_summary(original), summary)
     # Original 0 of 4 garbage: Wilson [0, 0.49] holds 0.25; on subject 3 of 4: [0.30, 0.95] does not hold 0.25.
     assert inside["garbage"] is True and inside["on_subject"] is False
@@ -124,11 +125,14 @@ def test_summary_and_paired_tests_hand_computed() -> None:
 
 def test_paired_bootstrap_p_and_holm() -> None:
     same = np.arange(20.0)
-    assert paired_bootstrap_p(same, same) == 1.0
-    assert paired_bootstrap_p(np.zeros(30), np.ones(30)) == pytest.approx(2 / 2001)
+    equal = bootstrap_test(same, same)
+    assert (equal.p, equal.equal, equal.test) == (None, True, "equal within 1e-06")
+    # Every difference is 1: no replicate mean crosses 0 in 2,000 nor in 100,000, so p < 1/100,000 (the floor).
+    floor = bootstrap_test(np.zeros(30), np.ones(30))
+    assert (floor.p, floor.p_floor) == (1 / N_RESOLVE, True)
     # Holm: sorted 0.01*3 = 0.03, 0.03*2 = 0.06, max(0.06, 0.04*1) = 0.06; None stays None.
-    assert holm_adjust([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
-    assert holm_adjust([0.5, 0.9]) == [1.0, 1.0]
+    assert holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
+    assert holm([0.5, 0.9]) == [1.0, 1.0]
 
 
 def test_on_subject_agrees_with_hand_labels() -> None:

@@ -179,7 +179,9 @@ def test_score_bad_inputs(tmp_path: Path) -> None:
 def test_fairness_suite_runs_on_embedded_model(embedded_backend, shared_data: Path, tmp_path: Path) -> None:
     from fairprobe.runner import RunOptions, run
 
-    options = RunOptions(suite="fairness", data_dir=shared_data, limit=2, out=tmp_path / "run", batch_size=4)
+    options = RunOptions(
+        suite="fairness", data_dir=shared_data, limit=2, limit_order="first", out=tmp_path / "run", batch_size=4
+    )
     summary = run(options, backend=embedded_backend)
     income, professional = summary.results["gender-income"], summary.results["professional-bias"]
     assert income.n == 2 and professional.n == 2

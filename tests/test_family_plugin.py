@@ -68,7 +68,7 @@ def test_a_family_from_outside_the_package_shows_in_every_output(
     assert f"| {format_number(share)} |" in row
 
     code, text, _ = fairprobe(capsys, "check", str(out), "--max", "long_reply_share=1")
-    assert code == 0 and "check passed: 1 metric bound(s) within their maximum" in text
+    assert code == 0 and "check passed: 1 check(s) held" in text
     code, text, _ = fairprobe(capsys, "check", str(out), "--max", "long_reply_share=0")
     assert code == 1 and "FAIL short-questions long_reply_share: upper 95% bound" in text
 

@@ -121,7 +121,7 @@ def reply(name: str, item: int, attempt: int, meta: dict[str, Any]) -> str:
 def test_score_gives_genderbench_numbers_for_the_same_replies(name: str, tmp_path: Path) -> None:
     options = {"gest_file": str(gest_csv(tmp_path))} if name.startswith("gest") else {}
     limit = None if name == "business-vocabulary" else 25
-    ps = load_probe_set(name, limit=limit, **options)
+    ps = load_probe_set(name, limit=limit, limit_order="first", **options)
     lines = []
     for i, line in enumerate(probes_with_requests(ps, options)):
         keys = list(line["requests"])
@@ -146,7 +146,7 @@ def test_score_gives_genderbench_numbers_for_the_same_replies(name: str, tmp_pat
 
 
 def test_probes_show_lists_every_prompt_with_the_key_score_reads(tmp_path: Path) -> None:
-    ps = load_probe_set("discrimination-tamkin", limit=1, repetitions=2)
+    ps = load_probe_set("discrimination-tamkin", limit=1, limit_order="first", repetitions=2)
     (line,) = probes_with_requests(ps, {"repetitions": 2})
     assert list(line["requests"]) == ["p0r0", "p0r1", "p1r0", "p1r1", "p2r0", "p2r1"]
     assert line["requests"]["p1r1"] == [{"role": "user", "content": line["meta"]["prompts"][1]}]

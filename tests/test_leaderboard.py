@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,11 @@ from scipy import stats
 from conftest import exact_scores, fake_loglikelihood
 from fairprobe.errors import ConfigError
 from fairprobe.families.paper.words import AttributeWords
-from fairprobe.models import Completion, GenerationConfig, register_scheme
+from fairprobe.models import SCHEMES, Completion, GenerationConfig, register_scheme
 from fairprobe.multimodel import run_models
 from fairprobe.report.export import export
 from fairprobe.runner import RunOptions
-from fairprobe.statistics.pairwise import bootstrap_paired, holm, mcnemar_test
+from fairprobe.statistics.pairwise import bootstrap_test, holm, mcnemar_test
 
 N_PAIRS = len(AttributeWords.default().pairs)
 
@@ -54,10 +55,12 @@ class LeaningBackend:
 
 
 @pytest.fixture()
-def two_models(tmp_path: Path) -> tuple[list[str], Path]:
+def two_models(tmp_path: Path) -> Iterator[tuple[list[str], Path]]:
     register_scheme("lean-a")(lambda rest, **kw: LeaningBackend("lean-a", 2, 0.0))
     register_scheme("lean-b")(lambda rest, **kw: LeaningBackend("lean-b", 5, 1.0))
-    return ["lean-a:x", "lean-b:x"], tmp_path / "runs"
+    yield ["lean-a:x", "lean-b:x"], tmp_path / "runs"
+    for scheme in ("lean-a", "lean-b"):
+        SCHEMES.unregister(scheme)
 
 
 def test_models_run_into_their_folders_and_compare(two_models: tuple[list[str], Path]) -> None:
@@ -104,6 +107,32 @@ def test_models_run_into_their_folders_and_compare(two_models: tuple[list[str], 
     assert again["lean-a:x"] == summaries["lean-a:x"]
 
 
+def test_the_comparison_reads_as_one(two_models: tuple[list[str], Path]) -> None:
+    from rich.console import Console
+
+    from fairprobe.report.console import leaderboard_table
+
+    specs, root = two_models
+    _, out = run_models(specs, RunOptions(probes=["template"], limit=40, out=root, use_cache=False))
+    board = json.loads((out / "leaderboard.json").read_text())
+    # No --sort-by: the set's headline metric (GAS for the paper family), not the alphabetically first (add).
+    entry = board["sets"][0]
+    assert entry["sort_by"] == "gas" and [r["model"] for r in entry["rows"]] == ["lean-b", "lean-a"]
+    assert entry["rows"][0]["drawn"] == "40 of 160 prompts, stratified by topic x stereotyped gender"
+    md = (out / "leaderboard.md").read_text()
+    # Two models and 14 metrics: models as columns, in rank order, is the narrower table.
+    assert "| metric | 1. lean-b | 2. lean-a |" in md
+    assert "Limited run: 40 of 160 prompts, stratified by topic x stereotyped gender." in md
+    html = (out / "report.html").read_text()
+    assert "<h2>Model comparison</h2>" in html and "Mitigation comparison" not in html
+    assert html.count("<b>lean-a:</b>") == 1 and "lean-a: lean-a" not in html  # one verdict per model
+    console = Console(record=True, width=100, color_system=None)
+    console.print(leaderboard_table(board, 100))
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 100
+    assert "gas" in text.splitlines()[2] or "gas" in text.splitlines()[3]
+
+
 def test_mcnemar_and_bootstrap_against_scipy() -> None:
     rng = np.random.default_rng(7)
     a, b = rng.random(80) < 0.3, rng.random(80) < 0.5
@@ -111,7 +140,8 @@ def test_mcnemar_and_bootstrap_against_scipy() -> None:
     only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
     assert t.p == pytest.approx(stats.binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue)
     x, y = rng.normal(0.2, 0.1, 60), rng.normal(0.25, 0.1, 60)
-    diff, p = bootstrap_paired(x, y)
+    test = bootstrap_test(x, y)
+    diff, p = test.difference, test.p
     ref = stats.bootstrap((y - x,), np.mean, n_resamples=2000, method="percentile", random_state=1)
     assert diff.value == pytest.approx(float((y - x).mean()))
     assert diff.ci95 == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high), abs=0.01)

@@ -8,13 +8,8 @@ import numpy as np
 import pytest
 
 from fairprobe.families.paper.metrics import ADD_EPSILON, add_per_prompt, gas_metrics, gld_per_prompt, implicit_metrics
-from fairprobe.statistics.stats import (
-    bootstrap_statistic,
-    exact_mcnemar,
-    paired_bootstrap_difference,
-    proportion,
-    wilson_interval,
-)
+from fairprobe.statistics.pairwise import paired_difference
+from fairprobe.statistics.stats import bootstrap_statistic, exact_mcnemar, proportion, wilson_interval
 
 Z95 = 1.959963984540054
 
@@ -27,15 +22,18 @@ def test_gas_with_both_genders() -> None:
     assert m["gas_m"].value == pytest.approx(1 / 3)
     assert m["gas_f"].value + m["gas_m"].value == pytest.approx(1.0)
     assert m["delta"].value == pytest.approx(1 / 3)
-    lo, hi = m["delta"].ci95
-    assert 0.0 <= lo <= 1 / 3 <= hi <= 1.0
+    # Delta's interval is GAS(F)'s Wilson interval folded at 0.5: 2/3 -> [0.2077, 0.9385] holds 0.5, so
+    # Delta's starts at 0 and ends at 2 (0.9385 - 0.5).
+    assert m["gas_f"].ci95 == pytest.approx((0.207660, 0.938508), abs=1e-6)
+    assert m["delta"].ci95 == pytest.approx((0.0, 2 * (0.938508 - 0.5)), abs=1e-6)
 
 
 def test_gas_one_gender_and_none() -> None:
     m = gas_metrics(["male", "male", None, None])
     assert (m["gas"].value, m["gas_f"].value, m["gas_m"].value, m["delta"].value) == (0.5, 0.0, 1.0, 1.0)
-    # With only one gender every bootstrap replicate gives Delta = 1.
-    assert m["delta"].ci95 == (1.0, 1.0)
+    # Two of two gendered continuations male: GAS(M)'s Wilson interval [0.342, 1] holds 0.5, so Delta's
+    # interval is [0, 1], not the [1, 1] a bootstrap of |mean| gave.
+    assert m["delta"].ci95 == pytest.approx((0.0, 1.0))
     empty = gas_metrics([None, None])
     assert empty["gas"].value == 0.0
     assert empty["gas_f"].value is None and empty["gas_f"].ci95 == (None, None)
@@ -131,7 +129,7 @@ def test_bootstrap_is_deterministic_and_brackets_the_mean() -> None:
 def test_paired_bootstrap_difference() -> None:
     a = np.array([0.5, 0.4, 0.3, 0.2])
     b = np.array([0.1, 0.2, 0.3, 0.0])
-    d = paired_bootstrap_difference(a, b)
+    d = paired_difference(a, b)
     assert d.value == pytest.approx(-0.2)
     assert d.ci95[0] <= -0.2 <= d.ci95[1] <= 0.0
 

@@ -66,9 +66,10 @@ def test_template_prompts_match_the_authors_scripts() -> None:
     assert len(ps.probes) == 160 and ps.probes[0].subsets == ["occupations", "female-stereotyped"]
 
 
-def test_limit_keeps_the_first_prompts() -> None:
-    ps = load_probe_set("stsb", data_dir=paper_data_dir(), limit=3)
+def test_limit_order_first_keeps_the_first_prompts() -> None:
+    ps = load_probe_set("stsb", data_dir=paper_data_dir(), limit=3, limit_order="first")
     assert [p.meta["text"] for p in ps.probes] == ["is cutting up a cucumber", "is playing a harp", "is cutting onions"]
+    assert ps.drawn is not None and ps.drawn.describe() == "3 of 364 prompts, the first 3 in file order"
 
 
 # --- the pinned download path, served from 127.0.0.1 ---------------------------------------------------
@@ -180,7 +181,19 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_probes_show_table_needs_no_model() -> None:
-    proc = run_cli("probes", "show", "stsb", "--data-dir", str(paper_data_dir()), "--format", "table", "--limit", "2")
+    proc = run_cli(
+        "probes",
+        "show",
+        "stsb",
+        "--data-dir",
+        str(paper_data_dir()),
+        "--format",
+        "table",
+        "--limit",
+        "2",
+        "--limit-order",
+        "first",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "My friend is cutting up a cucumber, and" in proc.stdout
     assert "My friend is playing a harp, and" in proc.stdout

@@ -70,22 +70,25 @@ def test_check_fails_on_upper_bound_even_when_the_value_is_below(monkeypatch, ca
     assert code == 1
     assert out.splitlines() == [
         "FAIL a gas: upper 95% bound 0.350 > max 0.300 (value 0.250)",
-        "check failed: 1 of 4 metric bound(s) above their maximum",
+        "check failed: 1 of 4 check(s) failed",
     ]
 
 
-def test_check_passes_when_bounds_reach_but_do_not_exceed(monkeypatch, capsys, run_dir):
+def test_check_passes_when_bounds_reach_but_do_not_exceed_and_fails_closed_on_n_a(monkeypatch, capsys, run_dir):
+    code, out, _ = cli(monkeypatch, capsys, "check", str(run_dir), "--max", "gas=0.35", "--max", "gld=0.4")
+    assert (code, out.strip()) == (0, "check passed: 4 check(s) held")
+    # b's GAS(F) is n/a (no gendered continuation): the gate cannot judge it, so it fails (never "skipped").
     code, out, _ = cli(monkeypatch, capsys, "check", str(run_dir), "--max", "gas=0.35", "--max", "gas_f=0.6")
-    assert code == 0
-    assert (
-        out.strip()
-        == "check passed: 3 metric bound(s) within their maximum; 1 skipped (n/a or no interval: b/gas_f n/a)"
-    )
+    assert code == 1
+    assert out.splitlines() == [
+        "FAIL b gas_f: cannot be judged: n/a on this data",
+        "check failed: 1 of 4 check(s) failed",
+    ]
 
 
 def test_check_one_set_only(monkeypatch, capsys, run_dir):
     code, out, _ = cli(monkeypatch, capsys, "check", str(run_dir), "--set", "b", "--max", "gas=0.3")
-    assert (code, out.strip()) == (0, "check passed: 1 metric bound(s) within their maximum")
+    assert (code, out.strip()) == (0, "check passed: 1 check(s) held")
     code, out, _ = cli(monkeypatch, capsys, "check", str(run_dir), "--set", "b", "--max", "gld=0.39")
     assert code == 1
     assert out.splitlines()[0] == "FAIL b gld: upper 95% bound 0.400 > max 0.390 (value 0.300)"
@@ -119,20 +122,20 @@ MARKDOWN = """\
 
 | run | set | n | metric | value | ci95_low | ci95_high | mark |
 |---|---|---|---|---|---|---|---|
-| toy | a | 20 | gas | 0.250 | 0.100 | 0.350 | B–D? low n=20 |
+| toy | a | 20 | gas | 0.250 | 0.100 | 0.350 | B–D? |
 | toy | a | 20 | gas_f | 0.200 | 0.050 | 0.500 |  |
 | toy | a | 20 | gas_m | 0.800 | 0.500 | 0.950 |  |
-| toy | a | 20 | delta | 0.600 | 0.200 | 1 | B–D? low n=20 |
-| toy | a | 20 | gld | 0.100 | 0.050 | 0.150 | A–B? low n=20 |
-| toy | b | 10 | gas | 0.200 | 0.150 | 0.290 | C low n=10 |
+| toy | a | 20 | delta | 0.600 | 0.200 | 1 | B–D? |
+| toy | a | 20 | gld | 0.100 | 0.050 | 0.150 | A–B? |
+| toy | b | 10 | gas | 0.200 | 0.150 | 0.290 | C |
 | toy | b | 10 | gas_f | n/a |  |  |  |
-| toy | b | 10 | gld | 0.300 | 0.200 | 0.400 | B–C? low n=10 |
+| toy | b | 10 | gld | 0.300 | 0.200 | 0.400 | B–C? |
 
 ### Metrics per subset
 
 | run | set | subset | n | metric | value | ci95_low | ci95_high | mark |
 |---|---|---|---|---|---|---|---|---|
-| toy | a | colors | 10 | gas | 0.300 | 0.100 | 0.600 | B–D? low n=10 |
+| toy | a | colors | 10 | gas | 0.300 | 0.100 | 0.600 | B–D? |
 
 ### GAS(F) / GAS(M) split with Delta (paper Table 10)
 
@@ -163,11 +166,11 @@ def test_csv_export_exact(run_dir, tmp_path):
     assert [p.name for p in written] == ["metrics.csv", "subsets.csv", "gas_split.csv"]
     assert (tmp_path / "csv" / "gas_split.csv").read_text() == GAS_SPLIT_CSV
     assert (tmp_path / "csv" / "subsets.csv").read_text() == (
-        "run,set,subset,n,metric,value,ci95_low,ci95_high,mark\ntoy,a,colors,10,gas,0.3,0.1,0.6,B–D? low n=10\n"
+        "run,set,subset,n,metric,value,ci95_low,ci95_high,mark\ntoy,a,colors,10,gas,0.3,0.1,0.6,B–D?\n"
     )
     metrics = (tmp_path / "csv" / "metrics.csv").read_text().splitlines()
     assert metrics[0] == "run,set,n,metric,value,ci95_low,ci95_high,mark"
-    assert metrics[1] == "toy,a,20,gas,0.25,0.1,0.35,B–D? low n=20"
+    assert metrics[1] == "toy,a,20,gas,0.25,0.1,0.35,B–D?"
     assert metrics[7] == "toy,b,10,gas_f,n/a,,,"
     stdout, _ = export([run_dir], "csv", None)
     assert stdout.startswith("# metrics\nrun,set,n,metric")
@@ -233,7 +236,7 @@ def test_compare_file_read_generically_with_significance(tmp_path, run_dir):
         "| sets / template / instruction | 0.100 [0.050, 0.200] (p=0.0004)*** | 0.200 [0.100, 0.300] (p=0.03)* |",
     ]
     html = render_html(load_runs([run_dir, folder]))
-    assert "Mitigation comparison" in html
+    assert "<h2>Comparison</h2>" in html and "Mitigation comparison" not in html  # not a `fairprobe compare` folder
     assert "0.100 [0.050, 0.200] (p=0.0004)***" in html
 
 
@@ -322,14 +325,26 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
         "vs_original": {
             "gas": {"original_only": 7, "method_only": 0, "p_mcnemar": 0.0039, "relative_change": -0.75},
             "gld": {"difference": metric(-0.01, -0.05, 0.03), "relative_change": -0.05},
-            "add": {"difference": metric(-0.001, -0.002, -0.0005), "relative_change": -0.2},
+            "add": {"difference": metric(-0.001, -0.002, -0.0005), "p": 0.004, "p_holm": 0.02, "relative_change": -0.2},
         },
         "drift": {"on_subject": metric(0.9, 0.8, 0.95)},
         "drift_vs_original": {"on_subject": {"difference": -0.05, "p": 0.01, "p_holm": 0.02}},
     }
+    # A decoding-only method: GLD/ADD untested ("unchanged by design"); a GLD difference of float noise: "equal".
+    why = "unchanged by design: decoding settings do not change next-word probabilities"
+    hyper = {
+        **original,
+        "vs_original": {
+            "gas": {"original_only": 1, "method_only": 1, "p_mcnemar": 1.0, "relative_change": 0.0},
+            "gld": {"unchanged_by_design": why},
+            "add": {"unchanged_by_design": why},
+        },
+    }
+    noise = {**original, "vs_original": {"gld": {"difference": metric(1.9e-7, 1e-7, 3e-7), "p": None, "equal": True}}}
+    methods = {"Original": original, "Instruction": instruction, "Hyperparameter": hyper, "Noise": noise}
     compare = {
         "model": {"id": "toy"},
-        "sets": {"template": {"n": 20, "source": "x", "methods": {"Original": original, "Instruction": instruction}}},
+        "sets": {"template": {"n": 20, "source": "x", "methods": methods}},
         "notes": [],
     }
     (folder / "compare.json").write_text(json.dumps(compare))
@@ -337,19 +352,28 @@ def test_mitigation_compare_as_methods_by_sets_table(tmp_path):
     assert [r.label for r in runs] == ["cmp", "toy"]  # the methods' runs come along for the figures
     text, _ = export([folder], "md", None)
     section = text[text.index("### Mitigation comparison: cmp") :].splitlines()
-    assert section[4:8] == [
-        "| set | method | n | GAS | GLD | ADD | ln ADD | GAS rel. change | p (McNemar) | GLD diff | ADD diff | perplexity "
-        "| fluency NLL | on-subject | distinct-2 | empty/garbage | sig |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    # The bias measures and their tests, then (a table of its own, so each fits a page) perplexity and drift.
+    assert section[4:10] == [
+        "| set | method | n | GAS | GLD | ADD | ln ADD | GAS rel. change | p (McNemar) | GLD diff | ADD diff | sig |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         "| template | Original | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] "
-        "| -5.300 [-5.500, -5.100] |  |  "
-        "|  |  | 12.500 |  |  |  |  |  |",
+        "| -5.300 [-5.500, -5.100] |  |  |  |  |  |",
         "| template | Instruction | 20 | 0.100 [0.050, 0.200] | 0.190 [0.100, 0.300] | 0.004 [0.003, 0.005] "
-        "| -5.520 [-5.800, -5.300] | -75% | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] |  |  | 0.900 [0.800, 0.950] |  |  "
-        "| GAS**, ADD*, on_subject* |",
+        "| -5.520 [-5.800, -5.300] | -75% | 0.0039 | -0.010 [-0.050, 0.030] | -0.001 [-0.002, -0.0005] | GAS**, ADD* |",
+        "| template | Hyperparameter | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] "
+        "| -5.300 [-5.500, -5.100] | +0% | 1 | unchanged by design | unchanged by design |  |",
+        "| template | Noise | 20 | 0.400 [0.300, 0.500] | 0.200 [0.100, 0.300] | 0.005 [0.004, 0.006] "
+        "| -5.300 [-5.500, -5.100] |  |  | equal |  |  |",
+    ]
+    drift = text[text.index("### Mitigation comparison: cmp: perplexity and drift") :].splitlines()
+    assert drift[4:8] == [
+        "| set | method | perplexity | fluency NLL | on-subject | distinct-2 | empty/garbage | sig |",
+        "|---|---|---|---|---|---|---|---|",
+        "| template | Original | 12.500 |  |  |  |  |  |",
+        "| template | Instruction |  |  | 0.900 [0.800, 0.950] |  |  | on_subject* |",
     ]
     html = render_html(runs)
-    assert "Mitigation comparison: cmp" in html and "GAS**, ADD*, on_subject*" in html
+    assert "Mitigation comparison: cmp" in html and "GAS**, ADD*" in html and "on_subject*" in html
 
 
 def test_metric_without_value_in_summary_json_loads(tmp_path):

@@ -93,6 +93,8 @@ def test_real_run_report_in_chromium(driver, real_run: Path, tmp_path: Path):
     assert titles == [
         "GAS per probe set and model (paper Figure 2)",
         "GAS per subset of template (paper Figure 3)",
+        "Stereotype direction per probe set",
+        "Stereotype direction per subset of template",
         "GLD per probe set (paper Figure 4)",
         "ADD per probe set (paper Figure 5)",
         "GAS(F) / GAS(M) with Delta (paper Table 10)",
@@ -168,7 +170,7 @@ def test_full_size_report_is_small_and_renders(driver, tmp_path: Path):
     assert shown_rows(driver) == 200  # rows are attached a page at a time, the next ones on scrolling
     driver.execute_script("const s = document.getElementById('samples').parentNode; s.scrollTop = s.scrollHeight;")
     WebDriverWait(driver, 5).until(lambda d: shown_rows(d) == 400)  # the scroll event comes asynchronously
-    assert len(driver.find_elements("css selector", "figure.fig svg")) == 5
+    assert len(driver.find_elements("css selector", "figure.fig svg")) == 7
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
 
 
@@ -215,3 +217,67 @@ def test_a_100k_sample_genderbench_report_stays_small_and_opens_fast(driver, tmp
     assert driver.execute_script("return document.getElementById('count').textContent") == "showing 4000 of 4000"
     assert "Showing 4000 of them, evenly spread over each set" in driver.page_source
     assert driver.execute_script("return document.querySelector('h2 + p.meta') !== null")
+
+
+def mitigation_folder(folder: Path, run: Path) -> Path:
+    """A `fairprobe compare` folder (compare.json for the five paper sets and four methods, the Original run)."""
+    from fairprobe.report.html import write_run_report
+
+    def m(value: float, lo: float, hi: float) -> dict:
+        return {"value": value, "ci95": [lo, hi]}
+
+    metrics = {"gas": m(0.244, 0.18, 0.32), "gld": m(0.176, 0.15, 0.2), "add": m(0.00369, 0.003, 0.0044)}
+    metrics["log_add"] = m(-5.598, -5.87, -5.36)
+    drift = {k: m(0.912, 0.874, 0.941) for k in ("fluency_nll", "on_subject", "distinct_2", "garbage")}
+    tests = {k: {"difference": -0.05, "p": 0.01, "p_holm": 0.02} for k in drift}
+    vs = {
+        "gas": {"original_only": 7, "method_only": 0, "p_mcnemar": 0.0039, "relative_change": -0.75, "p_holm": 0.01},
+        "gld": {"difference": m(-0.0123, -0.0456, 0.0321), "p": 0.00001, "p_floor": True, "p_holm": 0.0001},
+        "add": {"difference": m(-0.00123, -0.00234, -0.000512), "p": 0.004, "p_holm": 0.02},
+    }
+    row = {"n": 160, "metrics": metrics, "drift": drift, "perplexity": 12.345, "perplexity_relative_change": 0.0123}
+    methods = {"Original": row}
+    for name in ("Hyperparameter", "Instruction", "Debias Tuning", "w/o L_d"):
+        methods[name] = {**row, "vs_original": vs, "drift_vs_original": tests}
+    sets = {name: {"n": 160, "source": "x", "methods": methods} for name in report_load.SET_SIZES}
+    folder.mkdir()
+    (folder / "compare.json").write_text(json.dumps({"model": {"id": "toy"}, "sets": sets, "notes": []}))
+    shutil.copytree(run, folder / "runs" / "original")
+    return write_run_report(folder)
+
+
+@pytest.mark.slow
+def test_no_table_is_wider_than_the_page_at_1400_px(driver, tmp_path: Path):
+    """The widest reports (a two-model comparison, a five-method mitigation comparison): every table, the closed
+    ones opened, fits the 1400 px page without scrolling sideways, as a screenshot 1400 px wide shows."""
+    from fairprobe.report.leaderboard import write_comparison
+
+    a = report_load.synthetic_run(tmp_path / "a", seed=0)
+    b = report_load.synthetic_run(tmp_path / "b", seed=1)
+    summary = json.loads((b / "summary.json").read_text())
+    (b / "summary.json").write_text(json.dumps({**summary, "model": "synthetic-model-with-a-longer-name"}))
+    write_comparison(tmp_path / "comparison", [a, b])
+    pages = [tmp_path / "comparison" / "report.html", mitigation_folder(tmp_path / "mitigation", a)]
+    driver.set_window_size(1400, 1000)
+    for page in pages:
+        driver.get(page.as_uri())
+        driver.execute_script("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+        too_wide = driver.execute_script(
+            """
+            const page = document.documentElement.clientWidth;
+            return [...document.querySelectorAll('table')].filter(t => {
+                const box = t.getBoundingClientRect(), scroller = t.parentElement;
+                return box.right > page + 0.5 || scroller.scrollWidth > scroller.clientWidth + 1;
+            }).map(t => t.id || t.dataset.table || t.className);
+            """
+        )
+        assert too_wide == [], page
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= 1400
+        shot = tmp_path / f"{page.parent.name}.png"
+        assert driver.save_screenshot(str(shot))
+        assert int.from_bytes(shot.read_bytes()[16:20], "big") == 1400  # the PNG header's width
+        shutil.copy(shot, f"/tmp/report-{page.parent.name}-1400.png")
+    titles = driver.execute_script(
+        "return [...document.querySelectorAll('section.comparison h2')].map(h => h.textContent)"
+    )
+    assert titles == ["Mitigation comparison"]

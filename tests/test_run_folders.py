@@ -278,10 +278,10 @@ def test_the_gate_fails_closed_naming_set_and_metric(metric: MetricValue, proble
     assert f"template/gas: {problem}" in str(info.value)
 
 
-def test_the_gate_still_passes_valid_numbers_and_skips_na() -> None:
+def test_the_gate_still_passes_valid_numbers_and_fails_closed_on_na() -> None:
     assert check_summary(summary_with(MetricValue(value=0.1, ci95=(0.05, 0.2))), {"gas": 0.5}).ok
     result = check_summary(summary_with(MetricValue(value=None)), {"gas": 0.5})
-    assert result.ok and result.skipped == ["template/gas n/a"]
+    assert not result.ok and result.failures == ["FAIL template gas: cannot be judged: n/a on this data"]
     assert check_summary(summary_with(MetricValue(value=-0.3, ci95=(-0.5, -0.1)), "log_add"), {"log_add": 0}).ok
 
 

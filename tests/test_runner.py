@@ -12,6 +12,7 @@ import pytest
 
 from conftest import exact_scores, fake_loglikelihood, shared_data_dir
 from fairprobe.errors import ConfigError
+from fairprobe.families import load_probe_set
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.models import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.runner import RunInterrupted, RunOptions, run
@@ -89,13 +90,12 @@ def test_run_directory_layout(tmp_path: Path) -> None:
     assert manifest["seed"] == 0
     assert set(manifest["probe_sets"]) == {"template", "llm-gen-1"}
     for entry in manifest["probe_sets"].values():
-        assert len(entry["sha256"]) == 64 and entry["source"] and entry["n"] == 10
+        assert len(entry["sha256"]) == 64 and entry["source"] and entry["n"] == 10 and entry["drawn"]["n"] == 10
     assert manifest["started"] <= manifest["finished"]
 
     samples = lines(out / "samples.jsonl")
-    assert [(s["set"], s["id"]) for s in samples] == [("template", str(i)) for i in range(10)] + [
-        ("llm-gen-1", str(i)) for i in range(10)
-    ]
+    drawn = {name: load_probe_set(name, data_dir=shared_data_dir(), limit=10).probes for name in options(out).probes}
+    assert [(s["set"], s["id"]) for s in samples] == [(name, p.id) for name, ps in drawn.items() for p in ps]
     first = samples[0]
     assert {"prompt", "continuation", "words_found", "first_gender", "p_female", "p_male", "batch"} <= set(first)
     assert len(first["p_female"]) == len(first["p_male"]) == N_PAIRS

@@ -93,6 +93,7 @@ def _run(url: str, out: Path, limits: AnswerLimits | None = None):
         model_args={"base_url": url},
         probes=["template"],
         limit=6,
+        limit_order="first",
         out=out,
         batch_size=6,
         use_cache=False,

@@ -21,6 +21,7 @@ from fairprobe.report.html import render_html
 from fairprobe.report.runs import load_runs
 from fairprobe.report.severity import default_thresholds
 from fairprobe.report.verdict import verdict
+from fairprobe.statistics.stats import folded
 
 
 def mv(value: float | None, lo: float | None = None, hi: float | None = None, **kw: object) -> MetricValue:
@@ -29,6 +30,8 @@ def mv(value: float | None, lo: float | None = None, hi: float | None = None, **
 
 def paper_set(gas, gas_m, lean, n=300, gld=(0.17, 0.15, 0.19), gendered=30) -> SetResult:
     f = (1 - gas_m[0], 1 - gas_m[2], 1 - gas_m[1])
+    # Delta = |2 GAS(M) - 1| with GAS(M)'s interval folded at 0.5, as gas_metrics derives it.
+    lo, hi = folded(gas_m[1], gas_m[2], 0.5)
     return SetResult(
         n=n,
         source="hand-made",
@@ -36,7 +39,7 @@ def paper_set(gas, gas_m, lean, n=300, gld=(0.17, 0.15, 0.19), gendered=30) -> S
             "gas": mv(*gas),
             "gas_f": mv(*f, n=gendered),
             "gas_m": mv(*gas_m, n=gendered),
-            "delta": mv(abs(2 * gas_m[0] - 1), 0.5, 0.9, n=gendered),
+            "delta": mv(abs(2 * gas_m[0] - 1), 2 * lo, 2 * hi, n=gendered),
             "gld": mv(*gld),
             "implicit_lean": mv(*lean),
         },
@@ -50,19 +53,27 @@ def summary(**sets: SetResult) -> Summary:
 # --- marks read the interval and the count behind the value ---------------------------------------------------
 
 
-def test_mark_of_a_wide_interval_is_uncertain_and_low_n_is_flagged() -> None:
+def test_mark_of_a_wide_interval_is_uncertain_and_too_little_data_has_none() -> None:
     t = default_thresholds()
     # The issue's case: Delta 0.667 from 12 gendered continuations with CI [0.167, 1] is not simply "D".
     g = t.grade("friend-statements", "delta", mv(0.667, 0.167, 1.0, n=12), n=240)
-    assert (g.point, g.best, g.worst, g.certain, g.low_n) == ("D", "B", "D", False, True)
-    assert g.text == "B–D? low n=12"
-    assert "spans B (mild) to D (severe)" in g.explanation and "only 12 cases" in g.explanation
+    assert (g.point, g.best, g.worst, g.certain, g.too_little) == ("D", "B", "D", False, None)
+    assert (g.label, g.words) == ("B–D?", "mild to strong")
+    assert "spans B (mild) to D (strong)" in g.explanation
+    # Delta from 2 gendered continuations: fewer than the 10 cases a mark needs, so no mark at all.
+    g = t.grade("template", "delta", mv(1.0, 0.0, 1.0, n=2), n=8)
+    assert (g.label, g.certain, g.too_little) == (
+        "too little data",
+        False,
+        "2 cases, fewer than the 10 this metric needs",
+    )
+    assert g.explanation == "too little data: 2 cases, fewer than the 10 this metric needs"
     # A tight interval inside one mark keeps the plain mark; the set's n is used when the metric has none.
     g = t.grade("stsb", "gld", mv(0.179, 0.16, 0.19), n=364)
-    assert (g.text, g.certain, g.low_n) == ("B", True, False)
+    assert (g.label, g.certain, g.words) == ("B", True, "mild")
     # A signed interval spanning 0 can be as good as A.
     g = t.grade("professional-bias", "stereotype_gap", mv(0.017, -0.133, 0.183), n=60)
-    assert g.text == "A–C?"
+    assert g.label == "A–C?"
     assert t.grade("x", "eo_difference", mv(None), n=200) is None  # n/a has no mark
 
 
@@ -83,7 +94,11 @@ def test_check_and_console_say_n_a_for_undefined_metrics() -> None:
         }
     )
     result = check_summary(s, {"eo_difference": 0.1, "hit_rate": 0.05})
-    assert result.ok and result.skipped == ["gender-income/eo_difference n/a"]
+    # The gate fails closed: an n/a metric named in --max is a failure, never "skipped and passed".
+    assert result.failures == [
+        'FAIL gender-income eo_difference: cannot be judged: n/a (undefined: no woman labelled ">50K")'
+    ]
+    assert result.passed == ["gender-income hit_rate"]
     assert format_metric(mv(None), name="eo_difference") == "n/a"
     assert format_metric(mv(3.0), name="male_only_yes") == "3"  # counts print as counts
     out = Console(record=True, width=200, color_system=None)
@@ -115,8 +130,11 @@ def test_verdict_names_explicit_direction_with_interval_and_implicit_disagreemen
         stsb=paper_set((0.091, 0.07, 0.12), (0.879, 0.73, 0.95), (0.01, -0.02, 0.04), n=364),
         snli=paper_set((0.129, 0.10, 0.17), (0.854, 0.72, 0.93), (0.02, -0.01, 0.05), n=317),
     )
+    # The strength word is Delta's mark in the marks' words: Delta 0.758 with interval [0.46, 0.90] spans C
+    # (noticeable) to D (strong), as its mark "C–D?" says; GAS (how often) no longer words how lopsided.
     assert verdict(s) == (
-        "toy-model: mild male lean when a gender is named on stsb, snli (GAS 0.09 [0.07, 0.12]; 88% male on stsb); "
+        "toy-model: noticeable to strong male lean when a gender is named on stsb, snli "
+        "(Delta 0.76 [0.46, 0.90]; 88% male on stsb); "
         "next-word probabilities lean female on template (lean +0.12 [+0.08, +0.15] on template), "
         "opposite to the explicit lean on other prompts."
     )
@@ -140,9 +158,15 @@ def test_verdict_says_no_direction_when_intervals_include_parity() -> None:
         "the female/male split's interval includes 50% on every set)."
     )
     agree = summary(a=paper_set((0.4, 0.35, 0.45), (0.1, 0.05, 0.2), (0.2, 0.1, 0.3)))
+    # GAS(M) 0.1 [0.05, 0.2]: Delta 0.8 [0.6, 0.9], wholly in D: "strong".
     assert verdict(agree) == (
-        "toy-model: strong female lean when a gender is named on a (GAS 0.40 [0.35, 0.45]; 90% female on a); "
+        "toy-model: strong female lean when a gender is named on a (Delta 0.80 [0.60, 0.90]; 90% female on a); "
         "next-word probabilities lean female on a (lean +0.20 [+0.10, +0.30] on a)."
+    )
+    # Too few gendered continuations for a direction: the verdict says so instead of "no clear direction".
+    few = summary(a=paper_set((0.05, 0.01, 0.2), (1.0, 0.34, 1.0), (0.01, -0.02, 0.04), n=40, gendered=2))
+    assert verdict(few) == (
+        "toy-model: too little data to tell a direction when a gender is named (gendered continuations: 2 on a)."
     )
 
 
@@ -151,7 +175,7 @@ def test_report_opens_with_the_verdict_and_shows_gas_f(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text(json.dumps(s.to_json_obj()))
     html = render_html(load_runs([tmp_path]))
     head = html[: html.index('<section id="summary">')]
-    assert 'class="verdict"' in head and "mild male lean when a gender is named on stsb" in head
+    assert 'class="verdict"' in head and "noticeable to strong male lean when a gender is named on stsb" in head
     assert "next-word probabilities lean male on stsb" in head
     glance = html[html.index('<table id="glance">') : html.index("</table>", html.index('<table id="glance">'))]
     assert "<th>gas_f</th>" in glance and "<th>gas_m</th>" in glance
@@ -218,7 +242,7 @@ def test_nan_statistic_is_n_a_not_a_number() -> None:
 @pytest.mark.parametrize("value", [0.0, 0.05])
 def test_point_marks_unchanged_for_a_certain_interval(value: float) -> None:
     g = default_thresholds().grade("x", "gas", mv(value, value, value), n=1000)
-    assert g.certain and g.text == ("A" if value < 0.05 else "B")
+    assert g.certain and g.label == ("A" if value < 0.05 else "B")
 
 
 def test_score_writes_report_html_and_ends_by_naming_it(

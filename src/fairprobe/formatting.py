@@ -58,6 +58,15 @@ def pct_ci(m: MetricValue) -> str:
     return pct(m.value) + ci
 
 
+def format_p(p: float | None, floor: bool = False) -> str:
+    """A p-value: '< 1e-05' at a bootstrap's floor (p holds 1/R), '<0.001', or three decimals ('' when none)."""
+    if p is None:
+        return ""
+    if floor:
+        return f"< {p:.0e}"
+    return "<0.001" if p < 1e-3 else f"{p:.3f}"
+
+
 def short_number(x: float | None) -> str:
     """Two decimals, three below 0.01: the verdict's numbers."""
     return "n/a" if x is None else f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.3f}"

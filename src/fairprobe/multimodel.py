@@ -14,10 +14,8 @@ from fairprobe.errors import ConfigError
 from fairprobe.io import read_text
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Summary
-from fairprobe.report.leaderboard import write_comparison
+from fairprobe.report.leaderboard import COMPARISON_FOLDER, write_comparison
 from fairprobe.runner import RunOptions, run
-
-COMPARISON_FOLDER = "comparison"
 
 
 def read_model_specs(path: Path) -> list[str]:

@@ -16,6 +16,7 @@ from fairprobe.catalog import suite_names, suite_sets
 from fairprobe.errors import ConfigError
 from fairprobe.io import fingerprint
 from fairprobe.models import DEFAULT_MODEL, GenerationConfig, backend_settings
+from fairprobe.records import LimitOrder
 
 
 class RunOptions(BaseModel):
@@ -30,6 +31,7 @@ class RunOptions(BaseModel):
     data_dir: Path | None = None
     out: Path | None = None
     limit: int | None = Field(None, ge=1)
+    limit_order: LimitOrder = "stratified"
     seed: int = 0
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     probe_options: dict[str, Any] = Field(default_factory=dict)
@@ -65,6 +67,10 @@ class RunOptions(BaseModel):
         answer_args = backend_settings(self.model, self.model_args).answer_args() if self.model_args else {}
         if answer_args:
             obj["model_args"] = answer_args
+        # How a limit draws matters only when one applies; `first` (the draw before stratified limits) is left
+        # out, so folders made then resume with --limit-order first.
+        if self.limit is None or self.limit_order == "first":
+            obj.pop("limit_order")
         return obj
 
     def fingerprint(self) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -17,11 +17,42 @@ class Probe(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
+# How `--limit` picks a set's prompts: a seeded draw stratified over its subsets, or the first N in file order.
+LimitOrder = Literal["stratified", "first"]
+
+
+class Drawn(BaseModel):
+    """How a `--limit` run drew a set's prompts: `n` of `of`, stratified over the set's strata or the first n.
+
+    `strata` names what the strata are ("topic x stereotyped gender"; "" when the set declares none, so a
+    stratified draw is a seeded random sample); `seed` is the draw's fixed seed.
+    """
+
+    n: int
+    of: int
+    order: LimitOrder = "stratified"
+    strata: str = ""
+    seed: int | None = None
+
+    def describe(self, unit: str = "prompts") -> str:
+        """'40 of 160 prompts, stratified by topic x stereotyped gender' (or a seeded random sample, or the first n)."""
+        how = (
+            f"the first {self.n} in file order"
+            if self.order == "first"
+            else f"stratified by {self.strata}"
+            if self.strata
+            else "a seeded random sample"
+        )
+        return f"{self.n} of {self.of} {unit}, {how}"
+
+
 class ProbeSet(BaseModel):
     """A named list of probes with its recorded source and sha256 (of the source file or of the list).
 
     `pair_fields` names the meta fields that make one probe's record in the set's own pair format (`probes show
-    --format pairs`: the gender-income pairs as Vijil's JSONL); empty for sets that are not pairs.
+    --format pairs`: the gender-income pairs as Vijil's JSONL); empty for sets that are not pairs. `strata` names
+    what its probes' subsets are (a `--limit` draw is stratified over them); `drawn` says how a limit drew the
+    probes, when one did.
     """
 
     name: str
@@ -31,6 +62,8 @@ class ProbeSet(BaseModel):
     sha256: str
     probes: list[Probe]
     pair_fields: tuple[str, ...] = ()
+    strata: str = ""
+    drawn: Drawn | None = None
 
 
 class ChatMessage(BaseModel):
@@ -99,11 +132,14 @@ class Sample(BaseModel):
 class MetricValue(BaseModel):
     """A metric with its 95% confidence interval.
 
-    `value` is always written (null when undefined: shown as n/a); `bounds`, `note` and `n` only when set.
-    `n` is the count a share rests on when it is not the set's n (GAS(F) and Delta rest on the gendered
-    continuations only), so marks can flag a value drawn from few cases. `bounds` is the interval a metric is
-    known to lie in when some of its inputs are only bounded (an API's top-k logprobs): then `value` is null
-    and `ci95` widens the bounds by the sampling uncertainty.
+    `value` is always written (null when undefined: shown as n/a); `bounds`, `note`, `n` and `too_little_data`
+    only when set. `n` is the count a share rests on when it is not the set's n (GAS(F) and Delta rest on the
+    gendered continuations only), so a value drawn from fewer cases than its metric's minimum gets no mark.
+    `bounds` is the interval a metric is known to lie in when some of its inputs are only bounded (an API's
+    top-k logprobs): then `value` is null and `ci95` widens the bounds by the sampling uncertainty.
+    `too_little_data` says why the data cannot show what the metric measures although it has a value (every
+    answer the same: a model that always says "yes" has a demographic-parity difference of 0 by construction);
+    such a value gets a "too little data" badge instead of a mark.
     """
 
     value: float | None
@@ -111,11 +147,12 @@ class MetricValue(BaseModel):
     bounds: tuple[float | None, float | None] | None = None
     note: str | None = None
     n: int | None = None
+    too_little_data: str | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset_flags(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        for key in ("bounds", "note", "n"):
+        for key in ("bounds", "note", "n", "too_little_data"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -137,19 +174,22 @@ class SubsetResult(BaseModel):
 
 
 class SetResult(BaseModel):
-    """Metrics on one probe set, overall and per subset; `implicit` says how GLD/ADD's inputs were read."""
+    """Metrics on one probe set, overall and per subset; `implicit` says how GLD/ADD's inputs were read and
+    `drawn` how a `--limit` drew the prompts (both only when set)."""
 
     n: int
     source: str
     metrics: dict[str, MetricValue]
     subsets: dict[str, SubsetResult] = Field(default_factory=dict)
     implicit: dict[str, Any] | None = None
+    drawn: Drawn | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset_implicit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        if data.get("implicit") is None:
-            data.pop("implicit", None)
+        for key in ("implicit", "drawn"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 

@@ -231,7 +231,15 @@ def load_sets(options: RunOptions, progress: Progress | None = None) -> list[Pro
                 f"probe set {name!r} belongs to suite {PROBE_SETS.get(name).suite!r}, not {options.suite!r}"
             )
         try:
-            sets.append(load_probe_set(name, data_dir=options.data_dir, limit=options.limit, **options.probe_options))
+            sets.append(
+                load_probe_set(
+                    name,
+                    data_dir=options.data_dir,
+                    limit=options.limit,
+                    limit_order=options.limit_order,
+                    **options.probe_options,
+                )
+            )
         except DataNotGiven as exc:
             if options.probes:
                 raise
@@ -367,10 +375,18 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
         "decoding": first.generation(options, first.parse_options(options.probe_options, sets[0].name)).model_dump(),
         "seed": options.seed,
         "family_options": family_settings(options, sets),
-        "probe_sets": {ps.name: {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)} for ps in sets},
+        "probe_sets": {ps.name: probe_set_record(ps) for ps in sets},
         "options": options.model_dump(mode="json", exclude={"generation"}),
         "started": started,
     }
+
+
+def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
+    """A set's manifest entry: source, sha256, n, and how a --limit drew its prompts."""
+    record: dict[str, Any] = {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)}
+    if ps.drawn is not None:
+        record["drawn"] = ps.drawn.model_dump(mode="json")
+    return record
 
 
 def family_settings(options: RunOptions, sets: list[ProbeSet]) -> dict[str, Any]:
@@ -464,6 +480,7 @@ def run_with_samples(
                 raise type(exc)(f"{exc}; {resume}") from exc
             own_options = own.parse_options(options.probe_options, ps.name)
             results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
+            results[ps.name].drawn = ps.drawn
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)

@@ -9,6 +9,7 @@ from typing import IO, Annotated, Any
 
 import typer
 
+from fairprobe.records import LimitOrder
 from fairprobe.redact import redact
 
 
@@ -134,7 +135,14 @@ DataDirOpt = Annotated[
     ),
 ]
 
-LimitOpt = Annotated[int | None, typer.Option(min=1, help="first N prompts of each set")]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(min=1, help="N prompts of each set, a seeded draw stratified over its subsets (see --limit-order)"),
+]
+LimitOrderOpt = Annotated[
+    LimitOrder,
+    typer.Option(help="how --limit picks prompts: stratified over each set's subsets, or the first N in file order"),
+]
 MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="tokens to generate")]
 BatchSizeOpt = Annotated[int, typer.Option(min=1, help="prompts per batch (a batch is saved whole)")]
 DeviceOpt = Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:1 ... (= -M device=...)")]

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from fairprobe.cli.common import DataDirOpt, ModelOpt, console, err_console, rich_table
+from fairprobe.cli.common import DataDirOpt, LimitOpt, LimitOrderOpt, ModelOpt, console, err_console, rich_table
 from fairprobe.errors import ConfigError
 
 app = typer.Typer(help="List, show and build probe sets.", no_args_is_help=True)
@@ -34,7 +34,8 @@ def probes_show(
     name: Annotated[str, typer.Argument(help="probe set name (see `fairprobe probes list`)")],
     data_dir: DataDirOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="jsonl, table or pairs")] = "jsonl",
-    limit: Annotated[int | None, typer.Option(min=1)] = None,
+    limit: LimitOpt = None,
+    limit_order: LimitOrderOpt = "stratified",
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
     flip: Annotated[
         str | None, typer.Option(help="gender-income flip mode: consistent or vijil (= -o flip=...)")
@@ -49,7 +50,7 @@ def probes_show(
     options = parse_pairs_typed(option, "probe option", values=False)
     if flip is not None:
         fold(options, "flip", flip, "--flip", "-o")
-    ps = load_probe_set(name, data_dir=data_dir, limit=limit, **options)
+    ps = load_probe_set(name, data_dir=data_dir, limit=limit, limit_order=limit_order, **options)
     if fmt == "pairs":
         if not ps.pair_fields:
             raise ConfigError(f"--format pairs needs a pair set such as gender-income, not {name!r}")

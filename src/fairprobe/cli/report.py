@@ -35,17 +35,33 @@ def report_cmd(
 
 @app.command("check")
 def check_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="run folder with summary.json")],
-    maximum: Annotated[list[str], typer.Option("--max", help="METRIC=VALUE: fail if the upper 95% bound exceeds it")],
+    run_dir: Annotated[
+        Path, typer.Argument(help="run folder with summary.json, or a many-models comparison (every model is checked)")
+    ],
+    maximum: Annotated[
+        list[str] | None, typer.Option("--max", help="METRIC=VALUE: fail if the upper 95% bound exceeds it")
+    ] = None,
+    minimum: Annotated[
+        list[str] | None, typer.Option("--min", help="METRIC=VALUE: fail if the lower 95% bound is below it")
+    ] = None,
+    abs_max: Annotated[
+        list[str] | None,
+        typer.Option("--abs-max", help="METRIC=VALUE: fail if either 95% bound lies beyond ±VALUE (signed metrics)"),
+    ] = None,
+    mark_max: Annotated[
+        str | None, typer.Option("--mark-max", help="A-D: fail if any marked metric's interval allows a worse mark")
+    ] = None,
+    thresholds: Annotated[Path | None, typer.Option(help="severity thresholds JSON for --mark-max")] = None,
     set_names: Annotated[list[str] | None, typer.Option("--set", help="probe set to check (default: all)")] = None,
 ) -> None:
-    """CI gate: exit 1 when a metric's upper 95% bound exceeds its --max, with one line per failure."""
-    from fairprobe.report.check import check_summary, parse_limits
-    from fairprobe.report.runs import load_summary
+    """CI gate: exit 1 when a metric's 95% interval leaves a bound or allows a worse mark; fails closed on what it
+    cannot judge (n/a, unavailable or too little data), one line per failure."""
+    from fairprobe.report.check import Gate, check_folder, parse_bounds, parse_mark
+    from fairprobe.report.severity import load_thresholds
 
-    limits = parse_limits(maximum)
-    result = check_summary(load_summary(run_dir), limits, set_names)
-    for line in result.failures:
+    gate = Gate(parse_bounds(maximum, minimum, abs_max), parse_mark(mark_max), load_thresholds(thresholds))
+    result = check_folder(run_dir, gate, set_names)
+    for line in [*result.failures, *result.notes]:
         console.print(line, highlight=False, soft_wrap=True)
     console.print(result.message(), highlight=False, soft_wrap=True)
     if not result.ok:

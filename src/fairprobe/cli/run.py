@@ -15,6 +15,7 @@ from fairprobe.cli.common import (
     DeviceOpt,
     DtypeOpt,
     LimitOpt,
+    LimitOrderOpt,
     MaxNewTokensOpt,
     ModelArgsOpt,
     ModelListOpt,
@@ -70,6 +71,7 @@ def run_cmd(
     data_dir: DataDirOpt = None,
     out: RunOutOpt = None,
     limit: LimitOpt = None,
+    limit_order: LimitOrderOpt = "stratified",
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy (paper default)")] = 0.0,
     top_p: Annotated[float, typer.Option(help="nucleus sampling (needs temperature > 0)")] = 1.0,
@@ -133,16 +135,30 @@ def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
 
 
 def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool) -> None:
-    """Run several models and print each summary, then where the comparison is."""
+    """Run several models and print the comparison's headline columns and each verdict, then where the files are."""
     from fairprobe.multimodel import run_models
     from fairprobe.progress import auto_progress
 
     with auto_progress() as progress:
         summaries, out = run_models(specs, options, sort_by, progress)
+    if as_json:
+        for summary in summaries.values():
+            show_summary(summary, as_json)
+        return written("comparison", out)
+    from fairprobe.report.console import leaderboard_table
+    from fairprobe.report.leaderboard import read_leaderboard
+    from fairprobe.report.verdict import verdict
+
+    console.print(leaderboard_table(read_leaderboard(out) or {"sets": []}, console.width))
     for summary in summaries.values():
-        show_summary(summary, as_json)
-    if not as_json:
-        console.print((out / "leaderboard.md").read_text(encoding="utf-8"), markup=False, highlight=False)
+        console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"Every metric, the pairwise tests and each model's table: {out / 'leaderboard.md'}, {out / 'report.html'}",
+        style="dim",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     written("comparison", out)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import inspect
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,8 @@ from fairprobe.catalog import FAMILIES, PROBE_SETS
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.marks import MarkRanges
 from fairprobe.models.base import Completion, GenerationConfig, Prompt, Scores
-from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
+from fairprobe.records import Drawn, LimitOrder, MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
+from fairprobe.statistics.strata import LIMIT_SEED, stratified_draw
 
 if TYPE_CHECKING:
     from fairprobe.options import RunOptions
@@ -108,7 +110,11 @@ class Direction:
 
 @dataclass(frozen=True)
 class Figure:
-    """A bar figure of a metric per probe set (and per subset when `subsets_title` is set)."""
+    """A bar figure of a metric per probe set (and per subset when `subsets_title` is set).
+
+    `signed`: values in [-1, 1] around a zero line; `companion`: a second metric drawn beside it in the same
+    colours, hatched (the implicit form of an explicit measure).
+    """
 
     title: str
     caption: str
@@ -117,6 +123,8 @@ class Figure:
     unit_interval: bool = True
     subsets_title: str | None = None
     subsets_caption: str = ""
+    signed: bool = False
+    companion: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,11 +133,14 @@ class Metric:
 
     `order` sorts metrics everywhere (lower first, then by name). `better` says which way is good.
     `bounds` split |value| into the marks A-D and `what` says what those marks grade; `marks` instead gives
-    GenderBench's value ranges per mark (for signed or centred metrics), never both.
+    GenderBench's value ranges per mark (for signed or centred metrics), never both. A value resting on fewer
+    than `min_n` cases (its own `n`, else the set's) gets a "too little data" badge instead.
     `reading` is the plain-words sentence of the console and report. `console`: "column" = a column of the
     one-row-per-set table, "aside" = left out of that table only. `role` flags the family's headline measures
-    the verdict reads ("explicit": the strength of explicit bias; "explicit_direction" / "implicit_direction":
-    signed measures with a `direction`); `share_of` names the group a share counts. `card=False` keeps it off the report's summary cards. `value_range` is the span
+    the verdict reads ("explicit": how often bias shows; "explicit_strength": how lopsided it is, whose mark words
+    the lean's strength; "explicit_direction" / "implicit_direction": signed measures with a `direction`;
+    "stereotype_direction": whether answers follow the prompt's stereotype); `share_of` names the group a share
+    counts. `card=False` keeps it off the report's summary cards. `value_range` is the span
     `fairprobe check` accepts (default: [0, 1] for names ending in _share or _rate, any number otherwise).
     `per_prompt` maps a set's typed samples to one value each (a numpy array; NaN where a prompt does not count)
     so a model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
@@ -147,7 +158,11 @@ class Metric:
     glance: bool = False
     count: bool = False
     card: bool = True
-    role: Literal["explicit", "explicit_direction", "implicit_direction"] | None = None
+    role: (
+        Literal["explicit", "explicit_strength", "explicit_direction", "implicit_direction", "stereotype_direction"]
+        | None
+    ) = None
+    min_n: int = 10
     direction: Direction | None = None
     share_of: str | None = None
     value_range: tuple[float, float] | None = None
@@ -231,7 +246,8 @@ class Family(Generic[RecordT, OptionsT]):
     options)` -> its record; `summarize(ps, records, run, options)` -> the set's result. `metrics` lists the
     functions (made with `computes`) whose declared metrics are the family's: a result may name no other. Sets of
     families with a `section` (a harm type: "Decision-making", ...) are grouped under it in the report, with the
-    marks of their marked metrics and one verdict per section.
+    marks of their marked metrics and one verdict per section. `headline` names the metric a comparison of models
+    sorts its sets by unless told otherwise.
     """
 
     name: str
@@ -249,6 +265,7 @@ class Family(Generic[RecordT, OptionsT]):
     clause: Callable[[str, SetResult], str | None] | None = None
     prefixes: dict[str, Loader] = field(default_factory=dict)
     tables: tuple[MetricTable, ...] = ()
+    headline: str | None = None
 
     def declared(self) -> tuple[Metric, ...]:
         """Every metric the family's metric functions declare, in their order."""
@@ -351,6 +368,12 @@ def metric_info(set_name: str | None, name: str) -> Metric | None:
     return found or next((m for f in all_families() if (m := f.metric(name)) is not None), None)
 
 
+def headline_metric(set_name: str) -> str | None:
+    """The metric a set's family heads its comparisons with, when it names one."""
+    family = family_of_set(set_name)
+    return family.headline if family else None
+
+
 def metric_order(name: str) -> tuple[int, str]:
     """Sort key of a metric: its declared order (the lowest over families), then its name."""
     orders = [m.order for f in all_families() if (m := f.metric(name)) is not None]
@@ -373,8 +396,31 @@ def summarize_by_subset(
     )
 
 
-def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = None, **options: Any) -> ProbeSet:
-    """Load a probe set by name (its family's options taken from `options`); an empty set or unknown name is a DataError."""
+def draw(ps: ProbeSet, limit: int, order: LimitOrder = "stratified") -> ProbeSet:
+    """`limit` probes of a set: a stratified draw over its subsets (statistics/strata.py), or with order "first" the
+    first ones in file order; `drawn` records how. The set is returned whole when the limit covers it."""
+    if limit >= len(ps.probes):
+        return ps
+    seed = None
+    if order == "first":
+        probes = ps.probes[:limit]
+    else:
+        seed = (LIMIT_SEED + zlib.crc32(ps.name.encode())) % 2**32
+        probes = [ps.probes[i] for i in stratified_draw([tuple(p.subsets) for p in ps.probes], limit, seed)]
+    strata = ps.strata if order == "stratified" else ""
+    drawn = Drawn(n=limit, of=len(ps.probes), order=order, strata=strata, seed=seed)
+    return ps.model_copy(update={"probes": probes, "drawn": drawn})
+
+
+def load_probe_set(
+    name: str,
+    data_dir: Path | None = None,
+    limit: int | None = None,
+    limit_order: LimitOrder = "stratified",
+    **options: Any,
+) -> ProbeSet:
+    """Load a probe set by name (its family's options taken from `options`), `limit` probes drawn as `draw` does;
+    an empty set or unknown name is a DataError."""
     family = family_of_set(name)
     if family is None:
         raise DataError(
@@ -390,6 +436,4 @@ def load_probe_set(name: str, data_dir: Path | None = None, limit: int | None = 
         ps = loader(data_dir=data_dir, options=opts) if takes else loader(data_dir=data_dir)
     if not ps.probes:
         raise DataError(f"probe set {name!r} from {ps.source} has no prompts")
-    if limit is not None:
-        ps = ps.model_copy(update={"probes": ps.probes[:limit]})
-    return ps
+    return ps if limit is None else draw(ps, limit, limit_order)

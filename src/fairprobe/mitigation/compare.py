@@ -19,14 +19,13 @@ from fairprobe.errors import ConfigError
 from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.families.paper import INSTRUCTION, PaperOptions
 from fairprobe.families.paper.metrics import add_per_prompt, gas_indicator, gld_per_prompt
-from fairprobe.formatting import markdown_table
+from fairprobe.formatting import format_p, markdown_table
 from fairprobe.io import atomic_write_json, atomic_write_text, parse_pairs
 from fairprobe.mitigation.drift import LABELS as DRIFT_LABELS
 from fairprobe.mitigation.drift import (
     MEASURES,
     drift_summary,
     drift_tests,
-    format_p,
     scorer_of,
     set_drift,
     within_original_ci,
@@ -39,7 +38,8 @@ from fairprobe.models.adapters import check_finished
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import ProbeSet, Sample
 from fairprobe.runner import RunOptions, load_backend, load_sets, write_report
-from fairprobe.statistics.stats import exact_mcnemar, holm_adjust, paired_bootstrap_difference, paired_bootstrap_p
+from fairprobe.statistics.pairwise import bootstrap_test, holm
+from fairprobe.statistics.stats import exact_mcnemar
 
 DEFAULT_HYPER = "temperature=0.3"
 TABLE_METRICS = ("gas", "gld", "add", "log_add")
@@ -72,8 +72,20 @@ def _probs(samples: list[Sample]) -> np.ndarray:
     return np.stack([np.stack([np.asarray(s.p_female), np.asarray(s.p_male)], axis=-1) for s in samples])  # type: ignore[attr-defined]
 
 
-def paired_stats(original: list[Sample], method: list[Sample]) -> dict[str, Any]:
-    """Exact McNemar on GAS indicators and paired bootstrap differences (with p) of GLD/ADD (method - original)."""
+# Why a decoding-only method's GLD and ADD are not tested: they read the next-word distribution right after the
+# prompt, which temperature, top-p and top-k do not change (any difference is float noise of batching).
+UNCHANGED_BY_DESIGN = "unchanged by design: decoding settings do not change next-word probabilities"
+
+
+def decoding_only(method: RunOptions, base: RunOptions) -> bool:
+    """True when a method differs from Original only in its decoding settings."""
+    keep = {"generation", "out"}
+    return method.model_dump(exclude=keep) == base.model_dump(exclude=keep)
+
+
+def paired_stats(original: list[Sample], method: list[Sample], implicit_unchanged: bool = False) -> dict[str, Any]:
+    """Exact McNemar on GAS indicators and paired bootstrap tests of GLD/ADD (method - original); with
+    `implicit_unchanged` (a decoding-only method) GLD and ADD are not tested but marked unchanged by design."""
     a, b = gas_indicator(original), gas_indicator(method)
     fixed = int(((a == 1) & (b == 0)).sum())
     broken = int(((a == 0) & (b == 1)).sum())
@@ -88,10 +100,12 @@ def paired_stats(original: list[Sample], method: list[Sample]) -> dict[str, Any]
     if all(getattr(s, "p_female", None) is not None for s in original + method):
         po, pm = _probs(original), _probs(method)
         for name, fn in (("gld", gld_per_prompt), ("add", add_per_prompt)):
+            if implicit_unchanged:
+                out[name] = {"unchanged_by_design": UNCHANGED_BY_DESIGN}
+                continue
             x, y = fn(po[..., 0], po[..., 1]), fn(pm[..., 0], pm[..., 1])
             out[name] = {
-                "difference": paired_bootstrap_difference(x, y).model_dump(mode="json"),
-                "p_bootstrap": paired_bootstrap_p(x, y),
+                **bootstrap_test(x, y).to_json(),
                 "relative_change": None if not x.mean() else float(y.mean() / x.mean() - 1),
             }
     return out
@@ -235,7 +249,7 @@ def set_result(
             "drift": drift_summary(drift[name][ps.name]),
         }
         if name != "Original":
-            row["vs_original"] = paired_stats(original, own)
+            row["vs_original"] = paired_stats(original, own, decoding_only(methods[name], methods["Original"]))
             row["drift_vs_original"] = drift_tests(drift["Original"][ps.name], drift[name][ps.name])
             row["drift_within_original_ci"] = within_original_ci(rows["Original"]["drift"], row["drift"])
         if name in ppl:
@@ -243,20 +257,21 @@ def set_result(
             if name != "Original" and ppl["Original"][ps.name]:
                 row["perplexity_relative_change"] = ppl[name][ps.name] / ppl["Original"][ps.name] - 1
         rows[name] = row
-    return {"n": len(ps.probes), "source": ps.source, "methods": rows}
+    drawn = {"drawn": ps.drawn.describe()} if ps.drawn else {}
+    return {"n": len(ps.probes), "source": ps.source, **drawn, "methods": rows}
 
 
 def _test_slots(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every test of a method's row by measure name, each a dict holding its raw p-value."""
     vs = row.get("vs_original", {})
     slots = {"gas": vs["gas"]} if "gas" in vs else {}
-    slots.update({k: vs[k] for k in ("gld", "add") if k in vs})
+    slots.update({k: vs[k] for k in ("gld", "add") if _raw_p(vs.get(k, {})) is not None})  # untested: no slot
     slots.update({f"drift.{k}": v for k, v in row.get("drift_vs_original", {}).items()})
     return slots
 
 
 def _raw_p(test: dict[str, Any]) -> float | None:
-    for key in ("p_mcnemar", "p_bootstrap", "p"):
+    for key in ("p_mcnemar", "p"):
         if test.get(key) is not None:
             return float(test[key])
     return None
@@ -270,12 +285,23 @@ def add_holm(result: dict[str, Any]) -> None:
         for measure in sorted(measures):
             tests = [_test_slots(row).get(measure) for row in rows]
             present = [t for t in tests if t is not None]
-            for test, adjusted in zip(present, holm_adjust([_raw_p(t) for t in present]), strict=True):
+            for test, adjusted in zip(present, holm([_raw_p(t) for t in present]), strict=True):
                 test["p_holm"] = adjusted
 
 
 def _p(value: float | None) -> str:
     return format_p(value)
+
+
+def _difference_cell(test: dict[str, Any] | None, digits: int = 3) -> str:
+    """A GLD/ADD difference against Original, 'unchanged by design' (decoding-only methods) or 'equal'."""
+    if not test:
+        return ""
+    if test.get("unchanged_by_design"):
+        return "unchanged by design"
+    if test.get("equal"):
+        return "equal"
+    return format_value(test.get("difference"), digits)
 
 
 def _gas_cell(vs: dict[str, Any]) -> str:
@@ -294,7 +320,14 @@ def _drift_cell(row: dict[str, Any], name: str) -> str:
     test = row.get("drift_vs_original", {}).get(name)
     if test:
         diff = test["difference"]["value"] if isinstance(test["difference"], dict) else test["difference"]
-        text += f" ({diff:+.2f}, p {_p(test.get('p_holm', test['p']))})" if diff is not None else ""
+        p = test.get("p_holm", test.get("p"))
+        text += (
+            f" ({diff:+.2f}, p {_p(p)})"
+            if diff is not None and p is not None
+            else " (equal)"
+            if test.get("equal")
+            else ""
+        )
     return text
 
 
@@ -317,8 +350,8 @@ def compare_rows(result: dict[str, Any]) -> list[list[str]]:
                     format_value(m.get("add"), 4),
                     "n/a" if not m.get("log_add", {}).get("value") else f"{m['log_add']['value']:.2f}",
                     _gas_cell(vs),
-                    format_value(vs.get("gld", {}).get("difference")) if "gld" in vs else "",
-                    format_value(vs.get("add", {}).get("difference"), 4) if "add" in vs else "",
+                    _difference_cell(vs.get("gld")),
+                    _difference_cell(vs.get("add"), 4),
                     "" if ppl is None else f"{ppl:.2f}" + ("" if ppl_rel is None else f" ({ppl_rel:+.1%})"),
                     *(_drift_cell(row, name) for name in MEASURES),
                 ]
@@ -341,9 +374,18 @@ COLUMNS = [
 ]
 
 
-def compare_markdown(result: dict[str, Any]) -> str:
-    """compare.json as a Markdown table like the paper's Tables 1-3, with the paired tests, drift and notes."""
-    lines = ["# Mitigation comparison", "", *markdown_table(COLUMNS, compare_rows(result))]
+# The console's columns: the paper's metrics and their tests against Original (compare.md has every column).
+HEADLINE_COLUMNS = 9
+
+
+def compare_markdown(result: dict[str, Any], headline: bool = False) -> str:
+    """compare.json as a Markdown table like the paper's Tables 1-3, with the paired tests, drift and notes
+    (`headline`: only the bias columns and no notes, as the console prints it)."""
+    rows = compare_rows(result)
+    if headline:
+        table = markdown_table(COLUMNS[:HEADLINE_COLUMNS], [r[:HEADLINE_COLUMNS] for r in rows])
+        return "\n".join([*table, "", "Perplexity, drift, every test and the notes: compare.md beside compare.json."])
+    lines = ["# Mitigation comparison", "", *markdown_table(COLUMNS, rows)]
     lines += ["", *[f"- {note}" for note in result["notes"]], ""]
     return "\n".join(lines)
 

@@ -30,16 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from fairprobe.formatting import format_p
 from fairprobe.models.base import ModelBackend, ScoringBackend
 from fairprobe.models.cached import CachedBackend
 from fairprobe.records import MetricValue, Sample
-from fairprobe.statistics.stats import (
-    bootstrap_statistic,
-    exact_mcnemar,
-    paired_bootstrap_difference,
-    paired_bootstrap_p,
-    proportion,
-)
+from fairprobe.statistics.pairwise import bootstrap_test
+from fairprobe.statistics.stats import bootstrap_statistic, exact_mcnemar, proportion
 
 SUBJECT_WORDS = frozenset(
     str.split(
@@ -204,13 +200,7 @@ def drift_tests(original: dict[str, np.ndarray], method: dict[str, np.ndarray]) 
             }
         else:
             both = np.isfinite(a) & np.isfinite(b)
-            diff = paired_bootstrap_difference(a[both], b[both])
-            out[name] = {
-                "difference": diff.model_dump(mode="json"),
-                "p": paired_bootstrap_p(a[both], b[both]),
-                "test": "paired bootstrap",
-                "n": int(both.sum()),
-            }
+            out[name] = bootstrap_test(a[both], b[both]).to_json()
     return out
 
 
@@ -235,7 +225,7 @@ def format_drift(summary: dict[str, Any], tests: dict[str, Any] | None = None) -
         if tests and name in tests:
             t = tests[name]
             diff = t["difference"]["value"] if isinstance(t["difference"], dict) else t["difference"]
-            text += f" ({_signed(diff)}, p {format_p(t['p'])})"
+            text += f" ({_signed(diff)}, p {format_p(t['p'], t.get('p_floor', False))})"
         parts.append(text)
     return "; ".join(parts)
 
@@ -246,10 +236,3 @@ def _num(x: float | None) -> str:
 
 def _signed(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.2f}"
-
-
-def format_p(p: float | None) -> str:
-    """A p-value as '<0.001' or with three decimals ('' when there is none)."""
-    if p is None:
-        return ""
-    return "<0.001" if p < 1e-3 else f"{p:.3f}"

@@ -26,7 +26,8 @@ from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import MetricValue, ProbeSet, Sample
 from fairprobe.runner import RunOptions, load_backend, load_sets, run_with_samples
-from fairprobe.statistics.stats import bootstrap_statistic, paired_bootstrap_difference
+from fairprobe.statistics.pairwise import paired_difference
+from fairprobe.statistics.stats import bootstrap_statistic
 
 PAPER_GRID: dict[str, tuple[float, ...]] = {
     "temperature": (0.3, 0.5, 0.7, 1.0),
@@ -201,7 +202,7 @@ def set_rows(
             "gas_per_seed": [float(x) for x in per_seed.mean(axis=1)],
         }
     best = min(rows, key=lambda k: (rows[k]["gas"]["value"], k))
-    vs_greedy = paired_bootstrap_difference(greedy_indicators, np.stack(indicators[best]).mean(axis=0))
+    vs_greedy = paired_difference(greedy_indicators, np.stack(indicators[best]).mean(axis=0))
     best_row = {
         "setting": best,
         "gas": rows[best]["gas"],

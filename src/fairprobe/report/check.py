@@ -1,54 +1,102 @@
-"""The CI gate: a run fails when a metric's upper 95% bound exceeds its allowed maximum."""
+"""The CI gate: a run fails when a metric's 95% interval leaves its allowed range, or its mark is too bad.
+
+Bounds are judged on the interval, never the point alone: `--max` on the upper 95% bound, `--min` on the lower
+one, `--abs-max` on the larger absolute end (for signed metrics such as `implicit_lean`); `--mark-max B` on the
+worst mark the interval allows, for every marked metric of the checked sets. The gate fails closed on anything
+it cannot judge: a metric that is n/a or unavailable, one that rests on too little data, or a damaged summary
+is a failure or an error, never "skipped". A metric known only by bounds (GLD over a top-k server) is judged on
+those bounds' 95% interval and says so.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
 
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families import metric_info
 from fairprobe.formatting import format_number
 from fairprobe.io import parse_pairs
-from fairprobe.records import MetricValue, Summary
+from fairprobe.records import MetricValue, SetResult, Summary
+from fairprobe.report.leaderboard import comparison_runs
+from fairprobe.report.runs import load_summary
+from fairprobe.report.severity import MARKS, Thresholds, default_thresholds, too_little_data
+
+Kind = Literal["max", "min", "abs-max"]
 
 
 @dataclass(frozen=True)
-class CheckResult:
-    """Failures (one line each), passes and metrics skipped for want of an interval."""
+class Bound:
+    """One numeric gate: `--max gas=0.3` is Bound("max", "gas", 0.3)."""
 
-    failures: list[str]
-    passed: list[str]
-    skipped: list[str]
+    kind: Kind
+    metric: str
+    limit: float
+
+    def end(self, lo: float, hi: float) -> float:
+        """The end of an interval this bound judges: upper, lower, or the larger absolute one."""
+        return hi if self.kind == "max" else lo if self.kind == "min" else max(abs(lo), abs(hi))
+
+    def holds(self, x: float) -> bool:
+        """Whether that end is within the bound."""
+        return x >= self.limit if self.kind == "min" else x <= self.limit
+
+    def describe(self, x: float) -> str:
+        """'upper 95% bound 0.349 > max 0.300' (or within it)."""
+        end = {"max": "upper 95% bound", "min": "lower 95% bound", "abs-max": "largest |95% bound|"}[self.kind]
+        op = (">=" if self.holds(x) else "<") if self.kind == "min" else ("<=" if self.holds(x) else ">")
+        return f"{end} {format_number(x)} {op} {self.kind} {format_number(self.limit)}"
+
+
+@dataclass
+class CheckResult:
+    """Failures (one line each), the number of checks that held, and notes on how some were judged."""
+
+    failures: list[str] = field(default_factory=list)
+    passed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when no metric's upper bound exceeds its maximum."""
+        """True when every check held."""
         return not self.failures
 
     def message(self) -> str:
-        """The one-line verdict printed after the failures."""
-        skipped = (
-            f"; {len(self.skipped)} skipped (n/a or no interval: {', '.join(self.skipped)})" if self.skipped else ""
-        )
+        """The one-line verdict printed after the failures and notes."""
+        total = len(self.failures) + len(self.passed)
         if self.ok:
-            return f"check passed: {len(self.passed)} metric bound(s) within their maximum{skipped}"
-        return f"check failed: {len(self.failures)} of {len(self.failures) + len(self.passed)} metric bound(s) above their maximum{skipped}"
+            return f"check passed: {total} check(s) held"
+        return f"check failed: {len(self.failures)} of {total} check(s) failed"
 
 
-def parse_limits(items: list[str]) -> dict[str, float]:
-    """`--max NAME=VALUE` items -> {name: value}; a malformed item or a non-finite value is a ConfigError."""
-    limits: dict[str, float] = {}
-    for name, value in parse_pairs(items, "--max", "METRIC=VALUE").items():
-        try:
-            limit = float(value)
-        except ValueError:
-            raise ConfigError(f"--max {name}: threshold must be a number, got {value.strip()!r}") from None
-        if not math.isfinite(limit):
-            raise ConfigError(f"--max {name}: threshold must be finite, got {value.strip()!r}")
-        limits[name] = limit
-    if not limits:
-        raise ConfigError("give at least one --max METRIC=VALUE")
-    return limits
+def parse_bounds(
+    maximum: list[str] | None, minimum: list[str] | None = None, abs_max: list[str] | None = None
+) -> list[Bound]:
+    """`--max`, `--min` and `--abs-max` NAME=VALUE items as bounds; a malformed item or non-finite value is a
+    ConfigError."""
+    bounds = []
+    for kind, items in (("max", maximum), ("min", minimum), ("abs-max", abs_max)):
+        for name, value in parse_pairs(items, f"--{kind}", "METRIC=VALUE").items():
+            try:
+                limit = float(value)
+            except ValueError:
+                raise ConfigError(f"--{kind} {name}: threshold must be a number, got {value.strip()!r}") from None
+            if not math.isfinite(limit):
+                raise ConfigError(f"--{kind} {name}: threshold must be finite, got {value.strip()!r}")
+            bounds.append(Bound(kind, name, limit))  # type: ignore[arg-type]
+    return bounds
+
+
+def parse_mark(value: str | None) -> str | None:
+    """`--mark-max B`: one of A, B, C, D."""
+    if value is None:
+        return None
+    mark = value.strip().upper()
+    if mark not in MARKS:
+        raise ConfigError(f"--mark-max must be one of {', '.join(MARKS)}, got {value!r}")
+    return mark
 
 
 # The values a metric can take when its family does not say; a summary outside them is damaged or forged.
@@ -92,46 +140,158 @@ def metric_problem(name: str, m: MetricValue, set_name: str | None = None) -> st
     return None
 
 
-def check_summary(summary: Summary, limits: dict[str, float], sets: list[str] | None = None) -> CheckResult:
-    """Compare every limited metric's upper 95% bound in every chosen set with its maximum.
+def unjudgeable(set_name: str, name: str, m: MetricValue, result: SetResult) -> str | None:
+    """Why the gate cannot judge a metric (n/a, unavailable, too little data), or None."""
+    if m.value is None and m.bounds is None:
+        return f"cannot be judged: n/a ({m.note})" if m.note else "cannot be judged: n/a on this data"
+    if m.value is not None:
+        why = too_little_data(set_name, name, m, m.n if m.n is not None else result.n)
+        if why is not None:
+            return f"cannot be judged: too little data ({why})"
+    return None
 
-    Unknown set or metric names are ConfigErrors (a typo must not pass a gate silently); a NaN, infinite,
-    inverted or out-of-range value or interval is a DataError naming set and metric (the gate fails closed).
-    """
-    chosen = sets or list(summary.results)
-    unknown = [s for s in chosen if s not in summary.results]
-    if unknown:
-        raise ConfigError(f"probe set(s) not in this run: {', '.join(unknown)}; it has {', '.join(summary.results)}")
-    available = sorted({k for s in chosen for k in summary.results[s].metrics})
-    missing = [name for name in limits if name not in available]
-    if missing:
-        raise ConfigError(f"unknown metric(s) {', '.join(missing)}; the checked sets have {', '.join(available)}")
-    failures: list[str] = []
-    passed: list[str] = []
-    skipped: list[str] = []
-    damaged: list[str] = []
-    for set_name in chosen:
-        metrics = summary.results[set_name].metrics
-        for name, limit in limits.items():
-            m = metrics.get(name)
+
+def interval(m: MetricValue) -> tuple[float, float, str]:
+    """The interval a bound is judged on, and how: the 95% CI, the 95% CI of a bounded metric's bounds, or the
+    value alone when the metric carries no interval."""
+    lo, hi = m.ci95
+    if lo is not None and hi is not None:
+        return lo, hi, " (judged on its bounds: the data leave it between them)" if m.value is None else ""
+    if m.value is None:  # bounded without an interval: its bounds
+        return float(m.bounds[0]), float(m.bounds[1]), " (judged on its bounds)"  # type: ignore[index, arg-type]
+    return m.value, m.value, " (no interval: judged on its value)"
+
+
+class Gate:
+    """Every check of one `fairprobe check` call over the chosen sets of one or more runs."""
+
+    def __init__(self, bounds: list[Bound], mark_max: str | None = None, thresholds: Thresholds | None = None) -> None:
+        if not bounds and mark_max is None:
+            raise ConfigError("give at least one --max, --min or --abs-max METRIC=VALUE, or --mark-max MARK")
+        self.bounds = bounds
+        self.mark_max = mark_max
+        self.thresholds = thresholds or default_thresholds()
+        self.result = CheckResult()
+        self.damaged: list[str] = []
+
+    def _record(self, where: str, ok: bool, text: str) -> None:
+        if ok:
+            self.result.passed.append(where)
+        else:
+            self.result.failures.append(f"FAIL {where}: {text}")
+
+    def check_bound(self, where: str, set_name: str, bound: Bound, m: MetricValue, result: SetResult) -> None:
+        """One numeric bound on one metric of one set."""
+        why = unjudgeable(set_name, bound.metric, m, result)
+        if why is not None:
+            return self._record(where, False, why)
+        lo, hi, how = interval(m)
+        x = bound.end(lo, hi)
+        value = f" (value {format_number(m.value)})" if m.value is not None and m.ci95[0] is not None else ""
+        self._record(where, bound.holds(x), bound.describe(x) + value + how)
+        if how and bound.holds(x):
+            self.result.notes.append(f"NOTE {where}: {bound.describe(x)}{how}")
+
+    def check_mark(self, where: str, set_name: str, name: str, m: MetricValue, result: SetResult) -> None:
+        """The mark gate on one marked metric: the worst mark its interval (or bounds) allows."""
+        threshold = self.thresholds.for_metric(set_name, name)
+        assert threshold is not None and self.mark_max is not None
+        why = unjudgeable(set_name, name, m, result)
+        if why is not None:
+            return self._record(where, False, why)
+        lo, hi, how = interval(m)
+        worst = threshold.mark_of(max(abs(lo), abs(hi)))
+        ok = MARKS.index(worst) <= MARKS.index(self.mark_max)
+        text = f"worst mark its 95% interval allows {worst} {'<=' if ok else '>'} mark-max {self.mark_max}{how}"
+        self._record(where, ok, text)
+
+    def check_set(self, label: str, set_name: str, result: SetResult) -> None:
+        """Every bound and the mark gate on one set; damaged metrics are collected for one error."""
+        named = {b.metric for b in self.bounds}
+        marked = {k for k in result.metrics if self.mark_max and self.thresholds.for_metric(set_name, k)}
+        for name in sorted(named | marked):
+            m = result.metrics.get(name)
             if m is None:
                 continue
             problem = metric_problem(name, m, set_name)
             if problem is not None:
-                damaged.append(f"{set_name}/{name}: {problem}")
+                self.damaged.append(f"{label}{set_name}/{name}: {problem}")
                 continue
-            upper = m.ci95[1]
-            if upper is None or m.value is None:
-                skipped.append(f"{set_name}/{name}" + (" n/a" if m.value is None else ""))
-            elif upper > limit:
-                failures.append(
-                    f"FAIL {set_name} {name}: upper 95% bound {format_number(upper)} > max {format_number(limit)} "
-                    f"(value {format_number(m.value)})"
+            where = f"{label}{set_name} {name}"
+            for bound in (b for b in self.bounds if b.metric == name):
+                self.check_bound(
+                    where + ("" if bound.kind == "max" else f" ({bound.kind})"), set_name, bound, m, result
                 )
-            else:
-                passed.append(f"{set_name}/{name}")
-    if damaged:
+            if name in marked:
+                self.check_mark(where + " (mark)", set_name, name, m, result)
+
+    def signed_notes(self, sets: dict[str, SetResult]) -> None:
+        """A note where `--max` bounds a signed metric's upper end only."""
+        for bound in self.bounds:
+            info = next((metric_info(s, bound.metric) for s in sets if bound.metric in sets[s].metrics), None)
+            if bound.kind == "max" and info is not None and info.better == "zero":
+                self.result.notes.append(
+                    f"NOTE {bound.metric} is signed: --max bounds its upper end only; --abs-max bounds both ends"
+                )
+
+
+def chosen_sets(summary: Summary, sets: list[str] | None) -> dict[str, SetResult]:
+    """The sets a check covers (all by default); an unknown name is a ConfigError."""
+    chosen = sets or list(summary.results)
+    unknown = [s for s in chosen if s not in summary.results]
+    if unknown:
+        raise ConfigError(f"probe set(s) not in this run: {', '.join(unknown)}; it has {', '.join(summary.results)}")
+    return {s: summary.results[s] for s in chosen}
+
+
+def check_runs(summaries: dict[str, Summary], gate: Gate, sets: list[str] | None = None) -> CheckResult:
+    """Run the gate over one run or every model of a comparison (`summaries` by label; one run: label '').
+
+    Unknown set or metric names are ConfigErrors (a typo must not pass a gate silently); a NaN, infinite,
+    inverted or out-of-range value or interval is a DataError naming set and metric (the gate fails closed).
+    """
+    chosen = {label: chosen_sets(summary, sets) for label, summary in summaries.items()}
+    available = sorted({k for by_set in chosen.values() for r in by_set.values() for k in r.metrics})
+    missing = [b.metric for b in gate.bounds if b.metric not in available]
+    if missing:
+        raise ConfigError(f"unknown metric(s) {', '.join(missing)}; the checked sets have {', '.join(available)}")
+    for label, by_set in chosen.items():
+        for set_name, result in by_set.items():
+            gate.check_set(f"{label}: " if label else "", set_name, result)
+    if gate.damaged:
         raise DataError(
-            f"summary cannot be checked, {len(damaged)} metric(s) are not valid numbers: {'; '.join(damaged)}"
+            f"summary cannot be checked, {len(gate.damaged)} metric(s) are not valid numbers: {'; '.join(gate.damaged)}"
         )
-    return CheckResult(failures, passed, skipped)
+    gate.signed_notes({s: r for by_set in chosen.values() for s, r in by_set.items()})
+    return gate.result
+
+
+def check_folder(folder: Path, gate: Gate, sets: list[str] | None = None) -> CheckResult:
+    """The gate over a run folder, or over every model of a many-models comparison folder (labelled by model)."""
+    runs = comparison_runs(folder)
+    if runs is None:
+        return check_runs({"": load_summary(folder)}, gate, sets)
+    summaries: dict[str, Summary] = {}
+    for run in runs:
+        summary = load_summary(run)
+        summaries[summary.model if summary.model not in summaries else str(run)] = summary
+    return check_runs(summaries, gate, sets)
+
+
+def check_summary(
+    summary: Summary,
+    limits: dict[str, float] | None = None,
+    sets: list[str] | None = None,
+    minimum: dict[str, float] | None = None,
+    abs_max: dict[str, float] | None = None,
+    mark_max: str | None = None,
+    thresholds: Thresholds | None = None,
+) -> CheckResult:
+    """The gate on one run's summary: `limits` are the --max bounds, `minimum` the --min ones, `abs_max` the
+    --abs-max ones, `mark_max` the worst mark allowed (A-D)."""
+    bounds = [
+        Bound(kind, name, float(limit))  # type: ignore[arg-type]
+        for kind, given in (("max", limits), ("min", minimum), ("abs-max", abs_max))
+        for name, limit in (given or {}).items()
+    ]
+    return check_runs({"": summary}, Gate(bounds, parse_mark(mark_max), thresholds), sets)

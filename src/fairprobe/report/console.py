@@ -27,9 +27,14 @@ def cell(set_name: str, name: str, m: MetricValue | None, n: int, thresholds: Th
     grade = thresholds.grade(set_name, name, m, n)
     if grade is None:
         return Text(text)
-    flag = "" if grade.certain else "?"
-    flag += "*" if grade.low_n else ""
-    return Text(text + flag, style=COLOURS[grade.point] if grade.certain else "")
+    if grade.too_little is not None:
+        return Text(text + "~", style="grey50")
+    return Text(text + ("" if grade.certain else "?"), style=COLOURS[grade.point] if grade.certain else "")
+
+
+def header(name: str) -> str:
+    """A column header: a long metric name broken at its underscores, so the header is never wider than a value."""
+    return name.replace("_", "_\n") if len(name) > 14 else name
 
 
 def _wide(summary: Summary, names: list[str], thresholds: Thresholds) -> Any:
@@ -39,9 +44,12 @@ def _wide(summary: Summary, names: list[str], thresholds: Thresholds) -> Any:
     table.add_column("probe set", style="bold", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
     for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(header(name), justify="right", no_wrap=True)
     for set_name, result in summary.results.items():
-        cells = [cell(set_name, k, result.metrics.get(k), result.n, thresholds) for k in names]
+        cells = [
+            cell(set_name, k, result.metrics[k], result.n, thresholds) if k in result.metrics else Text("")
+            for k in names
+        ]
         table.add_row(Text(set_name), str(result.n), *cells)
     return table
 
@@ -74,7 +82,7 @@ def summary_table(summary: Summary, width: int = 180, thresholds: Thresholds | N
     names = sorted({i.name for i in infos if i and i.console == "column"}, key=metric_order)
     if names and all(i and i.console for i in infos):
         cells = [
-            max(len(format_metric(r.metrics.get(k), name=k, set_name=s)) + 2 for s, r in summary.results.items())
+            max(len(format_metric(r.metrics.get(k), name=k, set_name=s)) + 1 for s, r in summary.results.items())
             for k in names
         ]
         label = max(len(k) for k in summary.results)
@@ -92,11 +100,65 @@ def print_summary(summary: Summary, console: Any = None) -> None:
     console = console or Console(markup=False)
     console.print(summary_table(summary, console.width))
     console.print(
-        "[95% CI]; colour = severity mark; ? = the interval spans several marks; * = fewer than 30 cases; "
-        "n/a = undefined on this data. Every metric: summary.json and report.html.",
+        "[95% CI]; colour = severity mark (green slight, yellow mild, orange noticeable, red strong); ? = the interval "
+        "spans several marks; ~ = too little data to judge (no mark); n/a = undefined on this data. "
+        "Every metric: summary.json and report.html.",
         style="dim",
         markup=False,
         highlight=False,
         soft_wrap=True,
     )
     console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
+
+
+def _leaderboard_columns(obj: dict[str, Any], width: int) -> list[str]:
+    """The headline columns that fit `width`: each set's sort metric first, then its family's console columns in
+    their order, as many as fit beside the set and model names."""
+    wanted: list[str] = []
+    for entry in obj["sets"]:
+        present = {k for r in entry["rows"] for k in r["metrics"]}
+        console = [
+            k
+            for k in sorted(present, key=metric_order)
+            if (i := metric_info(entry["set"], k)) and i.console == "column"
+        ]
+        for name in [entry["sort_by"], *console]:
+            if name and name not in wanted:
+                wanted.append(name)
+    names = [len(e["set"]) for e in obj["sets"]] + [len(r["model"]) for e in obj["sets"] for r in e["rows"]]
+    used = max(names, default=10) * 2 + 12
+    chosen = []
+    for name in wanted:
+        cells = [
+            len(format_metric(MetricValue(**r["metrics"][name]), name=name))
+            for e in obj["sets"]
+            for r in e["rows"]
+            if name in r["metrics"]
+        ]
+        need = max([len(header(name).split("\n")[0]), *cells]) + 4
+        if used + need <= width:
+            chosen.append(name)
+            used += need
+    return chosen
+
+
+def leaderboard_table(obj: dict[str, Any], width: int = 180) -> Any:
+    """A comparison at a glance: per set, the models in rank order with the headline columns that fit `width` (each
+    set's sort metric, then its family's console columns); every metric is in leaderboard.md and report.html."""
+    from rich.table import Table
+
+    names = _leaderboard_columns(obj, width)
+    table = Table(title=Text("model comparison (best first)"), header_style="bold cyan")
+    for col in ("probe set", "#", "model", *names):
+        table.add_column(header(col), justify="left" if col in ("probe set", "model") else "right", no_wrap=True)
+    for entry in obj["sets"]:
+        for rank, row in enumerate(entry["rows"], start=1):
+            cells = [
+                cell(entry["set"], k, MetricValue(**row["metrics"][k]), row["n"], default_thresholds())
+                if k in row["metrics"]
+                else Text("")
+                for k in names
+            ]
+            table.add_row(Text(entry["set"] if rank == 1 else ""), str(rank), Text(row["model"]), *cells)
+        table.add_section()
+    return table

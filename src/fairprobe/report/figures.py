@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import dataclass
 from itertools import count
 
 import matplotlib
@@ -14,9 +15,12 @@ import numpy as np
 
 from fairprobe.records import MetricValue
 
-# Okabe-Ito: distinguishable with every common colour-vision deficiency.
+# Okabe-Ito: distinguishable with every common colour-vision deficiency. Colour means one model (or run) in every
+# figure; female and male are told apart by fill pattern, never by a model's colour.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
-FEMALE, MALE = "#E69F00", "#0072B2"
+FEMALE = {"color": "white", "edgecolor": "#444444", "hatch": "////", "linewidth": 0.8}
+MALE = {"color": "#8c8c8c", "edgecolor": "#444444", "linewidth": 0.8}
+HATCH = "////"
 STYLE = {
     "svg.fonttype": "none",
     "svg.hashsalt": "fairprobe",
@@ -56,20 +60,34 @@ def _errors(values: np.ndarray, ci: np.ndarray, log: bool) -> np.ndarray:
     return np.clip(np.stack([values - lo, hi - values]), 0, None)
 
 
+@dataclass(frozen=True)
+class Series:
+    """One row of bars: its legend label, a value per group, its colour's index in PALETTE, hatched or solid."""
+
+    label: str
+    values: list[MetricValue | None]
+    colour: int = 0
+    hatched: bool = False
+
+
 def grouped_bars(
     groups: list[str],
-    series: list[tuple[str, list[MetricValue | None]]],
+    series: list[Series],
     ylabel: str,
     log: bool = False,
     unit_interval: bool = False,
+    signed: bool = False,
 ) -> str:
-    """Bars per group (probe set or subset) and series (run), each with its 95% CI; returns inline SVG."""
+    """Bars per group (probe set or subset) and series (run), each with its 95% CI; returns inline SVG.
+
+    `signed`: values in [-1, 1] drawn from a zero line."""
     with plt.rc_context(STYLE):
         width = min(11.0, max(5.2, 1.2 + len(groups) * (0.3 + 0.25 * len(series))))
         fig, ax = plt.subplots(figsize=(width, 2.6))
         x = np.arange(len(groups), dtype=float)
         bar = min(0.8 / max(1, len(series)), 0.4)
-        for i, (label, metrics) in enumerate(series):
+        for i, one in enumerate(series):
+            label, metrics = one.label, one.values
             values = np.array([np.nan if m is None or m.value is None else m.value for m in metrics], dtype=float)
             ci = np.array(
                 [[np.nan, np.nan] if m is None else [np.nan if c is None else c for c in m.ci95] for m in metrics],
@@ -77,7 +95,9 @@ def grouped_bars(
             ).reshape(-1, 2)
             shown = ~np.isnan(values) & (values > 0 if log else True)
             offset = x + (i - (len(series) - 1) / 2) * bar
-            ax.bar(offset[shown], values[shown], bar * 0.92, color=PALETTE[i % len(PALETTE)], label=label)
+            colour = PALETTE[one.colour % len(PALETTE)]
+            style = {"color": "white", "edgecolor": colour, "hatch": HATCH} if one.hatched else {"color": colour}
+            ax.bar(offset[shown], values[shown], bar * 0.92, label=label, **style)
             ax.errorbar(
                 offset[shown],
                 values[shown],
@@ -91,14 +111,17 @@ def grouped_bars(
         ax.set_xticks(x, groups, rotation=20 if crowded else 0, ha="right" if crowded else "center")
         ax.set_xlim(-0.5 - 0.5 / len(groups), len(groups) - 0.5 + 0.5 / len(groups))
         ax.set_ylabel(ylabel)
-        positive = [m.value for _, ms in series for m in ms if m is not None and m.value]
-        if log and positive and max(positive) / min(positive) > 20:
+        positive = [m.value for s in series for m in s.values if m is not None and m.value]
+        if signed:
+            ax.set_ylim(-1.05, 1.05)
+            ax.axhline(0, color="#333333", linewidth=0.8)
+        elif log and positive and max(positive) / min(positive) > 20:
             ax.set_yscale("log")
         elif unit_interval:
-            tops = [m.ci95[1] or m.value or 0 for _, ms in series for m in ms if m is not None]
+            tops = [m.ci95[1] or m.value or 0 for s in series for m in s.values if m is not None]
             ax.set_ylim(0, min(1.0, max([0.1, *tops]) * 1.15))
         if len(series) > 1:
-            per_row = int(width * 13 // (max(len(label) for label, _ in series) + 4))
+            per_row = int(width * 13 // (max(len(s.label) for s in series) + 4))
             ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=max(1, min(len(series), per_row)))
         return to_svg(fig)
 
@@ -113,8 +136,8 @@ def gas_split(rows: list[tuple[str, MetricValue | None, MetricValue | None]]) ->
         y = np.arange(len(rows))[::-1]
         f = np.array([np.nan if m is None or m.value is None else m.value for _, m, _ in rows], dtype=float)
         shown = ~np.isnan(f)
-        ax.barh(y[shown], f[shown], color=FEMALE, height=0.7, label="GAS(F): female first")
-        ax.barh(y[shown], 1 - f[shown], left=f[shown], color=MALE, height=0.7, label="GAS(M): male first")
+        ax.barh(y[shown], f[shown], height=0.7, label="GAS(F): female first", **FEMALE)
+        ax.barh(y[shown], 1 - f[shown], left=f[shown], height=0.7, label="GAS(M): male first", **MALE)
         ci = np.array([[np.nan, np.nan] if m is None else list(m.ci95) for _, m, _ in rows], dtype=float)
         ci = np.where(np.isnan(ci), f[:, None], ci)
         ax.errorbar(

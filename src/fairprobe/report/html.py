@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from fairprobe import __version__
-from fairprobe.families import all_families, family_of_set, metric_info, metric_order
+from fairprobe.families import Figure, all_families, family_of_set, metric_info, metric_order
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.formatting import format_number
 from fairprobe.io import atomic_write_text
@@ -21,8 +22,8 @@ from fairprobe.records import MetricValue, Sample, SetResult
 from fairprobe.report import figures
 from fairprobe.report.runs import BROWSE_PER_SET, RunData, load_runs
 from fairprobe.report.severity import MARK_MEANING, Thresholds, default_thresholds
-from fairprobe.report.tables import Table, all_tables, compare_table, family_tables, format_cell, headline_metrics
-from fairprobe.report.verdict import section_marks, section_verdict, unit_of, verdict
+from fairprobe.report.tables import Table, all_tables, compare_tables, family_tables, format_cell, headline_metrics
+from fairprobe.report.verdict import section_marks, section_verdict, unit_of, verdict, verdict_text
 
 REPORT_FILE = "report.html"
 
@@ -118,22 +119,29 @@ def samples_json(runs: list[RunData]) -> str:
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")  # line breaks to older JS parsers
 
 
+def _values(run: RunData, groups: list[str], metric: str, subsets_of: str | None) -> list[MetricValue | None]:
+    """A run's values of `metric` per group: per set, or per subset of the set `subsets_of`."""
+    results = run.summary.results if run.summary else {}
+    if subsets_of is None:
+        return [r.metrics.get(metric) if (r := results.get(g)) else None for g in groups]
+    result = results.get(subsets_of)
+    subs = result.subsets if result else {}
+    return [sub.metrics.get(metric) if (sub := subs.get(g)) else None for g in groups]
+
+
 def _series(
-    runs: list[RunData], sets: list[str], metric: str, subset: str | None = None
-) -> list[tuple[str, list[MetricValue | None]]]:
+    runs: list[RunData], groups: list[str], fig: Figure, metric: str, subsets_of: str | None = None
+) -> list[figures.Series]:
+    """One solid series per run (its colour) and, for a figure with a companion metric, a hatched one beside it."""
     series = []
-    for run in runs:
-        results = run.summary.results if run.summary else {}
-        values: list[MetricValue | None] = []
-        for name in sets:
-            result = results.get(name)
-            if result is not None and subset is not None:
-                sub = result.subsets.get(subset)
-                values.append(sub.metrics.get(metric) if sub else None)
-            else:
-                values.append(result.metrics.get(metric) if result else None)
-        if any(v is not None and v.value is not None for v in values):
-            series.append((run.label, values))
+    for i, run in enumerate(runs):
+        drawn = [(metric, False), *([(fig.companion, True)] if fig.companion else [])]
+        for name, hatched in drawn:
+            values = _values(run, groups, name, subsets_of)
+            if any(v is not None and v.value is not None for v in values):
+                info = metric_info(subsets_of, name)
+                label = run.label if not fig.companion else f"{run.label} · {info.label if info else name}"
+                series.append(figures.Series(label, values, colour=i, hatched=hatched))
     return series
 
 
@@ -146,23 +154,14 @@ def _sets_with(runs: list[RunData], metric: str) -> list[str]:
     return names
 
 
-def _subset_figure(runs: list[RunData], set_name: str, metric: str, ylabel: str) -> str | None:
+def _subsets_with(runs: list[RunData], set_name: str, metric: str) -> list[str]:
     subsets: list[str] = []
     for run in runs:
         result = run.summary.results.get(set_name) if run.summary else None
         for k, sub in (result.subsets if result else {}).items():
             if metric in sub.metrics and k not in subsets:
                 subsets.append(k)
-    if not subsets:
-        return None
-    series = []
-    for run in runs:
-        result = run.summary.results.get(set_name) if run.summary else None
-        if result is None:
-            continue
-        values = [result.subsets[k].metrics.get(metric) if k in result.subsets else None for k in subsets]
-        series.append((run.label, values))
-    return figures.grouped_bars(subsets, series, ylabel, unit_interval=True)
+    return subsets
 
 
 def metric_figures(runs: list[RunData]) -> list[dict[str, str]]:
@@ -173,17 +172,20 @@ def metric_figures(runs: list[RunData]) -> list[dict[str, str]]:
         fig = specs[name].figure
         assert fig is not None
         sets = _sets_with(runs, name)
-        series = _series(runs, sets, name)
+        series = _series(runs, sets, fig, name)
         if not series:
             continue
-        svg = figures.grouped_bars(sets, series, fig.ylabel, log=fig.log, unit_interval=fig.unit_interval)
-        out.append({"title": fig.title, "caption": fig.caption, "svg": svg})
+        style = {"log": fig.log, "unit_interval": fig.unit_interval, "signed": fig.signed}
+        out.append(
+            {"title": fig.title, "caption": fig.caption, "svg": figures.grouped_bars(sets, series, fig.ylabel, **style)}
+        )
         for set_name in sets if fig.subsets_title else []:
-            svg = _subset_figure(runs, set_name, name, fig.ylabel)
-            if svg:
-                out.append(
-                    {"title": fig.subsets_title.format(set=set_name), "caption": fig.subsets_caption, "svg": svg}
-                )  # type: ignore[union-attr]
+            subsets = _subsets_with(runs, set_name, name)
+            series = _series(runs, subsets, fig, name, subsets_of=set_name)
+            if series:
+                svg = figures.grouped_bars(subsets, series, fig.ylabel, **style)
+                title = fig.subsets_title.format(set=set_name)  # type: ignore[union-attr]
+                out.append({"title": title, "caption": fig.subsets_caption, "svg": svg})
     return out
 
 
@@ -204,11 +206,12 @@ def card_metric(thresholds: Thresholds, set_name: str, name: str, m: MetricValue
     if m.value is None:
         return {"value": "n/a", "ci": m.note or "undefined on this data", "mark": None, "what": what}
     grade = thresholds.grade(set_name, name, m, n)
+    css = "" if grade is None else "N" if grade.too_little else grade.point if grade.certain else "U"
     return {
         "value": format_number(m.value),
         "ci": "[{}, {}]".format(*(format_number(x) for x in m.ci95)),
-        "mark": grade.text if grade else None,
-        "css": (grade.point if grade.certain else "U") if grade else "",
+        "mark": grade.label if grade else None,
+        "css": css,
         "why": grade.explanation if grade else "",
         "what": what,
     }
@@ -230,6 +233,7 @@ def summary_cards(runs: list[RunData], thresholds: Thresholds) -> list[dict[str,
                     "set": set_name,
                     "n": result.n,
                     "unit": unit_of(set_name),
+                    "drawn": result.drawn.describe(unit_of(set_name)) if result.drawn else "",
                     "metrics": {k: card_metric(thresholds, set_name, k, result.metrics[k], result.n) for k in names},
                     "readings": readings(set_name, result, samples),
                 }
@@ -249,13 +253,13 @@ def _template() -> jinja2.Template:
 
 
 def table_view(t: Table) -> dict[str, Any]:
-    """A table as formatted strings for the template."""
+    """A table as formatted strings for the template, each cell with whether it is a number (right-aligned)."""
     return {
         "name": t.name,
         "title": t.title,
         "caption": t.caption,
         "columns": t.columns,
-        "rows": [[format_cell(c) for c in r] for r in t.rows],
+        "rows": [[(format_cell(c), isinstance(c, MetricValue | int | float)) for c in r] for r in t.rows],
     }
 
 
@@ -278,6 +282,11 @@ def harm_sections(runs: list[RunData], thresholds: Thresholds) -> list[dict[str,
     return out
 
 
+def header_html(name: str) -> Markup:
+    """A metric name as a table header that may break after its underscores when it is long."""
+    return Markup("_<wbr>").join(name.split("_")) if len(name) > 12 else Markup.escape(name)
+
+
 def _glance(thresholds: Thresholds, set_name: str, name: str) -> bool:
     """A metric of the summary table: it has severity bounds, or its family shows it at a glance."""
     info = metric_info(set_name, name)
@@ -287,12 +296,29 @@ def _glance(thresholds: Thresholds, set_name: str, name: str) -> bool:
 def render_html(
     runs: list[RunData], thresholds: Thresholds | None = None, extra_tables: list[Table] | None = None
 ) -> str:
-    """The whole report as one HTML string; `extra_tables` (a model comparison's) join the comparisons."""
+    """The whole report as one HTML string; `extra_tables` (a model comparison's leaderboards) make the "Model
+    comparison" section, a `fairprobe compare` folder's table the "Mitigation comparison" one."""
     thresholds = thresholds or default_thresholds()
     tables = all_tables(runs, thresholds)
-    compares = [table_view(t) for t in (compare_table(r) for r in runs) if t is not None]
-    compares += [table_view(t) for t in extra_tables or []]
+    own = [t for r in runs for t in compare_tables(r)]
+    sections = [
+        {"title": title, "tables": [table_view(t) for t in group]}
+        for title, group in (
+            ("Mitigation comparison", [t for t in own if t.title.startswith("Mitigation")]),
+            ("Comparison", [t for t in own if not t.title.startswith("Mitigation")]),
+            ("Model comparison", extra_tables or []),
+        )
+        if group
+    ]
     cards = summary_cards(runs, thresholds)
+    glance = sorted(
+        (
+            name
+            for name in dict.fromkeys(name for c in cards for name in c["metrics"])
+            if any(_glance(thresholds, c["set"], name) for c in cards if name in c["metrics"])
+        ),
+        key=metric_order,
+    )
     return _template().render(
         version=__version__,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -300,18 +326,19 @@ def render_html(
         models=sorted({r.summary.model for r in runs if r.summary}),
         cards=cards,
         sections=harm_sections(runs, thresholds),
-        verdicts=[{"run": r.label, "text": verdict(r.summary)} for r in runs if r.summary],
-        glance=sorted(
-            (
-                name
-                for name in dict.fromkeys(name for c in cards for name in c["metrics"])
-                if any(_glance(thresholds, c["set"], name) for c in cards if name in c["metrics"])
-            ),
-            key=metric_order,
-        ),
+        verdicts=[
+            {
+                "run": r.label,
+                "text": verdict_text(r.summary, thresholds) if len(runs) > 1 else verdict(r.summary, thresholds),
+            }
+            for r in runs
+            if r.summary
+        ],
+        glance=glance,
+        glance_headers={name: header_html(name) for name in glance},
         figures=build_figures(runs),
-        compares=compares,
-        tables=[table_view(t) for t in tables if t.name != "compare"],
+        comparisons=sections,
+        tables=[table_view(t) for t in tables if not t.name.startswith("compare")],
         thresholds=thresholds.rows(),
         mark_meaning=MARK_MEANING,
         samples_json=samples_json(runs),

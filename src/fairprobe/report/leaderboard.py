@@ -18,15 +18,19 @@ from typing import Any
 import numpy as np
 
 from fairprobe.errors import DataError
-from fairprobe.families import metric_info, metric_order
+from fairprobe.families import headline_metric, metric_info, metric_order
+from fairprobe.formatting import format_p
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.records import MetricValue
 from fairprobe.report.html import typed_sample
 from fairprobe.report.runs import RunData, load_runs
 from fairprobe.report.tables import Cell, Table, significance
+from fairprobe.report.verdict import unit_of
 from fairprobe.statistics.pairwise import PairedTest, bootstrap_test, holm, mcnemar_test
 
 LEADERBOARD_FILE = "leaderboard.json"
+# The comparison's folder under a many-models run's --out root.
+COMPARISON_FOLDER = "comparison"
 
 
 def pair_values(a: RunData, b: RunData, set_name: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -54,18 +58,7 @@ def pairwise_tests(runs: list[RunData]) -> list[dict[str, Any]]:
                     continue
                 paired = metric_info(set_name, metric).paired  # type: ignore[union-attr]
                 test: PairedTest = mcnemar_test(va, vb) if paired == "mcnemar" else bootstrap_test(va, vb)
-                rows.append(
-                    {
-                        "set": set_name,
-                        "metric": metric,
-                        "a": a.label,
-                        "b": b.label,
-                        "test": test.test,
-                        "n": test.n,
-                        "difference": test.difference.model_dump(mode="json"),
-                        "p": test.p,
-                    }
-                )
+                rows.append({"set": set_name, "metric": metric, "a": a.label, "b": b.label, **test.to_json()})
     for row, adjusted in zip(rows, holm([r["p"] for r in rows]), strict=True):
         row["p_holm"] = adjusted
     return rows
@@ -85,9 +78,11 @@ def shared_sets(runs: list[RunData]) -> list[str]:
 
 
 def _sort_key(set_name: str, metric: str, row: dict[str, Any]) -> tuple[int, float]:
-    """Best first by the metric's declared direction (lower, higher, or nearer zero; else lowest first), n/a last."""
-    value = (row["metrics"].get(metric) or {}).get("value")
-    if value is None:
+    """Best first by the metric's declared direction (lower, higher, or nearer zero; else lowest first); n/a and
+    values resting on too little data last (a model that never answers is not the fairest)."""
+    m = row["metrics"].get(metric) or {}
+    value = m.get("value")
+    if value is None or m.get("too_little_data"):
         return (1, 0.0)
     info = metric_info(set_name, metric)
     better = info.better if info is not None else "lower"
@@ -95,8 +90,8 @@ def _sort_key(set_name: str, metric: str, row: dict[str, Any]) -> tuple[int, flo
 
 
 def board(runs: list[RunData], sort_by: str | None) -> list[dict[str, Any]]:
-    """Per set, in the runs' order: every model's metrics (as in summary.json), rows sorted by `sort_by` (else
-    the set's first metric)."""
+    """Per set, in the runs' order: every model's metrics (as in summary.json) and how a limit drew its prompts,
+    rows sorted by `sort_by` (else the set's headline metric, as its family names it)."""
     out: list[dict[str, Any]] = []
     names = list(dict.fromkeys(s for r in runs if r.summary for s in r.summary.results))
     for set_name in names:
@@ -105,9 +100,13 @@ def board(runs: list[RunData], sort_by: str | None) -> list[dict[str, Any]]:
             result = run.summary.results.get(set_name) if run.summary else None
             if result is not None:
                 metrics = {k: m.model_dump(mode="json") for k, m in result.metrics.items()}
-                rows.append({"model": run.label, "n": result.n, "metrics": metrics})
-        first = next(iter(rows[0]["metrics"]), None) if rows else None
-        key = sort_by if sort_by and any(sort_by in r["metrics"] for r in rows) else first
+                row = {"model": run.label, "n": result.n, "metrics": metrics}
+                if result.drawn is not None:
+                    row["drawn"] = result.drawn.describe(unit_of(set_name))
+                rows.append(row)
+        present = sorted({m for r in rows for m in r["metrics"]}, key=metric_order)
+        default = headline_metric(set_name)
+        key = next((k for k in (sort_by, default, *present) if k and any(k in r["metrics"] for r in rows)), None)
         rows.sort(key=lambda row: _sort_key(set_name, key or "", row))
         out.append({"set": set_name, "sort_by": key, "rows": rows})
     return out
@@ -125,34 +124,54 @@ def build_leaderboard(run_dirs: list[Path], sort_by: str | None = None) -> dict[
     }
 
 
+def set_leaderboard(entry: dict[str, Any]) -> Table:
+    """One set's leaderboard: models as rows (rank, model, n, every metric), or, where that is narrower (fewer
+    models than metrics), models as columns in rank order with a row per metric."""
+    set_name, models = entry["set"], entry["rows"]
+    metrics = sorted({m for r in models for m in r["metrics"]}, key=metric_order)
+    drawn = sorted({r["drawn"] for r in models if r.get("drawn")})
+    caption = (
+        f"Sorted by {entry['sort_by']} (best first by its declared direction, n/a last); value [95% CI]."
+        + "".join(f" Limited run: {d}." for d in drawn)
+    )
+    name, title = f"leaderboard_{set_name}", f"Leaderboard: {set_name}"
+    if len(models) < len(metrics):
+        columns = ["metric", *(f"{rank}. {r['model']}" for rank, r in enumerate(models, start=1))]
+        rows: list[list[Cell]] = [["n", *(r["n"] for r in models)]]
+        rows += [[m, *(_cell(r["metrics"].get(m)) for r in models)] for m in metrics]
+        return Table(name, title, columns, rows, caption + " Models left to right in rank order.")
+    rows = [
+        [rank, r["model"], r["n"], *[_cell(r["metrics"].get(m)) for m in metrics]]
+        for rank, r in enumerate(models, start=1)
+    ]
+    return Table(name, title, ["rank", "model", "n", *metrics], rows, caption)
+
+
 def leaderboard_tables(obj: dict[str, Any]) -> list[Table]:
-    """One leaderboard table per set (models x every metric with CI) and the pairwise tests table."""
-    tables = []
-    for entry in obj["sets"]:
-        set_name = entry["set"]
-        metrics = sorted({m for r in entry["rows"] for m in r["metrics"]}, key=metric_order)
-        rows: list[list[Cell]] = [
-            [rank, r["model"], r["n"], *[_cell(r["metrics"].get(m)) for m in metrics]]
-            for rank, r in enumerate(entry["rows"], start=1)
-        ]
-        caption = f"Sorted by {entry['sort_by']} (best first by its declared direction, n/a last); value [95% CI]."
-        tables.append(
-            Table(
-                f"leaderboard_{set_name}", f"Leaderboard: {set_name}", ["rank", "model", "n", *metrics], rows, caption
-            )
-        )
+    """One leaderboard table per set and the pairwise tests table."""
+    tables = [set_leaderboard(entry) for entry in obj["sets"]]
     pair_rows: list[list[Cell]] = [
-        [t["set"], t["metric"], t["a"], t["b"], t["test"], t["n"], _cell(t["difference"]), t["p"], t["p_holm"], ""]
+        [
+            t["set"],
+            t["metric"],
+            t["a"],
+            t["b"],
+            t["test"],
+            t["n"],
+            _cell(t["difference"]),
+            format_p(t.get("p"), t.get("p_floor", False)),
+            t.get("p_holm"),
+            "equal" if t.get("equal") else significance(t.get("p_holm")),
+        ]
         for t in obj["pairwise"]
     ]
     columns = ["set", "metric", "model A", "model B", "test", "n", "B - A [95% CI]", "p", "p (Holm)", "sig"]
     caption = (
         "Same prompts in both models. GAS and hit rate: exact McNemar on the discordant prompts; GLD, ADD and "
-        "neutral share: paired bootstrap of the per-prompt difference. p (Holm): adjusted over every test of the "
-        "table; * p < 0.05, ** p < 0.01, *** p < 0.001."
+        "neutral share: paired bootstrap of the per-prompt difference (100,000 resamples where 2,000 cannot resolve "
+        "p; '< 1e-05': no resample crossed 0). Equal: every per-prompt difference within 1e-06, not tested. "
+        "p (Holm): adjusted over every test of the table; * p < 0.05, ** p < 0.01, *** p < 0.001."
     )
-    for row, t in zip(pair_rows, obj["pairwise"], strict=True):
-        row[-1] = significance(t["p_holm"])
     tables.append(Table("pairwise", "Pairwise tests between models", columns, pair_rows, caption))
     return [t for t in tables if t.rows]
 
@@ -173,6 +192,17 @@ def read_leaderboard(folder: Path) -> dict[str, Any] | None:
     if not isinstance(obj, dict) or obj.get("kind") != "leaderboard":
         raise DataError(f"malformed {path}: not a fairprobe leaderboard")
     return obj
+
+
+def comparison_runs(folder: Path) -> list[Path] | None:
+    """The model run folders of a comparison: `folder` holds leaderboard.json, or is the root a many-models run
+    wrote (its `comparison/` subfolder holds it); None for any other folder. A relative path in the leaderboard is
+    taken from the comparison folder."""
+    for where in (Path(folder), Path(folder) / COMPARISON_FOLDER):
+        obj = read_leaderboard(where) if where.is_dir() else None
+        if obj is not None:
+            return [where / r["path"] for r in obj["runs"]]
+    return None
 
 
 def expand_comparisons(paths: list[Path]) -> tuple[list[Path], list[Table]]:

@@ -20,51 +20,54 @@ from fairprobe.io import read_text
 from fairprobe.records import MetricValue
 
 MARKS = ("A", "B", "C", "D")
-MARK_MEANING = {"A": "healthy", "B": "mild", "C": "noticeable", "D": "severe"}
-# A value resting on fewer cases than this is flagged "low n".
-LOW_N = 30
+# The one vocabulary of marks: the console, the report, the verdict's strength words and the docs use these names.
+MARK_MEANING = {"A": "slight", "B": "mild", "C": "noticeable", "D": "strong"}
+TOO_LITTLE = "too little data"
 
 
 @dataclass(frozen=True)
 class Grade:
-    """A metric's mark read with its interval: the point's mark and the range of marks the 95% CI allows."""
+    """A metric's mark read with its interval: the point's mark and the range of marks the 95% CI allows, or,
+    when the data cannot show what the metric measures, no mark and `too_little` saying why."""
 
     point: str
     best: str
     worst: str
     n: int | None = None
+    too_little: str | None = None
 
     @property
     def certain(self) -> bool:
-        """True when the whole interval falls within one mark."""
-        return self.best == self.worst
-
-    @property
-    def low_n(self) -> bool:
-        """True when the value rests on fewer than LOW_N cases."""
-        return self.n is not None and self.n < LOW_N
+        """True when the whole interval falls within one mark (never for too little data)."""
+        return self.too_little is None and self.best == self.worst
 
     @property
     def label(self) -> str:
-        """'B', or 'A–D?' when the interval spans several marks."""
+        """'B', 'A–D?' when the interval spans several marks, or 'too little data'."""
+        if self.too_little is not None:
+            return TOO_LITTLE
         return self.point if self.certain else f"{self.best}–{self.worst}?"
 
     @property
-    def text(self) -> str:
-        """The label with a low-n flag: 'A–D? low n=12'."""
-        return self.label + (f" low n={self.n}" if self.low_n else "")
+    def words(self) -> str:
+        """The mark in words, as the verdict says a strength: 'strong', 'mild to strong', or 'too little data'."""
+        if self.too_little is not None:
+            return TOO_LITTLE
+        if self.certain:
+            return MARK_MEANING[self.point]
+        return f"{MARK_MEANING[self.best]} to {MARK_MEANING[self.worst]}"
 
     @property
     def explanation(self) -> str:
         """One line saying what the mark means for this value."""
+        if self.too_little is not None:
+            return f"{TOO_LITTLE}: {self.too_little}"
         if self.certain:
-            text = f"{self.point} ({MARK_MEANING[self.point]}): the whole 95% interval lies in this mark"
-        else:
-            text = (
-                f"uncertain: the point estimate is {self.point} ({MARK_MEANING[self.point]}) but the 95% interval "
-                f"spans {self.best} ({MARK_MEANING[self.best]}) to {self.worst} ({MARK_MEANING[self.worst]})"
-            )
-        return text + (f"; only {self.n} cases" if self.low_n else "")
+            return f"{self.point} ({MARK_MEANING[self.point]}): the whole 95% interval lies in this mark"
+        return (
+            f"uncertain: the point estimate is {self.point} ({MARK_MEANING[self.point]}) but the 95% interval "
+            f"spans {self.best} ({MARK_MEANING[self.best]}) to {self.worst} ({MARK_MEANING[self.worst]})"
+        )
 
 
 class Threshold(BaseModel):
@@ -159,18 +162,34 @@ class Thresholds(BaseModel):
     def grade(self, set_name: str, metric: str, m: MetricValue | None, n: int | None = None) -> Grade | None:
         """The mark of the point and of the interval's ends (by absolute value), with the count behind it.
 
-        `n` is the set's size, used when the metric carries no count of its own. None for n/a values.
+        `n` is the set's size, used when the metric carries no count of its own. None for n/a values. A value
+        resting on fewer cases than its metric's `min_n`, or flagged `too_little_data`, gets no mark.
         """
         point = self.mark(set_name, metric, m)
         threshold = self.for_metric(set_name, metric)
         if point is None or threshold is None or m is None:
             return None
+        count = m.n if m.n is not None else n
+        why = too_little_data(set_name, metric, m, count)
+        if why is not None:
+            return Grade(point, point, point, count, why)
         lo, hi = m.ci95
         if lo is None or hi is None:
-            return Grade(point, point, point, m.n if m.n is not None else n)
-        # A bootstrap interval of |mean| (Delta) can miss its own point: the range always holds the point.
+            return Grade(point, point, point, count)
         best, worst = threshold.span(lo, hi, point)
-        return Grade(point, best, worst, m.n if m.n is not None else n)
+        return Grade(point, best, worst, count)
+
+
+def too_little_data(set_name: str, metric: str, m: MetricValue, n: int | None) -> str | None:
+    """Why a metric's value cannot be judged (degenerate data it flags itself, or fewer cases than its declared
+    minimum), or None."""
+    if m.too_little_data:
+        return m.too_little_data
+    info = metric_info(set_name, metric)
+    minimum = info.min_n if info is not None else 0
+    if n is not None and n < minimum:
+        return f"{n} case{'s' if n != 1 else ''}, fewer than the {minimum} this metric needs"
+    return None
 
 
 def ranges_text(marks: MarkRanges) -> tuple[str, str, str]:

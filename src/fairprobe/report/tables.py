@@ -69,7 +69,7 @@ def _metric_rows(runs: list[RunData], thresholds: Thresholds, subsets: bool) -> 
                     head: list[Cell] = [run.label, set_name, subset] if subsets else [run.label, set_name]
                     grade = thresholds.grade(set_name, name, m, n)
                     value: Cell = "n/a" if m.value is None else m.value
-                    rows.append([*head, n, name, value, lo, hi, grade.text if grade else ""])
+                    rows.append([*head, n, name, value, lo, hi, grade.label if grade else ""])
     return rows
 
 
@@ -129,11 +129,6 @@ def _p_value(name: str, leaf: dict[str, Any], parent: dict[str, Any]) -> float |
     return None
 
 
-def _significant(interval: MetricValue | None) -> bool:
-    lo, hi = interval.ci95 if interval else (None, None)
-    return lo is not None and hi is not None and (lo > 0 or hi < 0)
-
-
 # The drift measures `fairprobe compare` writes per method (mitigation/drift.py), in display order.
 DRIFT_COLUMNS = {
     "fluency_nll": "fluency NLL",
@@ -143,38 +138,24 @@ DRIFT_COLUMNS = {
 }
 
 
-def methods_table(compare: dict[str, Any], name: str) -> Table | None:
-    """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity) as the paper's Tables 1-3.
+def _vs_original(vs: dict[str, Any], name: str) -> Cell:
+    """A GLD/ADD difference against Original: the difference, or why there is none to test."""
+    test = vs.get(name) or {}
+    if test.get("unchanged_by_design"):
+        return "unchanged by design"
+    if test.get("equal"):
+        return "equal"
+    return MetricValue(**test["difference"]) if "difference" in test else None
 
-    The columns are the metrics the file holds (in their declared order, by their labels), then each paired test
-    against Original: a McNemar-tested metric's relative change and p, a bootstrap-tested one's difference. `sig`
-    lists what differs from Original: * / ** / *** by p, or * where a difference's 95% CI excludes 0.
-    """
-    sets = compare.get("sets")
-    if not isinstance(sets, dict) or not all(isinstance(v, dict) and "methods" in v for v in sets.values()):
-        return None
-    rows_in = [row for result in sets.values() for row in result["methods"].values()]
-    shown = sorted({k for row in rows_in for k in row.get("metrics", {})}, key=metric_order)
-    tested = sorted({k for row in rows_in for k in row.get("vs_original", {})}, key=metric_order)
-    mcnemar = [k for k in tested if any("p_mcnemar" in r.get("vs_original", {}).get(k, {}) for r in rows_in)]
-    differences = [k for k in tested if k not in mcnemar]
-    rows: list[list[Cell]] = []
-    for set_name, result in sets.items():
-        for method, row in sorted(result["methods"].items(), key=lambda item: item[0] != "Original"):
-            rows.append([set_name, method, row.get("n"), *method_cells(row, shown, mcnemar, differences)])
-    columns = ["set", "method", "n", *(label_of(k) for k in shown)]
-    columns += [c for k in mcnemar for c in (f"{label_of(k)} rel. change", "p (McNemar)")]
-    columns += [f"{label_of(k)} diff" for k in differences]
-    return Table(
-        "compare",
-        f"Mitigation comparison: {name}",
-        [*columns, "perplexity", *DRIFT_COLUMNS.values(), "sig"],
-        rows,
-        "Differences are method - Original on the same prompts. sig: McNemar-tested metrics by their exact p "
-        "(* p < 0.05, ** p < 0.01, *** p < 0.001); a difference with * when its paired bootstrap 95% CI excludes 0; "
-        "drift measures (fluency NLL under the base model, on-subject and garbage rates, distinct-2) by their "
-        "Holm-corrected paired test against Original.",
-    )
+
+def _p_of(test: dict[str, Any]) -> float | None:
+    """A test's Holm-corrected p-value (its raw one where it has none; None for an untested difference)."""
+    return test.get("p_holm", test.get("p_mcnemar", test.get("p")))
+
+
+def _marks(tests: dict[str, dict[str, Any]]) -> list[str]:
+    """['GAS**', 'ADD*']: the measures whose Holm-corrected test against Original is significant."""
+    return [f"{k}{significance(_p_of(t))}" for k, t in tests.items() if significance(_p_of(t))]
 
 
 def label_of(name: str) -> str:
@@ -184,28 +165,73 @@ def label_of(name: str) -> str:
 
 
 def method_cells(row: dict[str, Any], shown: list[str], mcnemar: list[str], differences: list[str]) -> list[Cell]:
-    """One method's cells after set, method and n: metrics, paired tests, perplexity, drift and significance."""
+    """One method's cells after set, method and n: metrics, paired tests against Original, significance."""
     metrics = {k: MetricValue(**v) for k, v in row.get("metrics", {}).items()}
     vs = row.get("vs_original", {})
     cells: list[Cell] = [metrics.get(k) for k in shown]
-    marks = []
     for k in mcnemar:
-        p = vs.get(k, {}).get("p_mcnemar")
-        cells += [percent(vs.get(k, {}).get("relative_change")), p]
-        marks += [f"{label_of(k)}{significance(p)}"] if significance(p) else []
-    for k in differences:
-        diff = MetricValue(**vs[k]["difference"]) if "difference" in vs.get(k, {}) else None
-        cells.append(diff)
-        marks += [f"{label_of(k)}*"] if _significant(diff) else []
+        cells += [percent(vs.get(k, {}).get("relative_change")), vs.get(k, {}).get("p_mcnemar")]
+    cells += [_vs_original(vs, k) for k in differences]
+    return [*cells, ", ".join(_marks({label_of(k): vs[k] for k in [*mcnemar, *differences] if k in vs}))]
+
+
+def drift_cells(row: dict[str, Any]) -> list[Cell]:
+    """One method's perplexity, drift measures and their significance against Original."""
     drift = {k: MetricValue(**v) for k, v in row.get("drift", {}).items()}
-    for k, t in row.get("drift_vs_original", {}).items():
-        if significance(t.get("p_holm", t.get("p"))):
-            marks.append(f"{k}{significance(t.get('p_holm', t.get('p')))}")
-    return [*cells, row.get("perplexity"), *(drift.get(k) for k in DRIFT_COLUMNS), ", ".join(marks)]
+    marks = _marks(row.get("drift_vs_original", {}))
+    return [row.get("perplexity"), *(drift.get(k) for k in DRIFT_COLUMNS), ", ".join(marks)]
 
 
-def compare_table(run: RunData) -> Table | None:
-    """A comparison JSON as a table: `fairprobe compare` output as methods x sets, any other shape read generically.
+def methods_tables(compare: dict[str, Any], name: str) -> list[Table]:
+    """`fairprobe compare` output (sets -> methods -> metrics, vs_original, perplexity, drift) as the paper's Tables
+    1-3 in two tables, so each fits a page: the bias metrics the file holds (in their declared order, by their
+    labels) with their paired tests against Original (a McNemar-tested metric's relative change and p, a
+    bootstrap-tested one's difference), then perplexity and drift. `sig` lists what differs from Original by its
+    Holm-corrected test (* / ** / ***). [] for another shape.
+    """
+    sets = compare.get("sets")
+    if not isinstance(sets, dict) or not all(isinstance(v, dict) and "methods" in v for v in sets.values()):
+        return []
+    rows_in = [row for result in sets.values() for row in result["methods"].values()]
+    shown = sorted({k for row in rows_in for k in row.get("metrics", {})}, key=metric_order)
+    tested = sorted({k for row in rows_in for k in row.get("vs_original", {})}, key=metric_order)
+    mcnemar = [k for k in tested if any("p_mcnemar" in r.get("vs_original", {}).get(k, {}) for r in rows_in)]
+    differences = [k for k in tested if k not in mcnemar]
+    bias: list[list[Cell]] = []
+    drift: list[list[Cell]] = []
+    for set_name, result in sets.items():
+        for method, row in sorted(result["methods"].items(), key=lambda item: item[0] != "Original"):
+            bias.append([set_name, method, row.get("n"), *method_cells(row, shown, mcnemar, differences)])
+            drift.append([set_name, method, *drift_cells(row)])
+    columns = ["set", "method", "n", *(label_of(k) for k in shown)]
+    columns += [c for k in mcnemar for c in (f"{label_of(k)} rel. change", "p (McNemar)")]
+    columns += [f"{label_of(k)} diff" for k in differences]
+    drawn = "".join(f" Limited run: {k} {v['drawn']}." for k, v in sets.items() if v.get("drawn"))
+    return [
+        Table(
+            "compare",
+            f"Mitigation comparison: {name}",
+            [*columns, "sig"],
+            bias,
+            "Differences are method - Original on the same prompts. sig: what differs from Original by its "
+            "Holm-corrected paired test (* p < 0.05, ** p < 0.01, *** p < 0.001): McNemar-tested metrics by exact "
+            "McNemar, the others by paired bootstrap. Decoding-only methods leave next-word probabilities unchanged "
+            "by design (not tested); differences within 1e-06 on every prompt are equal (not tested)." + drawn,
+        ),
+        Table(
+            "compare_drift",
+            f"Mitigation comparison: {name}: perplexity and drift",
+            ["set", "method", "perplexity", *DRIFT_COLUMNS.values(), "sig"],
+            drift,
+            "What a method costs: perplexity of the sets' sentences, and the drift measures (fluency NLL under the "
+            "base model, on-subject and garbage rates, distinct-2); sig: their Holm-corrected paired tests against "
+            "Original.",
+        ),
+    ]
+
+
+def compare_tables(run: RunData) -> list[Table]:
+    """A comparison JSON as tables: `fairprobe compare` output as methods x sets, any other shape read generically.
 
     Generic reading: one row per path to its metrics, one column per metric, significance marked.
 
@@ -214,13 +240,13 @@ def compare_table(run: RunData) -> Table | None:
     `*_p` in the cell, or `METRIC_p` next to it) adds * / ** / ***.
     """
     if run.compare is None:
-        return None
-    known = methods_table(run.compare, run.path.name)
-    if known is not None:
+        return []
+    known = methods_tables(run.compare, run.path.name)
+    if known:
         return known
     leaves = _metric_leaves(run.compare)
     if not leaves:
-        return None
+        return []
     columns: list[str] = []
     rows: dict[str, dict[str, str]] = {}
     for path, leaf, parent in leaves:
@@ -234,19 +260,21 @@ def compare_table(run: RunData) -> Table | None:
             text += f" (p={p:.2g}){significance(p)}"
         rows.setdefault(row, {})[metric] = text
     columns.sort(key=metric_order)
-    return Table(
-        "compare",
-        f"Comparison: {run.path.name}",
-        ["row", *columns],
-        [[row, *[cells.get(c, "") for c in columns]] for row, cells in rows.items()],
-        "* p < 0.05, ** p < 0.01, *** p < 0.001 (as reported in the comparison file).",
-    )
+    return [
+        Table(
+            "compare",
+            f"Comparison: {run.path.name}",
+            ["row", *columns],
+            [[row, *[cells.get(c, "") for c in columns]] for row, cells in rows.items()],
+            "* p < 0.05, ** p < 0.01, *** p < 0.001 (as reported in the comparison file).",
+        )
+    ]
 
 
 def all_tables(runs: list[RunData], thresholds: Thresholds) -> list[Table]:
     """Every table of a report, empty ones left out."""
     tables = [metrics_table(runs, thresholds), subsets_table(runs, thresholds), *(t for _, t in family_tables(runs))]
-    tables.extend(t for t in (compare_table(r) for r in runs) if t is not None)
+    tables.extend(t for r in runs for t in compare_tables(r))
     return [t for t in tables if t.rows]
 
 

@@ -4,8 +4,12 @@ It is generated from the summary's metrics and their 95% intervals only, so it n
 than the intervals allow: a direction is named only when the interval of a family's explicit-direction
 metric (GAS(M) for the paper family) excludes its centre (or the implicit-direction metric's interval, the
 signed next-word lean, excludes its own), and explicit and implicit bias are said to disagree only when both
-have a direction and the directions differ. Which metrics play these roles is each family's metadata; other
-families add their own clause.
+have a direction and the directions differ. The strength of a lean is the mark of the metric that measures how
+lopsided it is (Delta), in the marks' own words (slight, mild, noticeable, strong), so the sentence and the marks
+never disagree. Sets whose prompts declare a stereotyped gender say whether answers follow the stereotype. A value
+that rests on too little data is named as such, with the reason, and never read as a result. Which metrics play
+these roles is each family's metadata; other families add their own clause. A limited run says how its prompts
+were drawn.
 """
 
 from __future__ import annotations
@@ -15,9 +19,7 @@ from dataclasses import dataclass
 from fairprobe.families import Metric, family_of_set, metric_info
 from fairprobe.formatting import with_ci
 from fairprobe.records import MetricValue, SetResult, Summary
-from fairprobe.report.severity import Grade, Thresholds, default_thresholds
-
-STRENGTH = {"A": "slight", "B": "mild", "C": "noticeable", "D": "strong"}
+from fairprobe.report.severity import Grade, Thresholds, default_thresholds, too_little_data
 
 
 def unit_of(set_name: str) -> str:
@@ -26,13 +28,20 @@ def unit_of(set_name: str) -> str:
     return family.unit if family else "prompts"
 
 
-def role_metric(set_name: str, result: SetResult, role: str) -> tuple[Metric, MetricValue] | None:
-    """The metric of a set that plays a role in the verdict, with its value, when the set has it."""
+def role_metrics(set_name: str, result: SetResult, role: str) -> list[tuple[Metric, MetricValue]]:
+    """The metrics of a set that play a role in the verdict, with their values, in the set's order."""
+    found = []
     for name, m in result.metrics.items():
         info = metric_info(set_name, name)
         if info is not None and info.role == role:
-            return info, m
-    return None
+            found.append((info, m))
+    return found
+
+
+def role_metric(set_name: str, result: SetResult, role: str) -> tuple[Metric, MetricValue] | None:
+    """The (first) metric of a set that plays a role in the verdict, with its value, when the set has it."""
+    found = role_metrics(set_name, result, role)
+    return found[0] if found else None
 
 
 def _defined(m: MetricValue | None) -> bool:
@@ -47,10 +56,15 @@ def _side(m: MetricValue | None, centre: float, above: str, below: str) -> str |
     return above if lo > centre else below if hi < centre else None  # type: ignore[operator]
 
 
+def _judgeable(set_name: str, result: SetResult, info: Metric, m: MetricValue) -> bool:
+    """A value the data can support: defined, with an interval, not resting on too little data."""
+    return _defined(m) and too_little_data(set_name, info.name, m, m.n if m.n is not None else result.n) is None
+
+
 def direction(set_name: str, result: SetResult, role: str) -> str | None:
     """The direction a set's explicit_direction or implicit_direction metric names, when its interval allows."""
     found = role_metric(set_name, result, role)
-    if found is None or found[0].direction is None:
+    if found is None or found[0].direction is None or not _judgeable(set_name, result, *found):
         return None
     d = found[0].direction
     return _side(found[1], d.centre, d.above, d.below)
@@ -91,6 +105,35 @@ def _sets(names: list[str], total: int) -> str:
     return "every set" if len(names) == total and total > 1 else ", ".join(names)
 
 
+def _strength(set_name: str, result: SetResult, thresholds: Thresholds) -> tuple[str, str]:
+    """The lean's strength in the marks' words and the measure it comes from ('strong', 'Delta 0.76 [0.52, 0.94]')."""
+    found = role_metric(set_name, result, "explicit_strength")
+    if found is None:
+        return "a", ""
+    info, m = found
+    grade = thresholds.grade(set_name, info.name, m, result.n)
+    if grade is None:
+        return "a", f"{info.label} {with_ci(m)}"
+    if grade.too_little is not None:
+        return "a", f"{info.label} {with_ci(m)}: too little data to say how strong, {grade.too_little}"
+    return grade.words, f"{info.label} {with_ci(m)}"
+
+
+def _no_direction(paper: dict[str, SetResult], headline: dict[str, tuple[Metric, MetricValue]]) -> str:
+    """Why no explicit direction is named: the split's interval includes its centre, or too little data."""
+    found = {k: role_metric(k, r, "explicit_direction") for k, r in paper.items()}
+    judged = [k for k, f in found.items() if f is not None and _judgeable(k, paper[k], *f)]
+    if found and not judged:
+        counts = ", ".join(f"{f[1].n if f[1].n is not None else 0} on {k}" for k, f in found.items() if f is not None)
+        return f"too little data to tell a direction when a gender is named (gendered continuations: {counts})"
+    best = max(headline, key=lambda k: headline[k][1].value or 0.0)
+    info, m = headline[best]
+    return (
+        f"no clear direction when a gender is named ({info.label} {with_ci(m)} on {best}; "
+        "the female/male split's interval includes 50% on every set)"
+    )
+
+
 def explicit_clause(summary: Summary, thresholds: Thresholds) -> str | None:
     """Explicit lean (when a gender is named) and next-word lean, with their agreement or disagreement."""
     headline = {k: found for k, r in summary.results.items() if (found := role_metric(k, r, "explicit"))}
@@ -102,22 +145,14 @@ def explicit_clause(summary: Summary, thresholds: Thresholds) -> str | None:
     implicit = _leans(sub, "implicit_direction")
     if explicit:
         first = explicit[0]
-        info, m = headline[first.headline]
-        grade = thresholds.grade(first.headline, info.name, m, paper[first.headline].n)
-        word = STRENGTH[grade.point] if grade else "a"
+        word, measure = _strength(first.headline, paper[first.headline], thresholds)
         text = (
             f"{word} {first.direction} lean when a gender is named on {_sets(first.sets, len(paper))} "
-            f"({info.label} {with_ci(m)}; {_share(first.headline, paper[first.headline], first.direction)} "
-            f"on {first.headline})"
+            f"({measure}; {_share(first.headline, paper[first.headline], first.direction)} on {first.headline})"
         )
         text += "".join(f", {o.direction} on {', '.join(o.sets)}" for o in explicit[1:])
     else:
-        best = max(headline, key=lambda k: headline[k][1].value or 0.0)
-        info, m = headline[best]
-        text = (
-            f"no clear direction when a gender is named ({info.label} {with_ci(m)} on {best}; "
-            "the female/male split's interval includes 50% on every set)"
-        )
+        text = _no_direction(paper, headline)
     if not implicit:
         return text
     return text + "; next-word probabilities lean " + implicit_clause(paper, explicit, implicit)
@@ -152,6 +187,28 @@ def implicit_clause(paper: dict[str, SetResult], explicit: list[_Lean], implicit
     return " but ".join(parts)
 
 
+def stereotype_clause(set_name: str, result: SetResult) -> str | None:
+    """'follows the stereotype on template: when a gender is named +0.65 [+0.45, +0.82], in next-word
+    probabilities +0.21 [+0.15, +0.27]' (or goes against it, no clear effect, too little data, or a mix)."""
+    parts: list[tuple[str, str | None]] = []  # (words, the state they show, None for too little data)
+    for info, m in role_metrics(set_name, result, "stereotype_direction"):
+        where = "in next-word probabilities" if "implicit" in info.name else "when a gender is named"
+        count = m.n if m.n is not None else result.n
+        why = m.note if m.value is None else too_little_data(set_name, info.name, m, count)
+        if m.value is None or why is not None:
+            parts.append((f"{where} too little data ({why or 'n/a'})", None))
+            continue
+        state = _side(m, 0.0, "follows the stereotype", "goes against the stereotype") or "no clear stereotype effect"
+        parts.append((f"{where} {with_ci(m, signed=True)}", state))
+    if not parts:
+        return None
+    states = {state for _, state in parts if state is not None}
+    if len(states) == 1:
+        return f"{states.pop()} on {set_name}: " + ", ".join(words for words, _ in parts)
+    shown = ", ".join(words + (f" ({state})" if state else "") for words, state in parts)
+    return f"stereotype direction on {set_name}: {shown}"
+
+
 def family_clauses(summary: Summary) -> list[str]:
     """Each set's own clause, as its family words it (counterfactual flips, stereotype following, ...)."""
     out = []
@@ -179,8 +236,9 @@ def section_marks(summary: Summary, thresholds: Thresholds) -> dict[str, list[tu
 
 def section_verdict(section: str, marks: list[tuple[str, str, Grade]]) -> str:
     """One sentence on a harm type from its marks' intervals: harm shown only where a whole interval is C or D."""
-    shown = [f"{s} {n} {g.label}" for s, n, g in marks if g.best in ("C", "D")]
-    clear = [g for _, _, g in marks if g.worst in ("A", "B")]
+    judged = [(s, n, g) for s, n, g in marks if g.too_little is None]  # too little data: neither shown nor clear
+    shown = [f"{s} {n} {g.label}" for s, n, g in judged if g.best in ("C", "D")]
+    clear = [g for _, _, g in judged if g.worst in ("A", "B")]
     unsure = len(marks) - len(shown) - len(clear)
     if shown:
         text = f"{section}: harm shown by {len(shown)} of {len(marks)} marked measures ({', '.join(shown)})"
@@ -196,15 +254,24 @@ def section_clauses(summary: Summary, thresholds: Thresholds) -> list[str]:
     return [section_verdict(section, marks) for section, marks in section_marks(summary, thresholds).items()]
 
 
-def verdict(summary: Summary, thresholds: Thresholds | None = None) -> str:
-    """One sentence on the whole run, from the metrics and their 95% intervals."""
+def drawn_sentence(summary: Summary) -> str:
+    """' Limited run: template 40 of 160 prompts, stratified by topic x stereotyped gender; ...' ('' without limit)."""
+    drawn = [f"{name} {r.drawn.describe(unit_of(name))}" for name, r in summary.results.items() if r.drawn]
+    return f" Limited run: {'; '.join(drawn)}." if drawn else ""
+
+
+def verdict_text(summary: Summary, thresholds: Thresholds | None = None) -> str:
+    """The verdict without the model's name (a comparison report names each model once, beside it)."""
     thresholds = thresholds or default_thresholds()
+    stereotypes = [stereotype_clause(name, result) for name, result in summary.results.items()]
+    sections = section_clauses(summary, thresholds)
     clauses = [
-        c
-        for c in (explicit_clause(summary, thresholds), *family_clauses(summary), *section_clauses(summary, thresholds))
-        if c
+        c for c in (explicit_clause(summary, thresholds), *stereotypes, *family_clauses(summary), *sections) if c
     ]
-    if not clauses:
-        return f"{summary.model}: no metric with an interval to judge."
-    text = "; ".join(clauses)
-    return f"{summary.model}: {text}."
+    text = "; ".join(clauses) + "." if clauses else "no metric with an interval to judge."
+    return text + drawn_sentence(summary)
+
+
+def verdict(summary: Summary, thresholds: Thresholds | None = None) -> str:
+    """One sentence on the whole run, from the metrics and their 95% intervals, after the model's name."""
+    return f"{summary.model}: {verdict_text(summary, thresholds)}"

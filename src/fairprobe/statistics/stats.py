@@ -38,17 +38,31 @@ def bootstrap_rows(n: int, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED
     return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
 
 
+def stratified_rows(strata: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """Resampling indices (n_boot, n) that resample each stratum (items with equal codes) within itself, so every
+    replicate keeps the strata's sizes (a stratified draw is resampled as it was drawn)."""
+    strata = np.asarray(strata)
+    rng = np.random.default_rng(seed)
+    rows = np.empty((n_boot, len(strata)), dtype=np.int64)
+    for code in np.unique(strata):
+        members = np.flatnonzero(strata == code)
+        rows[:, members] = members[rng.integers(0, len(members), size=(n_boot, len(members)))]
+    return rows
+
+
 def bootstrap_statistic(
     values: np.ndarray,
     statistic: Callable[[np.ndarray], np.ndarray] | None = None,
     n_boot: int = N_BOOTSTRAP,
     seed: int = BOOTSTRAP_SEED,
+    strata: np.ndarray | None = None,
 ) -> MetricValue:
     """A statistic over prompts with its 95% percentile-bootstrap interval (resampling prompts).
 
     `statistic` maps an array (..., n, ...) resampled along axis -1 of the leading dims to one value
     per replicate; the default is the mean. A statistic that is undefined on the data (NaN) is n/a
-    (value None); replicates where it is undefined are left out of the interval.
+    (value None); replicates where it is undefined are left out of the interval. With `strata` (one code
+    per prompt) prompts are resampled within their stratum.
     """
     values = np.asarray(values, dtype=np.float64)
     n = values.shape[0]
@@ -58,19 +72,48 @@ def bootstrap_statistic(
     point = float(stat(values[None, ...])[0])
     if not np.isfinite(point):
         return MetricValue(value=None)
-    replicates = stat(values[bootstrap_rows(n, n_boot, seed)])
+    rows = bootstrap_rows(n, n_boot, seed) if strata is None else stratified_rows(strata, n_boot, seed)
+    replicates = stat(values[rows])
     replicates = replicates[np.isfinite(replicates)]
     lo, hi = np.percentile(replicates, [2.5, 97.5])
     return MetricValue(value=point, ci95=(float(lo), float(hi)))
 
 
-def paired_bootstrap_difference(
-    a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED
+def folded(lo: float, hi: float, centre: float = 0.0) -> tuple[float, float]:
+    """The interval of |x - centre| for x in [lo, hi]: it starts at 0 whenever [lo, hi] holds the centre.
+
+    An absolute value's interval is derived this way from its signed quantity's interval, never by bootstrapping
+    the absolute value (whose replicates cannot fall below 0, which biases the interval away from zero).
+    """
+    ends = sorted((abs(lo - centre), abs(hi - centre)))
+    return (0.0 if lo <= centre <= hi else ends[0], ends[1])
+
+
+def max_abs_metric(
+    values: np.ndarray,
+    differences: Callable[[np.ndarray], np.ndarray],
+    n_boot: int = N_BOOTSTRAP,
+    seed: int = BOOTSTRAP_SEED,
 ) -> MetricValue:
-    """Mean of b - a over the same prompts with a paired bootstrap 95% interval."""
-    return bootstrap_statistic(
-        np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64), n_boot=n_boot, seed=seed
-    )
+    """max_k |d_k| over signed differences d_k (two groups' rates: a DP or EO difference), with a 95% interval.
+
+    `differences` maps values (..., n, c) to (..., K) signed differences, NaN where one is undefined (left
+    out of the max). The interval comes from simultaneous bootstrap intervals d_k +- q (q: the 95% quantile of
+    max_k |d*_k - d_k| over the replicates), folded at 0 and maxed over k; bootstrapping max_k |d_k| itself
+    would bias the interval away from 0.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape[0] == 0:
+        return MetricValue(value=None)
+    point = differences(values[None, ...])[0]
+    if not np.isfinite(point).any():
+        return MetricValue(value=None)
+    replicates = differences(values[bootstrap_rows(values.shape[0], n_boot, seed)])
+    deviation = np.where(np.isfinite(replicates), np.abs(replicates - point), np.nan)
+    deviation = deviation[np.isfinite(deviation).any(axis=1)]
+    q = float(np.quantile(np.nanmax(deviation, axis=1), 0.95)) if len(deviation) else 0.0
+    ends = np.array([folded(d - q, d + q) for d in point[np.isfinite(point)]])
+    return MetricValue(value=float(np.nanmax(np.abs(point))), ci95=(float(ends[:, 0].max()), float(ends[:, 1].max())))
 
 
 def exact_mcnemar(b: int, c: int) -> float:
@@ -78,27 +121,3 @@ def exact_mcnemar(b: int, c: int) -> float:
     if b + c == 0:
         return 1.0
     return float(stats.binomtest(min(b, c), b + c, 0.5, alternative="two-sided").pvalue)
-
-
-def paired_bootstrap_p(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED) -> float:
-    """Two-sided paired bootstrap p-value of mean(b - a) = 0: twice the smaller tail of the resampled means.
-
-    (count + 1) / (n_boot + 1) per tail, so the smallest p it gives is about 2 / n_boot, never 0.
-    """
-    diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    if len(diff) == 0 or not diff.any():
-        return 1.0
-    means = diff[bootstrap_rows(len(diff), n_boot, seed)].mean(axis=1)
-    tail = min(int((means <= 0).sum()), int((means >= 0).sum()))
-    return min(1.0, 2 * (tail + 1) / (n_boot + 1))
-
-
-def holm_adjust(pvalues: list[float | None]) -> list[float | None]:
-    """Holm-Bonferroni adjusted p-values of one family of tests (None stays None), in the input's order."""
-    known = [(p, i) for i, p in enumerate(pvalues) if p is not None]
-    out: list[float | None] = [None] * len(pvalues)
-    running = 0.0
-    for rank, (p, i) in enumerate(sorted(known)):
-        running = max(running, min(1.0, (len(known) - rank) * p))
-        out[i] = running
-    return out

@@ -93,7 +93,10 @@ def sample(ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, option
 def set_metrics(samples: list[PairSample]) -> dict[str, MetricValue]:
     """Flip rate and direction, DecodingTrust's group metrics on the original records, refusals, contradictions."""
     metrics = pair_metrics(
-        [s.verdict for s in samples], [s.sex_original for s in samples], [s.answer_original for s in samples]
+        [s.verdict for s in samples],
+        [s.sex_original for s in samples],
+        [s.answer_original for s in samples],
+        [s.answer_flipped for s in samples],
     )
     metrics.update(
         decodingtrust_metrics(
@@ -134,6 +137,8 @@ def clause(set_name: str, result: SetResult) -> str | None:
         return None
     if hit.value is None:
         return f"no {set_name} pair could be read, so its flip rate is n/a"
+    if hit.too_little_data:
+        return f"the {set_name} flip rate says nothing about gender ({hit.too_little_data}, so no answer could flip)"
     return f"the answer changed with gender alone in {pct_ci(hit)} of {set_name} pairs"
 
 
@@ -150,4 +155,5 @@ FAMILY = Family[PairSample, GenderIncomeOptions](
     generation=short_answer_generation,
     unit="pairs",
     clause=clause,
+    headline="hit_rate",
 )

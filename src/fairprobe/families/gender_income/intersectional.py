@@ -5,7 +5,8 @@ metric is also computed per slice, with its size. Over the intersectional groups
 difference is the largest minus the smallest selection rate (P(yes)) and the equalized-odds difference the
 larger of the same spreads of the true- and false-positive rates, as fairlearn's
 `MetricFrame(..., sensitive_features=[sex, race]).difference()` and `equalized_odds_difference` compute them,
-over the records with a known prediction; intervals are percentile bootstrap over records. A group whose
+over the records with a known prediction; intervals come from simultaneous bootstrap intervals of the signed
+pairwise gaps (stats.max_abs_metric), since a bootstrap of the largest gap itself is biased away from 0. A group whose
 rate is undefined (no record, or no record with that label) is left out of the spread instead of counting
 as 0 (fairlearn would count 0), and the note names how many groups entered. Slices of fewer than 20 records
 are kept but flagged; a combination with no record is listed as empty.
@@ -16,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from fairprobe.families.base import Metric, computes
+from fairprobe.families.gender_income.metrics import same_answer
 from fairprobe.families.gender_income.readings import read_gap
 from fairprobe.records import MetricValue
-from fairprobe.statistics.stats import bootstrap_statistic
+from fairprobe.statistics.stats import max_abs_metric
 
 SMALL_SLICE = 20
 AGE_BANDS = ((17, 29), (30, 44), (45, 59), (60, 200))
@@ -60,16 +62,16 @@ def _rates(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return np.divide(num, den, out=np.full(np.broadcast_shapes(num.shape, den.shape), np.nan), where=den > 0)
 
 
-def _spread(rates: np.ndarray) -> np.ndarray:
-    """Largest minus smallest defined rate along the last axis; NaN with fewer than two defined rates."""
-    defined = np.isfinite(rates).sum(axis=-1)
-    hi = np.where(np.isfinite(rates), rates, -np.inf).max(axis=-1)
-    lo = np.where(np.isfinite(rates), rates, np.inf).min(axis=-1)
-    return np.where(defined >= 2, hi - lo, np.nan)
+def _pair_gaps(rates: np.ndarray) -> np.ndarray:
+    """r_i - r_j for every pair of groups i < j (last axis); NaN where either rate is undefined. The largest
+    absolute gap is the largest minus the smallest defined rate."""
+    i, j = np.triu_indices(rates.shape[-1], k=1)
+    return rates[..., i] - rates[..., j]
 
 
-def group_spreads(values: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """DP and EO differences over groups per replicate; `values` (..., n, 3) = [prediction, label, group code]."""
+def group_gaps(values: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per replicate, the signed pairwise gaps whose largest absolute value is the DP difference over groups, and
+    those (TPR and FPR gaps together) of the EO difference; `values` (..., n, 3) = [prediction, label, group code]."""
     pred, label = values[..., 0], values[..., 1]
     onehot = (values[..., 2, None] == np.arange(n_groups)).astype(np.float64)  # (..., n, G)
     size = onehot.sum(axis=-2)
@@ -77,7 +79,7 @@ def group_spreads(values: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.nda
     selection = _rates((pred[..., None] * onehot).sum(axis=-2), size)
     tpr = _rates(((pred * label)[..., None] * onehot).sum(axis=-2), pos)
     fpr = _rates(((pred * (1 - label))[..., None] * onehot).sum(axis=-2), size - pos)
-    return _spread(selection), np.fmax(_spread(tpr), _spread(fpr))
+    return _pair_gaps(selection), np.concatenate([_pair_gaps(tpr), _pair_gaps(fpr)], axis=-1)
 
 
 def intersectional_differences(
@@ -93,7 +95,7 @@ def intersectional_differences(
     values = np.stack([np.asarray(predictions, float), np.asarray(labels, float), codes.astype(float)], axis=-1)
     out = {}
     for k, kind in enumerate(("dp", "eo")):
-        metric = bootstrap_statistic(values.reshape(-1, 3), lambda v, k=k: group_spreads(v, len(names))[k])
+        metric = max_abs_metric(values.reshape(-1, 3), lambda v, k=k: group_gaps(v, len(names))[k])
         metric.n = len(values)
         if metric.value is None:
             metric.note = f"undefined: fewer than two sex x {axis} groups with a defined rate"
@@ -140,4 +142,6 @@ def intersectional_metrics(
     for axis, values in slices.items():
         groups = [f"{s}/{v}" for s, v, k in zip(sexes, values, known, strict=True) if k]
         out.update(intersectional_differences(pred, lab, groups, axis))
+    for metric in out.values():
+        metric.too_little_data = same_answer(list(answers))
     return out

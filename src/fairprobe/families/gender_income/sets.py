@@ -375,4 +375,5 @@ def load_gender_income(data_dir: Path | None = None, options: GenderIncomeOption
         source=source,
         sha256=sha,
         probes=probes,
+        strata="original sex x label",
     )

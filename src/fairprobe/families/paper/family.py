@@ -15,6 +15,7 @@ import numpy as np
 from fairprobe.families.base import Family, MetricTable, Replies, Request, Scoring, summarize_by_subset
 from fairprobe.families.paper.groups import likeliest_group
 from fairprobe.families.paper.metrics import (
+    STEREOTYPED_GENDER,
     failure_metrics,
     gas_metrics,
     group_masses,
@@ -22,13 +23,15 @@ from fairprobe.families.paper.metrics import (
     implicit_record,
     next_word_metrics,
     paper_metrics,
+    stereotype_following,
+    stereotype_metrics,
 )
 from fairprobe.families.paper.options import PaperOptions
 from fairprobe.families.paper.record import PaperSample
 from fairprobe.families.paper.sets import load_statement_file
 from fairprobe.families.paper.words import detect_gendered_words
 from fairprobe.models.base import Scores
-from fairprobe.records import Probe, ProbeSet, SetResult
+from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
 
 if TYPE_CHECKING:
     from fairprobe.options import RunOptions
@@ -127,8 +130,15 @@ def group_fields(scores: Scores, start: int, options: PaperOptions, binary: dict
 
 
 def summarize(ps: ProbeSet, samples: list[PaperSample], run: RunOptions, options: PaperOptions) -> SetResult:
-    """GAS, GLD and ADD overall and per subset, with how an API's probabilities were read."""
-    result = summarize_by_subset(ps, samples, paper_metrics)
+    """GAS, GLD, ADD and, where the prompts declare a stereotyped gender, the stereotype direction, overall and per
+    subset, with how an API's probabilities were read."""
+    stereotype_of = {p.id: str(p.meta.get(STEREOTYPED_GENDER)) for p in ps.probes}
+    stratum_of = {p.id: tuple(p.subsets) for p in ps.probes}
+
+    def metrics(group: list[PaperSample]) -> dict[str, MetricValue]:
+        return {**paper_metrics(group), **stereotype_metrics(group, stereotype_of, stratum_of)}
+
+    result = summarize_by_subset(ps, samples, metrics)
     result.implicit = implicit_record(samples)
     return result
 
@@ -139,11 +149,12 @@ FAMILY = Family[PaperSample, PaperOptions](
     description="conditional generation (Dong et al. 2024): GAS from the continuation, GLD/ADD from next-word "
     "probabilities",
     record=PaperSample,
-    metrics=(gas_metrics, failure_metrics, next_word_metrics, group_share_metrics),
+    metrics=(gas_metrics, stereotype_following, failure_metrics, next_word_metrics, group_share_metrics),
     requests=requests,
     sample=sample,
     summarize=summarize,
     options=PaperOptions,
+    headline="gas",
     prefixes={"file:": load_statement_file},
     tables=(
         MetricTable(

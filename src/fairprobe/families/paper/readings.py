@@ -48,6 +48,21 @@ def read_add(result: SetResult, samples: Sequence[Sample]) -> str:
     )
 
 
+def read_stereotype_following(result: SetResult, samples: Sequence[Sample]) -> str | None:
+    """The stereotype direction in words, explicit and implicit together (said once, by the explicit metric)."""
+    explicit, implicit = (result.metrics.get(k) for k in ("stereotype_following", "stereotype_following_implicit"))
+    if explicit is None or (explicit.value is None and (implicit is None or implicit.value is None)):
+        return None
+    text = "Stereotype direction (0 = none, +1 = always the stereotyped gender): "
+    if explicit.value is not None:
+        text += f"explicit {format_metric(explicit, digits=None)} ({explicit.note})"
+    else:
+        text += f"explicit n/a ({explicit.note})"
+    if implicit is not None and implicit.value is not None:
+        text += f"; implicit {format_metric(implicit, digits=None)} (next-word lean)"
+    return text + "."
+
+
 def read_neutral_share(result: SetResult, samples: Sequence[Sample]) -> str:
     """neutral_share in words, with the group most often likeliest as the next word."""
     text = (

@@ -138,6 +138,7 @@ def load_template(data_dir: Path | None = None) -> ProbeSet:
         source="fairprobe package data (Dong et al. 2024, Table 6)",
         sha256=digest,
         probes=probes,
+        strata="topic x stereotyped gender",
     )
 
 
@@ -194,4 +195,5 @@ def load_friend_statements(data_dir: Path | None = None) -> ProbeSet:
         source="fairprobe package data (friend_statements.tsv)",
         sha256=sha256_bytes(raw),
         probes=probes,
+        strata="activity domain",
     )

@@ -142,6 +142,8 @@ def summarize(
 def clause(set_name: str, result: SetResult) -> str | None:
     """The verdict's words on this set: whether answers follow occupational stereotypes."""
     gap = result.metrics.get("stereotype_gap")
+    if gap is not None and gap.too_little_data:
+        return f"{set_name} says nothing about occupational stereotypes ({gap.too_little_data})"
     if gap is None or gap.value is None or None in gap.ci95:
         return None
     lo, hi = gap.ci95
@@ -163,4 +165,5 @@ FAMILY = Family[CoreferenceSample, ProfessionalBiasOptions](
     options=ProfessionalBiasOptions,
     generation=short_answer_generation,
     clause=clause,
+    headline="hit_rate",
 )

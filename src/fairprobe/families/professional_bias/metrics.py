@@ -75,6 +75,9 @@ def professional_metrics(
         "undetermined_share": proportion(int((r == "").sum()), n),
         "stereotype_gap": bootstrap_statistic(hits.astype(np.float64) - antis.astype(np.float64)),
     }
+    if n and (r == "").all():  # a model that never names an occupation shows no preference by construction
+        for name in ("hit_rate", "anti_rate", "stereotype_gap"):
+            out[name].too_little_data = "no reply named either occupation"
     if correct is not None and kinds is not None and all(c is not None for c in correct):
         right = (r == np.asarray(correct, dtype=object)).astype(np.float64)
         k = np.asarray(kinds, dtype=object)

@@ -284,6 +284,7 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
             source="fairprobe package (15 built-in frames)",
             sha256=sha256_bytes(raw),
             probes=probes,
+            strata="pronoun x order",
         )
     if source == "vijil":
         if data_dir is None:
@@ -303,6 +304,7 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
             source=str(path),
             sha256=sha256_bytes(path.read_bytes()),
             probes=read_vijil_prompts(path),
+            strata="pronoun x order",
         )
     probes, src, sha = winobias_probes(data_dir, split)
     return ProbeSet(
@@ -312,4 +314,5 @@ def load_professional_bias(data_dir: Path | None = None, options: ProfessionalBi
         source=src,
         sha256=sha,
         probes=probes,
+        strata="pronoun x order x WinoBias type",
     )

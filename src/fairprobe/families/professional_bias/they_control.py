@@ -79,11 +79,14 @@ def they_control_metrics(
     they = np.asarray(they_referents, dtype=object)
     they_named = they == stereotyped
     out = {}
+    silent = all(r is None for r in referents) and all(r is None for r in they_referents)
     for pronoun in ("she", "he"):
         rows = p == pronoun
         out[f"gender_effect_{pronoun}"] = gender_effect(
             [f for f, r in zip(frames, rows, strict=True) if r], named[rows], they_named[rows]
         )
+        if silent:  # no reply named an occupation: an effect of 0 by construction
+            out[f"gender_effect_{pronoun}"].too_little_data = "no reply named either occupation"
     out["they_female_share"] = proportion(int((they == np.asarray(female, dtype=object)).sum()), len(they))
     out["they_first_share"] = proportion(int((they == np.asarray(first, dtype=object)).sum()), len(they))
     return out
