@@ -500,7 +500,7 @@ class OpenAIBackend:
         """Ask the server for every prompt, `concurrency` at a time; `on_result(i, c)` sees each answer at once.
 
         The scores of `score[i]` come with the same request: exactly (single-token continuations from its first
-        position, the prompt's token ids from its answer, the others echoed for many prompts at once) or bounded
+        position, the prompt's token ids from its answer, the others read for many prompts at once) or bounded
         from its top logprobs.
         """
         wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
@@ -618,8 +618,9 @@ class OpenAIBackend:
         return topk_scores(answer.top, request.continuations, self._logprobs)
 
     async def _finish(self, works: list[Work], ids: dict[str, list[int]] | None, gate: asyncio.Semaphore) -> None:
-        """Echo every work's pending continuations, many prompts per request (token ids where the server
-        tokenizes; prompt ids asked of /tokenize where the generation answer did not carry them)."""
+        """Score every work's pending continuations, many prompts per request: position by position where every
+        endpoint reads chosen token ids (`_read_chunk`), else echoed (token ids where the server tokenizes; prompt
+        ids asked of /tokenize where the generation answer did not carry them)."""
         todo = [w for w in works if w.error is None and w.pending()]
         if ids is not None:
             missing = [w for w in todo if w.prompt_ids is None]
