@@ -17,12 +17,12 @@ $(STAMP): pyproject.toml Makefile
 setup: $(STAMP)
 
 # The paper suite on the embedded model: every paper set when a local copy of the paper's files is
-# beside the project, otherwise the sets that need no download (template + friend-statements).
+# beside the project, otherwise downloaded (offline, fairprobe itself falls back to the sets that need none).
 run: setup
 	@if [ -d "$(SHARED)/debias_llms" ]; then \
 		$(BIN)/fairprobe run --data-dir "$(SHARED)"; \
 	else \
-		$(BIN)/fairprobe run --probes template,friend-statements; \
+		$(BIN)/fairprobe run; \
 	fi
 
 # The report's browser test needs Chromium: installed from Debian when running as root with apt-get (CI).

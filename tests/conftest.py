@@ -49,6 +49,20 @@ def shared_data_dir() -> Path:
     pytest.skip(reason)
 
 
+def private_namespace(flags: str) -> list[str]:
+    """`unshare FLAGS` as a command prefix (-rm: own mounts, -rn: no network), for tests of a full disk or of
+    running offline; skips where the kernel refuses it, except in CI (CI=true), where it fails."""
+    import subprocess
+
+    probe = subprocess.run(["unshare", flags, "true"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        reason = f"needs `unshare {flags}` (a private namespace): {probe.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return ["unshare", flags]
+
+
 def pairs_only_words(folder: Path) -> Path:
     """The default attribute words without the extra gender groups, as a --words file in `folder`: runs that count
     server requests ask one call per prompt (the groups' scoring call is tested on its own)."""

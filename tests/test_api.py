@@ -295,7 +295,8 @@ def test_api_key_never_reaches_files_or_messages(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     assert set(seen.auth) == {f"Bearer {marker}"}  # the key is sent, in the header only
     with scripted(lambda n, b: "401") as (url, seen):  # a server that echoes the key back
-        bad = _cli([*args, "--base-url", url, "--out", str(tmp_path / "bad")], env)
+        # The cache names the model by content, not endpoint: without --no-cache the first run's answers would serve.
+        bad = _cli([*args, "--base-url", url, "--out", str(tmp_path / "bad"), "--no-cache"], env)
     assert bad.returncode == 2
     last = bad.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "HTTP 401 (check $FAIRPROBE_API_KEY)" in last

@@ -468,3 +468,22 @@ def test_compare_and_sweep_run_on_an_api_model_through_model_args(tmp_path: Path
     # A KL weight needs the base model's weights: an API model cannot give them.
     with pytest.raises(ConfigError, match="the KL term needs the base model's own weights"):
         tune(TuneOptions(model="openai:toy", losses="d,g,l,kl=0.5", out=tmp_path / "t"))
+
+
+@pytest.mark.slow
+def test_the_adapter_readme_says_what_was_trained_on_what_with_which_losses_and_the_effect(trained: Path) -> None:
+    manifest = json.loads((trained / "manifest.json").read_text(encoding="utf-8"))
+    readme = (trained / "README.md").read_text(encoding="utf-8")
+    first, last = manifest["dev_curve"][0], manifest["dev_curve"][-1]
+    assert readme.startswith("---\nlibrary_name: peft\nbase_model: HuggingFaceTB/SmolLM2-135M-Instruct\n")
+    assert f"gguf_sha256 `{manifest['base_model']['gguf_sha256']}`" in readme
+    assert "/site-packages/" not in readme and str(trained) not in readme  # never a local path
+    hyper = manifest["hyperparameters"]
+    assert f"{hyper['steps']} steps of batch {hyper['batch_size']}, AdamW" in readme
+    for split, entry in manifest["data"].items():
+        assert f"- {split}: {entry['n']} predicates" in readme
+    for loss in ("L_d (ADD", "L_g (total gendered", "L_l (GLD"):
+        assert f"- {loss}" in readme
+    assert f"| dev GLD | {first['gld']:.3f} | {last['gld']:.3f} |" in readme
+    ppl = manifest["perplexity"]
+    assert f"| perplexity of neutral sentences | {ppl['before']:.2f} | {ppl['after']:.2f} |" in readme

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -129,6 +130,28 @@ def test_download_rejects_a_corrupted_file(tmp_path: Path, monkeypatch: pytest.M
         server.shutdown()
         server.server_close()
     assert not list((tmp_path / "cache").rglob("*.csv"))
+
+
+def test_offline_a_suite_falls_back_to_its_sets_that_need_no_download(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fairprobe.runner import RunOptions, load_sets
+    from fairprobe.sources import Unreachable
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nobody listens on: every download is refused at once
+    monkeypatch.setenv("FAIRPROBE_MIRROR", f"http://127.0.0.1:{closed.getsockname()[1]}")
+    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.warns(UserWarning) as caught:
+        sets = load_sets(RunOptions(limit=3))
+    closed.close()
+    assert [ps.name for ps in sets] == ["template", "friend-statements"]
+    assert [str(w.message) for w in caught] == [
+        "offline: running template, friend-statements (no download needed); "
+        "llm-gen-1, llm-gen-2, stsb, snli need a download or --data-dir"
+    ]
+    with pytest.raises(Unreachable, match=r"cannot download stsb_neutral_test\.csv: 127\.0\.0\.1:\d+ is unreachable"):
+        load_sets(RunOptions(probes=["template", "stsb"]))  # a set asked for by name is never dropped
 
 
 # --- bad input ------------------------------------------------------------------------------------------

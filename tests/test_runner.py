@@ -206,10 +206,10 @@ def test_real_model_run_with_limit(tmp_path: Path, embedded_backend: Any) -> Non
 def test_python_api_shows_plain_progress_when_not_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     import fairprobe
 
-    fairprobe.run(backend=ScriptedBackend(), probes=["template"], limit=8, batch_size=4, out=tmp_path / "r")
+    fairprobe.run(ScriptedBackend(), probes=["template"], limit=8, batch_size=4, out=tmp_path / "r")
     lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
     assert lines[0] == "template: 0/8 (0%), 0s elapsed"
     assert lines[1].startswith("template: 8/8 (100%), ")
     assert len(lines) == 2
-    fairprobe.run(progress=False, backend=ScriptedBackend(), probes=["template"], limit=8, out=tmp_path / "q")
+    fairprobe.run(ScriptedBackend(), progress=False, probes=["template"], limit=8, out=tmp_path / "q")
     assert capsys.readouterr().err == ""

@@ -1,7 +1,12 @@
-"""fairprobe: disclose, measure and mitigate gender bias in large language models."""
+"""fairprobe: disclose, measure and mitigate gender bias in large language models.
+
+The Python API (`fairprobe.run`, `compare`, `sweep`, `tune`, `score`, `check`, `load`) lives in `fairprobe.api`
+and is imported on first use, so `import fairprobe` and the command line stay quick.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from fairprobe.threads import quiet_openmp
@@ -11,23 +16,49 @@ __version__ = "0.1.0"
 quiet_openmp()  # before torch loads OpenMP: on a busy machine waiting threads sleep instead of spinning
 
 if TYPE_CHECKING:
-    from fairprobe.records import Summary
+    from fairprobe.api import (
+        Adapter,
+        ArgumentError,
+        Comparison,
+        MitigationComparison,
+        Run,
+        Sweep,
+        check,
+        compare,
+        load,
+        run,
+        score,
+        sweep,
+        tune,
+    )
+
+__all__ = [
+    "Adapter",
+    "ArgumentError",
+    "Comparison",
+    "MitigationComparison",
+    "Run",
+    "Sweep",
+    "__version__",
+    "check",
+    "compare",
+    "load",
+    "run",
+    "score",
+    "sweep",
+    "tune",
+]
+API = frozenset(__all__) - {"__version__"}
 
 
-def run(progress: bool = True, **kwargs: Any) -> Summary:
-    """Run a suite on a model and write its run directory; returns the same summary the CLI prints.
-
-    Keyword arguments are those of `fairprobe.runner.RunOptions` (model, suite, probes, data_dir,
-    out, limit, seed, generation, instruction, ...). Progress goes to stderr (bars in a terminal,
-    plain lines in notebooks' logs and CI) unless `progress=False`.
-    """
-    from fairprobe.progress import SilentProgress, auto_progress
-    from fairprobe.runner import run as _run
-
-    if not progress:
-        return _run(progress=SilentProgress(), **kwargs)
-    with auto_progress() as shown:
-        return _run(progress=shown, **kwargs)
+def __getattr__(name: str) -> Any:
+    """The API's names, imported from fairprobe.api on first use."""
+    if name in API:
+        # Imported by name: the root package (which every module imports for __version__) depends on no layer.
+        return getattr(importlib.import_module("fairprobe.api"), name)
+    raise AttributeError(f"module 'fairprobe' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "run"]
+def __dir__() -> list[str]:
+    """The public names (tab completion in a notebook offers the API)."""
+    return sorted(__all__)

@@ -77,3 +77,11 @@ def with_ci(m: MetricValue, signed: bool = False) -> str:
     fmt = (lambda x: "n/a" if x is None else f"{x:+.2f}") if signed else short_number
     lo, hi = m.ci95
     return fmt(m.value) + ("" if lo is None or hi is None else f" [{fmt(lo)}, {fmt(hi)}]")
+
+
+def file_size(size: float) -> str:
+    """Bytes for people: 812 B, 45.3 kB, 541.6 MB, 1.12 GB (decimal units, as disks are sold)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.2f} {unit}" if unit == "GB" else f"{size / scale:.1f} {unit}"
+    return f"{int(size)} B"

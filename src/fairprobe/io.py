@@ -49,6 +49,13 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def tree_size(path: Path) -> int:
+    """Bytes of a file or of every file below a folder (symlinks not followed)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of bytes (probe-set sources, cache keys)."""
     return hashlib.sha256(data).hexdigest()

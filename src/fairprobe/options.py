@@ -93,6 +93,15 @@ def run_options_from_flags(flags: dict[str, Any]) -> RunOptions:
     flags = dict(flags)
     model_args = parse_pairs_typed(flags.pop("model_arg", None), "model arg (-M)", values=True)
     probe_options = parse_pairs_typed(flags.pop("option", None), "probe option", values=False)
+    return run_options_from_settings(flags, model_args, probe_options)
+
+
+def run_options_from_settings(
+    flags: dict[str, Any], model_args: dict[str, Any], probe_options: dict[str, Any]
+) -> RunOptions:
+    """The RunOptions of flags whose `-M` and `-o` settings are dicts already (the Python API's `model_args` and
+    `options`): the shortcuts and decoding flags fold in as in `run_options_from_flags`."""
+    flags, model_args, probe_options = dict(flags), dict(model_args), dict(probe_options)
     implicit = flags.pop("implicit", None)
     if implicit == "off":
         fold(probe_options, "implicit", "off", "--implicit off", "-o")

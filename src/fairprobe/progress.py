@@ -8,11 +8,13 @@ line when a step starts and ends and at least every `HEARTBEAT` seconds in betwe
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol, TextIO
 
 HEARTBEAT = 30.0
@@ -172,6 +174,67 @@ class RichProgress:
             self.bars.update(self.task, info=text)
 
 
+# The display of the command (or API call) under way, for steps deep below it such as a model's first conversion.
+_CURRENT: ContextVar[Progress | None] = ContextVar("fairprobe_progress", default=None)
+
+
+def current_progress() -> Progress:
+    """The progress display of the step under way (silent outside any)."""
+    return _CURRENT.get() or SilentProgress()
+
+
+@contextmanager
+def showing(progress: Progress) -> Iterator[Progress]:
+    """Make `progress` the display that deep steps (model conversion) report to, for the `with` block."""
+    token = _CURRENT.set(progress)
+    try:
+        yield progress
+    finally:
+        _CURRENT.reset(token)
+
+
+# Libraries' own progress-bar switches: (module, whether its bars are on, switch off, switch on).
+LIBRARY_BARS: tuple[tuple[str, Callable[[Any], bool], str, str], ...] = (
+    (
+        "huggingface_hub.utils",
+        lambda m: not m.are_progress_bars_disabled(),
+        "disable_progress_bars",
+        "enable_progress_bars",
+    ),
+    (
+        "transformers.utils.logging",
+        lambda m: m.is_progress_bar_enabled(),
+        "disable_progress_bar",
+        "enable_progress_bar",
+    ),
+)
+
+
+@contextmanager
+def no_library_bars() -> Iterator[None]:
+    """No carriage-return bars from the libraries fairprobe drives (hub downloads, transformers) while progress
+    goes to a log: their bars redraw with \\r, which a log keeps as one endless line. Restored afterwards.
+
+    A library imported inside the block reads the environment variable; one already imported is switched."""
+    before = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    switched = []
+    for name, bars_on, off, on in LIBRARY_BARS:
+        module = sys.modules.get(name)
+        if module is not None and bars_on(module):
+            getattr(module, off)()
+            switched.append(getattr(module, on))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+        else:
+            os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = before
+        for switch_on in switched:
+            switch_on()
+
+
 def is_terminal(stream: TextIO | None = None) -> bool:
     """Whether progress goes to an interactive terminal."""
     stream = stream or sys.stderr
@@ -183,7 +246,7 @@ def auto_progress(stream: TextIO | None = None, console: Any = None) -> Iterator
     """Rich bars on a terminal, plain lines otherwise; used by every command and by `fairprobe.run`."""
     stream = stream or sys.stderr
     if not is_terminal(stream):
-        with PlainProgress(stream) as plain:
+        with PlainProgress(stream) as plain, showing(plain), no_library_bars():
             yield plain
         return
     from rich.console import Console
@@ -200,5 +263,5 @@ def auto_progress(stream: TextIO | None = None, console: Any = None) -> Iterator
         console=console or Console(file=stream),
         transient=False,
     )
-    with bars:
-        yield RichProgress(bars)
+    with bars, showing(RichProgress(bars)) as shown:
+        yield shown

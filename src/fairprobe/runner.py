@@ -30,6 +30,7 @@ from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redact
 from fairprobe.runfolder import FolderLock, check_folder
+from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
 
@@ -219,9 +220,12 @@ class RunWriter:
 
 
 def load_sets(options: RunOptions, progress: Progress | None = None) -> list[ProbeSet]:
-    """Load every probe set of the run before any model work, so bad data fails fast. A whole-suite run skips a
-    set whose user-given data is missing, with one line (`DataNotGiven`); a set named with --probes fails."""
-    sets = []
+    """Load every probe set of the run before any model work, so bad data fails fast.
+
+    A suite run without --probes and --data-dir falls back, offline, to its sets that need no download,
+    and says so in one line; a set named with --probes that cannot be downloaded is an error. A whole-suite run
+    skips a set whose user-given data is missing, with one line (`DataNotGiven`); a set named with --probes fails."""
+    sets, unreachable = [], []
     for name in options.probe_names():
         family = family_of_set(name)
         if family is not None and name not in PROBE_SETS and family.suite != options.suite:
@@ -244,8 +248,19 @@ def load_sets(options: RunOptions, progress: Progress | None = None) -> list[Pro
             if options.probes:
                 raise
             (progress or SilentProgress()).note(f"skipped {name}: {exc}")
+        except Unreachable:
+            if options.probes or options.data_dir is not None:
+                raise
+            unreachable.append(name)
+    if unreachable and sets:
+        warnings.warn(
+            f"offline: running {', '.join(ps.name for ps in sets)} (no download needed); "
+            f"{', '.join(unreachable)} need a download or --data-dir",
+            stacklevel=2,
+        )
     if not sets:
-        raise DataError(f"suite {options.suite!r} has no probe sets to run")
+        hint = f" (offline: {', '.join(unreachable)} need a download or --data-dir)" if unreachable else ""
+        raise DataError(f"suite {options.suite!r} has no probe sets to run{hint}")
     return sets
 
 

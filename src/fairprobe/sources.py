@@ -12,6 +12,12 @@ from fairprobe.errors import DataError
 from fairprobe.io import atomic_write_bytes, cache_dir, sha256_bytes
 
 DEFAULT_MIRROR = "https://raw.githubusercontent.com"
+# Download hosts found unreachable in this process: later files from them fail at once instead of waiting again.
+_UNREACHABLE: dict[str, str] = {}
+
+
+class Unreachable(DataError):
+    """A file that must be downloaded and cannot be: no network, no route, no name (not a wrong checksum)."""
 
 
 @dataclass(frozen=True)
@@ -86,14 +92,21 @@ def fetch(remote: RemoteFile, data_dir: Path | None = None, timeout: float = 30.
     target = cache_dir("data", remote.repo.replace("/", "__"), remote.commit) / remote.name
     if target.is_file() and sha256_bytes(target.read_bytes()) == remote.sha256:
         return target, remote.citation
+    host = httpx.URL(remote.url).netloc.decode()
+    if host in _UNREACHABLE:
+        raise Unreachable(
+            f"cannot download {remote.name}: {host} is unreachable ({_UNREACHABLE[host]}); pass --data-dir"
+        )
     try:
         response = httpx.get(remote.url, timeout=timeout, follow_redirects=True)
         response.raise_for_status()
     except httpx.HTTPError as exc:
-        raise DataError(
-            f"cannot download {remote.name} from {remote.url} ({type(exc).__name__}: {exc}); "
-            "pass --data-dir with a local copy"
-        ) from None
+        why = f"{type(exc).__name__}: {exc}"
+        message = f"cannot download {remote.name} from {remote.url} ({why}); pass --data-dir with a local copy"
+        if isinstance(exc, httpx.TransportError):
+            _UNREACHABLE[host] = why
+            raise Unreachable(message) from None
+        raise DataError(message) from None
     digest = sha256_bytes(response.content)
     if digest != remote.sha256:
         raise DataError(f"checksum mismatch for {remote.url}: expected sha256 {remote.sha256}, got {digest}")

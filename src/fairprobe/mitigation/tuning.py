@@ -26,7 +26,8 @@ from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.paper.metrics import gld_per_prompt
 from fairprobe.families.paper.sets import debias_llms_file, read_predicates
 from fairprobe.families.paper.words import AttributeWords
-from fairprobe.io import atomic_write_json, fingerprint, read_text, sha256_file
+from fairprobe.io import atomic_write_json, atomic_write_text, fingerprint, read_text, sha256_file
+from fairprobe.mitigation.adapter_card import adapter_readme
 from fairprobe.mitigation.drift import drift_summary, drift_tests, drift_values, fluency_nll, format_drift
 from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_kl
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
@@ -472,6 +473,7 @@ def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, An
     backend.save_adapter(options.out)
     manifest = build_manifest(options, (backend, words), data, state, (fingerprint, dev, after_ppl))
     atomic_write_json(options.out / MANIFEST, manifest)
+    atomic_write_text(options.out / "README.md", adapter_readme(manifest))  # replaces peft's boilerplate card
     shutil.rmtree(options.out / CHECKPOINT, ignore_errors=True)
     return manifest
 

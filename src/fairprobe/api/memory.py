@@ -1,0 +1,58 @@
+"""A transformers model already in memory (loaded in the notebook, peft-wrapped, or being fine-tuned) measured
+directly, with everything fairprobe changes on it put back afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fairprobe.errors import ConfigError
+from fairprobe.models.hf import HFBackend
+
+
+def is_model_object(model: Any) -> bool:
+    """Whether `model` is a model object (a transformers or peft model) rather than a spec string."""
+    return not isinstance(model, str) and callable(getattr(model, "generate", None))
+
+
+def memory_label(model: Any, label: str | None) -> str:
+    """`memory:NAME`: the given label, else the checkpoint the model came from (`+peft` for a peft-wrapped one)."""
+    if label:
+        return label if label.startswith("memory:") else f"memory:{label}"
+    config = getattr(model, "config", None)
+    name = str(getattr(config, "_name_or_path", "") or type(model).__name__)
+    return f"memory:{name}" + ("+peft" if hasattr(model, "peft_config") else "")
+
+
+def memory_out(label: str, suite: str, out: Path | None) -> Path:
+    """Where an in-memory model's run goes: `out`, which must hold no run yet (its weights may have changed since,
+    so a folder is never resumed), else a new runs/<label>/<suite>-<UTC time> folder."""
+    if out is not None:
+        if (out / "manifest.json").is_file():
+            raise ConfigError(
+                f"{out} already holds a run: a model in memory is not recognised across runs (its weights may "
+                "have changed), so give a new out (or leave it out for a new dated folder)"
+            )
+        return out
+    slug = "".join(c if c.isalnum() or c in "-._" else "_" for c in label)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    return Path("runs") / slug / f"{suite}-{stamp}"
+
+
+@contextmanager
+def in_memory_backend(model: Any, tokenizer: Any, label: str, batch_size: int) -> Iterator[HFBackend]:
+    """The model as a fairprobe backend for the `with` block; its training mode, generation config and the
+    tokenizer's padding side and pad token are as they were afterwards."""
+    if tokenizer is None:
+        raise ConfigError("a model object needs its tokenizer: fairprobe.run(model=model, tokenizer=tokenizer, ...)")
+    saved = (model.training, getattr(model, "generation_config", None), tokenizer.padding_side, tokenizer.pad_token)
+    try:
+        yield HFBackend(model, tokenizer, name=label, info={"id": label, "source": "in memory"}, batch_size=batch_size)
+    finally:
+        model.train(saved[0])
+        if saved[1] is not None:
+            model.generation_config = saved[1]
+        tokenizer.padding_side, tokenizer.pad_token = saved[2], saved[3]
