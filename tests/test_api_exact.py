@@ -23,6 +23,8 @@ from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
 from fairprobe.models import ScoreRequest
 from fairprobe.models.api import EndpointError, RetryPolicy, open_endpoint
 from fairprobe.models.cached import CachedBackend
+from fairprobe.models.server_scoring import Branch, branches, position_groups, tree_scores
+from fairprobe.models.validate import AnswerLimits
 from fairprobe.records import ChatMessage, message_dicts
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import (
@@ -30,6 +32,7 @@ from openai_servers import (
     char_logprob,
     echo_server,
     first_position_logprob,
+    position_word_logprob,
     rendered_chat,
     scripted,
     word_logprob,
@@ -109,18 +112,26 @@ def test_exact_scoring_sends_token_ids_in_one_request_per_four_prompts(tmp_path:
     assert seen.paths.count("/tokenize") == 1  # the detection probe only
 
 
-def test_single_token_words_are_read_from_the_generation_answer_and_the_rest_echoed(tmp_path: Path) -> None:
+def test_single_token_words_are_read_from_the_generation_answer_and_the_rest_position_by_position(
+    tmp_path: Path,
+) -> None:
     with echo_server(next_token_ids=True) as (url, seen):
         result = exact_run(url, tmp_path)
     she, he = (math.exp(first_position_logprob(SINGLE_TOKENS[w])) for w in (" she", " he"))
-    probs = np.array([[she, he], [math.exp(word_logprob("woman")), math.exp(word_logprob("man"))]])
+    woman, man = (math.exp(position_word_logprob(w)) for w in ("woman", "man"))
+    probs = np.array([[she, he], [woman, man]])
     for s in read_samples(tmp_path / "run" / "samples.jsonl"):
         np.testing.assert_allclose(np.stack([s.p_female, s.p_male], -1), probs, rtol=1e-12)
     assert result["metrics"]["gld"]["value"] == pytest.approx(float(gld_per_prompt(probs[:, 0], probs[:, 1])))
     generation = [b for b in seen.bodies if "logprob_token_ids" in b and b["max_tokens"] == 50]  # not the probe
     assert len(generation) == 6 and {tuple(b["logprob_token_ids"]) for b in generation} == {(70001, 70002)}
-    scoring = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
-    assert [len(b["prompt"]) for b in scoring] == [8, 4]  # only woman and man are echoed
+    # Only woman and man are scored after that, with no echo: per batch of prompts (4, then 2), one request reads
+    # the position after each prompt, one the 7 positions inside " woman" and " man" (" ", " w", ..., " ma").
+    assert not [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
+    scoring = [b for b in seen.bodies if "logprob_token_ids" in b and isinstance(b["prompt"], list)]
+    assert [len(b["prompt"]) for b in scoring] == [4, 28, 2, 14]
+    assert [s[-2:] for s in scoring[1]["prompt"][:3]] == [[ord("d"), 32], [32, ord("m")], [32, ord("w")]]
+    assert scoring[0]["logprob_token_ids"] == [32] and scoring[1]["logprob_token_ids"] == sorted(map(ord, "woman"))
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["implicit"]
     assert manifest["endpoints"][url] == {"echo": True, "tokenize": True, "prompt_ids": True, "next_token_ids": True}
 
@@ -298,3 +309,67 @@ def test_loglikelihood_over_topk_is_bounded_and_over_no_logprobs_an_error() -> N
         backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, implicit="topk")
         with pytest.raises(EndpointError, match=f"{url} gives no logprobs: it cannot score continuations"):
             backend.loglikelihood([ScoreRequest("x", ("(a)",))])
+
+
+def test_echoes_are_split_into_requests_whose_answers_stay_under_the_size_limit() -> None:
+    # An echo answer grows with every sequence's tokens (vLLM: ~180 bytes each): 3 prompts x 8 options of 31
+    # tokens each would answer ~40 kB, so they go in requests of at most max_bytes / 250 = 100 tokens (3 sequences).
+    options = tuple(f"({c})" for c in "abcdefgh")
+    requests = [ScoreRequest(f"Question {i}: how do you feel?", options) for i in range(3)]
+    with echo_server() as (url, seen):
+        limits = AnswerLimits(max_bytes=250 * 100)
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, limits=limits)
+        scores = backend.loglikelihood(requests)
+    for scored in scores:
+        assert scored.error is None
+        assert scored.logprobs().tolist() == pytest.approx([sum(char_logprob(ord(c)) for c in o) for o in options])
+    echo = [b["prompt"] for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list)]
+    assert [len(p) for p in echo] == [3] * 8 and all(sum(map(len, p)) <= 100 for p in echo)
+
+
+def test_an_answer_over_the_size_limit_says_so() -> None:
+    # One sequence of 400 tokens answers more than 10 kB: the prompt's error names the limit (it once read
+    # "answer has 0 choices for 1 prompts").
+    with echo_server() as (url, _):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, limits=AnswerLimits(max_bytes=10_000))
+        [scores] = backend.loglikelihood([ScoreRequest("x" * 400, ("(a)",))])
+    assert scores.error == "malformed scoring answer: answer larger than 10,000 bytes (the size limit)"
+
+
+def test_positions_to_read_share_the_continuations_beginnings() -> None:
+    # "(a)", "(b)" and "(" + "A" + ")" as token ids: the position after the prompt, after "(", after "(a" and "(b".
+    assert branches([[24, 81, 25], [24, 82, 25], [24, 33, 25]]) == [
+        Branch((), (24,)),
+        Branch((24,), (33, 81, 82)),
+        Branch((24, 33), (25,)),
+        Branch((24, 81), (25,)),
+        Branch((24, 82), (25,)),
+    ]
+    read = {(): ({24: -0.5}, 24), (24,): ({81: -1.0, 82: -2.0}, 81), (24, 81): ({25: -0.25}, 25)}
+    a, b = tree_scores([[24, 81, 25], [24, 82]], read)
+    assert (a.logprob, a.tokens, a.greedy) == (-1.75, 3, True) and (b.logprob, b.tokens, b.greedy) == (-2.5, 2, False)
+    # A request asks at most 128 ids: a branch with 300 children is read in three pieces, apart from the others.
+    wide = [(0, Branch((), tuple(range(300)))), (1, Branch((), (5,)))]
+    groups = position_groups(wide)
+    assert [[(k, len(b.children)) for k, b in g] for g in groups] == [[(0, 128)], [(0, 128)], [(0, 44), (1, 1)]]
+
+
+def test_a_prompt_the_server_refuses_does_not_take_the_others_of_its_request_with_it() -> None:
+    # Positions of three prompts go in one request; the server refuses it for one prompt (longer than its context):
+    # the three are asked again apart, and only that prompt is unscored.
+    options = ("(a)", "(b)")
+    prompts = ["First question?", "TOO LONG question?", "Third question?"]
+    fault = lambda text: "refuse" if text.startswith("TOO LONG") else "ok"  # noqa: E731
+    with echo_server(fault, next_token_ids=True) as (url, seen):
+        backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0)
+        scores = backend.loglikelihood([ScoreRequest(p, options) for p in prompts])
+    assert scores[1].error == (
+        'scoring rejected by server (HTTP 400): {"error": {"message": "longer than the maximum context length"}}'
+    )
+    for scored in (scores[0], scores[2]):
+        assert scored.error is None
+        assert scored.logprobs().tolist() == pytest.approx(
+            [sum(first_position_logprob(ord(c)) for c in o) for o in options], abs=1e-12
+        )
+    pooled = [len(b["prompt"]) for b in seen.bodies if "logprob_token_ids" in b and isinstance(b["prompt"], list)]
+    assert pooled == [3, 1, 1, 1, 6]  # after the prompts: refused, then apart; then " (", "(a", "(b" of the two left

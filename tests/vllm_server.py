@@ -61,6 +61,7 @@ def vllm_command(folder: str, port: int, prefix_caching: bool = True) -> list[st
     command = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", folder]
     command += ["--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port)]
     command += ["--dtype", "float32", "--max-model-len", "1024", "--enforce-eager", "--max-logprobs", "20"]
+    command += ["--block-size", "32"]  # the CPU default, 128, caches no prefix of a shorter prompt
     if not prefix_caching:
         command.append("--no-enable-prefix-caching")
     return command

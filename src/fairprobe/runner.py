@@ -10,7 +10,7 @@ import json
 import os
 import warnings
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,10 @@ from typing import Any
 from fairprobe import __version__
 from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
-from fairprobe.errors import ConfigError, DataError, FairprobeError, RunInterrupted
+from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted
 from fairprobe.families import Family, family_of_set, load_probe_set
 from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
-from fairprobe.io import atomic_write_json, atomic_write_text, fingerprint, split_lines
+from fairprobe.io import atomic_write_json, fingerprint, split_lines
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
 from fairprobe.models.base import Completion, ScoreRequest
 from fairprobe.models.cached import CachedBackend
@@ -78,6 +78,86 @@ def read_samples(path: Path) -> list[Sample]:
     return out
 
 
+def whole_records(path: Path) -> Iterator[tuple[tuple[str, str], bytes]]:
+    """Each whole, readable record of a samples.jsonl as ((set, id), its line), one line in memory at a time."""
+    if not path.is_file():
+        return
+    with path.open("rb") as handle:
+        for raw in handle:
+            line = raw.decode("utf-8", errors="replace").strip()
+            if not raw.endswith(b"\n") or not line:
+                continue  # a torn last line (a power loss) is dropped: its batch is redone
+            try:
+                sample = parse_sample(line)
+            except (ValueError, RecursionError):
+                continue
+            yield (sample.set, sample.id), (line + "\n").encode("utf-8")
+
+
+class SampleFile:
+    """samples.jsonl with an index of where each (set, id) record lies: records are appended batch by batch and
+    read back one at a time, so a run holds no more of them in memory than a batch (and the set's ids)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.where: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def rewrite(self, records: Iterable[tuple[tuple[str, str], bytes]]) -> None:
+        """Replace the file with these records (atomically), indexing them."""
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        where: dict[tuple[str, str], tuple[int, int]] = {}
+        with tmp.open("wb") as handle:
+            for key, line in records:
+                if key not in where:
+                    where[key] = (handle.tell(), len(line))
+                    handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        self.where = where
+
+    def add(self, key: tuple[str, str], offset: int, length: int) -> None:
+        """Index a record just appended."""
+        self.where[key] = (offset, length)
+
+    def read(self, key: tuple[str, str]) -> Sample | None:
+        """The record of (set, id), read from the file, or None."""
+        if key not in self.where:
+            return None
+        offset, length = self.where[key]
+        with self.path.open("rb") as handle:
+            handle.seek(offset)
+            return parse_sample(handle.read(length).decode("utf-8"))
+
+    def lines(self, keys: Iterable[tuple[str, str]]) -> Iterator[tuple[tuple[str, str], bytes]]:
+        """The raw lines of these records, in this order."""
+        with self.path.open("rb") as handle:
+            for key in keys:
+                if key in self.where:
+                    offset, length = self.where[key]
+                    handle.seek(offset)
+                    yield key, handle.read(length)
+
+
+class SetRecords(Sequence[Sample]):
+    """A set's records in probe order, read from the run's samples file when asked (summaries, callers)."""
+
+    def __init__(self, file: SampleFile, set_name: str, ids: list[str]) -> None:
+        self.file, self.set_name, self.ids = file, set_name, ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self.file.read((self.set_name, self.ids[index]))
+
+    def __iter__(self) -> Iterator[Sample]:
+        for _, line in self.file.lines((self.set_name, i) for i in self.ids):
+            yield parse_sample(line.decode("utf-8"))
+
+
 class RunWriter:
     """Owns a run directory: resumable samples.jsonl, manifest.json and summary.json."""
 
@@ -85,42 +165,51 @@ class RunWriter:
         self.out = out
         self.samples_path = out / "samples.jsonl"
         self.fingerprint = fingerprint
-        self.previous: dict[tuple[str, str], Sample] = {}
+        self.file = SampleFile(self.samples_path)
         settings = settings or {}
         check_folder(out, "run", fingerprint, settings)  # before locking: leave nothing in a foreign folder
         self.lock = FolderLock(out).acquire()
         try:
-            if check_folder(out, "run", fingerprint, settings) is not None:
-                self.previous = {(s.set, s.id): s for s in read_samples(self.samples_path)}
-            else:  # mark the folder as this run's before anything else is written in it
+            resumed = check_folder(out, "run", fingerprint, settings) is not None
+            if not resumed:  # mark the folder as this run's before anything else is written in it
                 atomic_write_json(
                     out / "manifest.json", {"kind": "run", "fingerprint": fingerprint, "settings": settings}
                 )
             # Keep only whole records: a power loss can leave a torn last line.
-            atomic_write_text(self.samples_path, "".join(s.model_dump_json() + "\n" for s in self.previous.values()))
-            self._handle = self.samples_path.open("a", encoding="utf-8")
+            self.file.rewrite(whole_records(self.samples_path) if resumed else ())
+            self._handle = self.samples_path.open("ab")
         except BaseException:
             self.lock.release()
             raise
 
-    def done(self, set_name: str, batch: list[Probe]) -> list[Sample] | None:
-        """The saved samples of a batch if every one of them is there (a batch is redone whole otherwise)."""
-        found = [self.previous.get((set_name, p.id)) for p in batch]
-        return None if any(s is None for s in found) else found  # type: ignore[return-value]
+    @property
+    def saved(self) -> int:
+        """How many records are on disk."""
+        return len(self.file.where)
+
+    def done(self, set_name: str, batch: list[Probe]) -> bool:
+        """Whether every sample of a batch is saved (a batch is redone whole otherwise)."""
+        return all((set_name, p.id) in self.file.where for p in batch)
 
     def append(self, samples: Iterable[Sample]) -> None:
         """Append samples not yet on disk and force them there before going on (no sample is written twice)."""
         for s in samples:
-            if (s.set, s.id) in self.previous:
+            if (s.set, s.id) in self.file.where:
                 continue
-            self._handle.write(redact(s.model_dump_json()) + "\n")
+            line = (redact(s.model_dump_json()) + "\n").encode("utf-8")
+            self.file.add((s.set, s.id), self._handle.tell(), len(line))
+            self._handle.write(line)
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
-    def finish(self, ordered: list[Sample], summary: Summary) -> None:
-        """Rewrite samples in canonical order, then write the summary atomically."""
+    def records(self, set_name: str, ids: list[str]) -> SetRecords:
+        """A set's saved records, in the order of `ids`, read from disk when asked."""
+        return SetRecords(self.file, set_name, ids)
+
+    def finish(self, order: list[tuple[str, str]], summary: Summary) -> None:
+        """Rewrite samples in canonical order (streamed from the file), then write the summary atomically."""
         self._handle.close()
-        atomic_write_text(self.samples_path, "".join(s.model_dump_json() + "\n" for s in ordered))
+        self.file.rewrite(self.file.lines(order))
         atomic_write_json(self.out / "summary.json", summary.to_json_obj())
 
     def close(self) -> None:
@@ -130,11 +219,12 @@ class RunWriter:
         self.lock.release()
 
 
-def load_sets(options: RunOptions) -> list[ProbeSet]:
+def load_sets(options: RunOptions, progress: Progress | None = None) -> list[ProbeSet]:
     """Load every probe set of the run before any model work, so bad data fails fast.
 
     A suite run without --probes and --data-dir falls back, offline, to its sets that need no download,
-    and says so in one line; a set named with --probes that cannot be downloaded is an error."""
+    and says so in one line; a set named with --probes that cannot be downloaded is an error. A whole-suite run
+    skips a set whose user-given data is missing, with one line (`DataNotGiven`); a set named with --probes fails."""
     sets, unreachable = [], []
     for name in options.probe_names():
         family = family_of_set(name)
@@ -154,6 +244,10 @@ def load_sets(options: RunOptions) -> list[ProbeSet]:
                     **options.probe_options,
                 )
             )
+        except DataNotGiven as exc:
+            if options.probes:
+                raise
+            (progress or SilentProgress()).note(f"skipped {name}: {exc}")
         except Unreachable:
             if options.probes or options.data_dir is not None:
                 raise
@@ -182,17 +276,16 @@ def run_set(
     options: RunOptions,
     writer: RunWriter | None = None,
     progress: Progress | None = None,
-) -> list[Sample]:
-    """Ask the model every probe of one set (skipping batches already saved) and return its samples."""
+) -> Sequence[Sample]:
+    """Ask the model every probe of one set (skipping batches already saved) and return its samples: read back
+    from the run's samples file when there is one (a set's records are never all in memory), else as made."""
     progress = progress or SilentProgress()
     family_options = family.parse_options(options.probe_options, ps.name)
     gen = family.generation(options, family_options)
     by_id: dict[str, Sample] = {}
     progress.start(ps.name, len(ps.probes))
     for index, batch in enumerate(batches_of(ps.probes, options.batch_size)):
-        saved = writer.done(ps.name, batch) if writer else None
-        if saved is not None:
-            by_id.update({s.id: s for s in saved})
+        if writer is not None and writer.done(ps.name, batch):
             progress.advance(len(batch))
             continue
         asked = [(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
@@ -203,10 +296,13 @@ def run_set(
             sample = family.sample(ps, probe, replies[probe.id], options, family_options)
             sample.batch = index
             samples.append(sample)
-        if writer:
+        if writer is not None:
             writer.append(samples)
-        by_id.update({s.id: s for s in samples})
+        else:
+            by_id.update({s.id: s for s in samples})
         progress.advance(len(batch))
+    if writer is not None:
+        return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
 
 
@@ -235,20 +331,21 @@ def fused_calls(asked: list[tuple[str, Request | Scoring]]) -> dict[int, int]:
 def ask(
     backend: ModelBackend, asked: list[tuple[str, Request | Scoring]], config: GenerationConfig
 ) -> dict[str, Replies]:
-    """The replies of a batch's requests by probe id: one generation call per distinct length (scores that share
-    a prompt with a generation request are read from it), one `loglikelihood` call for the other scores."""
+    """The replies of a batch's requests by probe id: one generation call per distinct length and seed (scores that
+    share a prompt with a generation request are read from it), one `loglikelihood` call for the other scores."""
     fused = fused_calls(asked)
     riders = {host: i for i, host in fused.items()}
-    calls: dict[int | None, list[int]] = {}
+    calls: dict[tuple[int | None, int], list[int]] = {}
     alone: list[int] = []
     for i, (_, r) in enumerate(asked):
         if isinstance(r, Request):
-            calls.setdefault(r.max_new_tokens, []).append(i)
+            calls.setdefault((r.max_new_tokens, r.seed), []).append(i)
         elif i not in fused:
             alone.append(i)
     replies: dict[str, Replies] = {probe: Replies({}, {}) for probe, _ in asked}
-    for length, indices in calls.items():
-        cfg = config if length is None else config.model_copy(update={"max_new_tokens": length})
+    for (length, seed), indices in calls.items():
+        cfg = config.model_copy(update={"seed": config.seed + seed})
+        cfg = cfg if length is None else cfg.model_copy(update={"max_new_tokens": length})
         score = [continuations_of(asked[riders[i]][1]) if i in riders else () for i in indices]
         prompts = [asked[i][1].prompt for i in indices]
         for i, reply in zip(indices, backend.generate(prompts, cfg, score if any(score) else None), strict=True):
@@ -363,15 +460,16 @@ def run_with_samples(
     backend: ModelBackend | None = None,
     progress: Progress | None = None,
     family: Family | None = None,
-) -> tuple[Summary, dict[str, list[Sample]]]:
-    """Run a suite and write the run directory; returns the summary and each set's samples.
+) -> tuple[Summary, dict[str, Sequence[Sample]]]:
+    """Run a suite and write the run directory; returns the summary and each set's samples (read from samples.jsonl
+    as they are asked for: a run's memory does not grow with its samples).
 
     `family` replaces each set's own family (the sweep runs sampled settings without word probabilities).
     """
     progress = progress or SilentProgress()
     out = options.output_dir()
     check_out_dir(out)
-    sets = load_sets(options)
+    sets = load_sets(options, progress)
     settings = run_settings(options, sets)
     writer = RunWriter(out, fingerprint(settings), settings)
     try:
@@ -384,15 +482,14 @@ def run_with_samples(
         for notice in getattr(getattr(backend, "inner", backend), "notices", []):
             progress.note(notice)
         results: dict[str, SetResult] = {}
-        per_set: dict[str, list[Sample]] = {}
+        per_set: dict[str, Sequence[Sample]] = {}
         for ps in sets:
             own = family or family_of(ps.name)
             try:
                 per_set[ps.name] = run_set(backend, own, ps, options, writer, progress)
             except (FairprobeError, OSError) as exc:
                 writer.close()
-                done = len(read_samples(writer.samples_path))
-                resume = f"{done} samples saved in {out}: run the same command again to resume"
+                resume = f"{writer.saved} samples saved in {out}: run the same command again to resume"
                 if isinstance(exc, OSError):  # a full disk, a file system gone read-only
                     where = exc.filename or writer.samples_path
                     raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
@@ -403,7 +500,7 @@ def run_with_samples(
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
-        writer.finish([s for samples in per_set.values() for s in samples], summary)
+        writer.finish([(name, i) for name, records in per_set.items() for i in records.ids], summary)  # type: ignore[attr-defined]
         manifest["implicit"] = implicit_manifest(backend, results)
         manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         atomic_write_json(out / "manifest.json", manifest)
@@ -411,7 +508,7 @@ def run_with_samples(
         return summary, per_set
     except KeyboardInterrupt:
         writer.close()
-        raise RunInterrupted(out, len(read_samples(writer.samples_path))) from None
+        raise RunInterrupted(out, writer.saved) from None
     finally:
         writer.close()
 

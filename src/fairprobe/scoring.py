@@ -12,8 +12,10 @@ probe id or repeat one are reported with their line numbers and skipped; the sum
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fairprobe import __version__
 from fairprobe.catalog import PROBE_SETS
@@ -23,7 +25,7 @@ from fairprobe.families.base import Replies, Request, Scoring
 from fairprobe.io import atomic_write_json, atomic_write_text, fingerprint, read_text, split_lines
 from fairprobe.models.base import Completion
 from fairprobe.options import RunOptions
-from fairprobe.records import Sample, Summary
+from fairprobe.records import ProbeSet, Sample, Summary, message_dicts
 from fairprobe.runfolder import FolderLock, check_folder
 from fairprobe.runner import run_settings, write_report
 
@@ -102,6 +104,20 @@ def parse_responses(
         extra = [k for k in (optional or {}).get(pid, []) if isinstance(obj.get(k), str)]
         replies[pid] = {k: obj[k] for k in [*wanted, *extra]}
     return replies, skipped
+
+
+def probes_with_requests(ps: ProbeSet, probe_options: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each probe of a set (as JSON) with `requests`: the prompt of every model call whose reply `score` reads, by
+    the key it reads it under (chat prompts as role/content messages)."""
+    family = family_of_set(ps.name)
+    if family is None:
+        raise DataError(f"probe set {ps.name!r} belongs to no registered probe family")
+    run = RunOptions(model="responses", suite=family.suite, probes=[ps.name], probe_options=probe_options)
+    options = family.parse_options(probe_options, ps.name)
+    for probe in ps.probes:
+        asked = [r for r in family.requests(ps, probe, run, options) if isinstance(r, Request)]
+        prompts = {r.key: r.prompt if isinstance(r.prompt, str) else message_dicts(r.prompt) for r in asked}
+        yield {**probe.model_dump(mode="json"), "requests": prompts}
 
 
 def score_responses(

@@ -59,8 +59,10 @@ def probes_show(
             sys.stdout.write(escape_json_controls(json.dumps({k: probe.meta[k] for k in ps.pair_fields})) + "\n")
         return
     if fmt == "jsonl":
-        for probe in ps.probes:
-            sys.stdout.write(escape_json_controls(json.dumps(probe.model_dump(mode="json"), ensure_ascii=False)) + "\n")
+        from fairprobe.scoring import probes_with_requests
+
+        for line in probes_with_requests(ps, options):
+            sys.stdout.write(escape_json_controls(json.dumps(line, ensure_ascii=False)) + "\n")
         return
     table = rich_table(title=f"{ps.name} ({len(ps.probes)} prompts, {ps.source})", header_style="bold cyan")
     table.add_column("id", justify="right")

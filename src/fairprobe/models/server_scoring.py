@@ -7,8 +7,12 @@ answer, `/tokenize`), the sequences are sent as token ids (the prompt's ids + th
 the tokens a local model scores; otherwise they are sent as text and a continuation whose tokens do not extend the
 prompt's own is only bounded. Where the server returns the logprobs of chosen token ids at a generated position
 (vLLM's `logprob_token_ids`), single-token continuations are read from a generation answer's first position, the
-same forward pass that generates, and only continuations of several tokens are echoed. A server that gives only
-the top-k logprobs of the first generated position bounds every continuation (see `topk_scores`).
+same forward pass that generates. Continuations of several tokens are then read position by position, the same way
+(`branches`): one one-token generation per distinct beginning of the continuations, after the prompt's tokens, many
+in one request. Unlike an echo (prompt logprobs, which vLLM computes without its prefix cache), these reuse the
+prompt's cached keys and values: the prompt is computed once, each option costs its few tokens. Other echo servers
+are echoed, as many sequences per request as keep the answer under the size limit. A server that gives only the
+top-k logprobs of the first generated position bounds every continuation (see `topk_scores`).
 
 Every answer is checked before it becomes a number: the echoed tokens must be the ones sent, as many as sent,
 and every logprob finite and <= 0. A prompt with a bad answer is recorded as malformed, never scored.
@@ -26,8 +30,12 @@ from fairprobe.models.base import UNAVAILABLE, ContinuationScore, Scores
 PROBE_PROMPT = "My friend is a nurse, and"
 # vLLM's limit on `logprob_token_ids` (exact logprobs of chosen token ids at each generated position).
 MAX_TOKEN_IDS = 128
-# Prompts whose continuations go in one echo request (the server takes a list; its prefix cache shares them).
+# Prompts whose continuations are scored together (one echo request, or one request per level of `branches`).
 ECHO_PROMPTS_PER_REQUEST = 16
+# An echo answer's bytes per echoed token (vLLM with token ids and the top token: ~180), to keep it under the limit.
+ECHO_BYTES_PER_TOKEN = 250
+# Positions read in one request (`branches`): each answers with the logprobs of up to MAX_TOKEN_IDS ids (~4 kB).
+POSITIONS_PER_REQUEST = 256
 # float32 log-softmax can round a certain token's logprob a hair above 0.
 LOGPROB_TOLERANCE = 1e-5
 TINY = sys.float_info.min
@@ -100,6 +108,20 @@ def tokenize_body(model: str, prompt: str | list[dict[str, str]], special: bool)
     if isinstance(prompt, str):
         return {"model": model, "prompt": prompt, "add_special_tokens": special}
     return {"model": model, "messages": prompt, "add_generation_prompt": True}
+
+
+def positions_body(model: str, sequences: list[list[int]], token_ids: list[int]) -> dict[str, Any]:
+    """A completions request that generates one token (greedily) after each sequence and returns the logprobs of
+    `token_ids` at that position (vLLM's `logprob_token_ids`); the sequences' common beginnings hit its prefix cache."""
+    return {
+        "model": model,
+        "prompt": sequences,
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "logprobs": 0,
+        "logprob_token_ids": token_ids,
+        "return_tokens_as_token_ids": True,
+    }
 
 
 def read_ids(value: Any, what: str) -> list[int]:
@@ -269,3 +291,94 @@ def first_position_scores(
         greedy = (first == tokens[0]) if greedy_run and first is not None else None
         out.append(ContinuationScore(checked_logprob(values[tokens[0]]), 1, greedy))
     return out
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A position to read in the tree of a prompt's continuations: the tokens after the prompt so far (`prefix`)
+    and the next token of each continuation that begins with them (`children`)."""
+
+    prefix: tuple[int, ...]
+    children: tuple[int, ...]
+
+
+def branches(continuations: list[list[int]]) -> list[Branch]:
+    """The positions to read to score every continuation (token ids): one per distinct proper beginning, the
+    empty one (right after the prompt) first. "(a)" and "(b)" share "(": 1 + 2 positions, not 2 x 3."""
+    found: dict[tuple[int, ...], set[int]] = {}
+    for ids in continuations:
+        for t, token in enumerate(ids):
+            found.setdefault(tuple(ids[:t]), set()).add(token)
+    ordered = sorted(found.items(), key=lambda item: (len(item[0]), item[0]))
+    return [Branch(prefix, tuple(sorted(children))) for prefix, children in ordered]
+
+
+def position_read(choice: Any) -> tuple[dict[int, float], int | None]:
+    """One answer choice of `positions_body`: the logprobs of the ids asked for at its generated position (each
+    checked, together at most probability 1) and the token generated there (greedy: the most likely)."""
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    tops = logprobs.get("top_logprobs") if isinstance(logprobs, dict) else None
+    if not isinstance(tops, list) or len(tops) != 1 or not isinstance(tops[0], dict):
+        raise ScoringAnswerError("answer has no logprobs at the generated position")
+    values: dict[int, float] = {}
+    for key, value in tops[0].items():
+        ids = echoed_ids([key])
+        if ids is None:
+            raise ScoringAnswerError(f"answer lists {str(key)[:40]!r}, not a token id")
+        values[ids[0]] = checked_logprob(value)
+    if math.fsum(math.exp(v) for v in values.values()) > 1.0 + 1e-3:
+        raise ScoringAnswerError("the logprobs at the generated position hold a probability above 1")
+    generated = echoed_ids(logprobs.get("tokens") or [None])  # type: ignore[union-attr]
+    return values, generated[0] if generated and len(generated) == 1 else None
+
+
+def tree_scores(
+    continuations: list[list[int]], read: dict[tuple[int, ...], tuple[dict[int, float], int | None]]
+) -> list[ContinuationScore]:
+    """Each continuation's score from its positions read (`branches`): the sum of its tokens' logprobs, greedy
+    when every token is the one generated there."""
+    out = []
+    for ids in continuations:
+        total, greedy = [], True
+        for t, token in enumerate(ids):
+            values, generated = read[tuple(ids[:t])]
+            if token not in values:
+                raise ScoringAnswerError(f"no logprob for token id {token} in the answer")
+            total.append(values[token])
+            greedy = greedy and generated == token
+        out.append(ContinuationScore(math.fsum(total), len(ids), greedy))
+    return out
+
+
+def position_groups(nodes: list[tuple[int, Branch]]) -> list[list[tuple[int, Branch]]]:
+    """Positions (prompt index, branch) packed into requests of at most POSITIONS_PER_REQUEST positions asking
+    at most MAX_TOKEN_IDS ids in all (a branch with more children is read in several pieces)."""
+    pieces = [
+        (k, Branch(b.prefix, b.children[c : c + MAX_TOKEN_IDS]))
+        for k, b in nodes
+        for c in range(0, len(b.children), MAX_TOKEN_IDS)
+    ]
+    groups: list[list[tuple[int, Branch]]] = []
+    asked: set[int] = set()
+    for piece in pieces:
+        more = asked | set(piece[1].children)
+        if not groups or len(groups[-1]) >= POSITIONS_PER_REQUEST or len(more) > MAX_TOKEN_IDS:
+            groups.append([])
+            more = set(piece[1].children)
+        groups[-1].append(piece)
+        asked = more
+    return groups
+
+
+def parts_by_size(sizes: list[int], budget: int) -> list[range]:
+    """Consecutive index ranges whose sizes add up to at most `budget` each (an item over it goes alone)."""
+    parts: list[range] = []
+    start, total = 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and total + size > budget:
+            parts.append(range(start, i))
+            start, total = i, 0
+        total += size
+    if sizes:
+        parts.append(range(start, len(sizes)))
+    return parts

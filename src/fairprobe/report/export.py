@@ -26,7 +26,7 @@ def export(
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     thresholds = load_thresholds(thresholds_file)
     run_paths, compared = expand_comparisons(paths)
-    runs = load_runs(run_paths, with_samples=fmt == "html")
+    runs = load_runs(run_paths) if fmt == "html" else load_runs(run_paths, per_set=0)
     if fmt == "html":
         from fairprobe.report.html import REPORT_FILE, render_html
 

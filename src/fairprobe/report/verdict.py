@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fairprobe.families import Metric, family_of_set, metric_info
 from fairprobe.formatting import with_ci
 from fairprobe.records import MetricValue, SetResult, Summary
-from fairprobe.report.severity import Thresholds, default_thresholds, too_little_data
+from fairprobe.report.severity import Grade, Thresholds, default_thresholds, too_little_data
 
 
 def unit_of(set_name: str) -> str:
@@ -220,6 +220,40 @@ def family_clauses(summary: Summary) -> list[str]:
     return out
 
 
+def section_marks(summary: Summary, thresholds: Thresholds) -> dict[str, list[tuple[str, str, Grade]]]:
+    """Per section (harm type), every marked metric of its sets: (set, metric, grade), in the summary's order."""
+    out: dict[str, list[tuple[str, str, Grade]]] = {}
+    for set_name, result in summary.results.items():
+        family = family_of_set(set_name)
+        if family is None or family.section is None:
+            continue
+        for name, m in result.metrics.items():
+            grade = thresholds.grade(set_name, name, m, result.n)
+            if grade is not None:
+                out.setdefault(family.section, []).append((set_name, name, grade))
+    return out
+
+
+def section_verdict(section: str, marks: list[tuple[str, str, Grade]]) -> str:
+    """One sentence on a harm type from its marks' intervals: harm shown only where a whole interval is C or D."""
+    judged = [(s, n, g) for s, n, g in marks if g.too_little is None]  # too little data: neither shown nor clear
+    shown = [f"{s} {n} {g.label}" for s, n, g in judged if g.best in ("C", "D")]
+    clear = [g for _, _, g in judged if g.worst in ("A", "B")]
+    unsure = len(marks) - len(shown) - len(clear)
+    if shown:
+        text = f"{section}: harm shown by {len(shown)} of {len(marks)} marked measures ({', '.join(shown)})"
+    elif clear and not unsure:
+        text = f"{section}: no harm beyond mild in any of {len(marks)} marked measures (every interval within A-B)"
+    else:
+        text = f"{section}: no harm shown for certain; {unsure} of {len(marks)} marked measures reach C or D within their intervals"
+    return text
+
+
+def section_clauses(summary: Summary, thresholds: Thresholds) -> list[str]:
+    """The verdict of each harm type the run's sets belong to."""
+    return [section_verdict(section, marks) for section, marks in section_marks(summary, thresholds).items()]
+
+
 def drawn_sentence(summary: Summary) -> str:
     """' Limited run: template 40 of 160 prompts, stratified by topic x stereotyped gender; ...' ('' without limit)."""
     drawn = [f"{name} {r.drawn.describe(unit_of(name))}" for name, r in summary.results.items() if r.drawn]
@@ -230,7 +264,10 @@ def verdict_text(summary: Summary, thresholds: Thresholds | None = None) -> str:
     """The verdict without the model's name (a comparison report names each model once, beside it)."""
     thresholds = thresholds or default_thresholds()
     stereotypes = [stereotype_clause(name, result) for name, result in summary.results.items()]
-    clauses = [c for c in (explicit_clause(summary, thresholds), *stereotypes, *family_clauses(summary)) if c]
+    sections = section_clauses(summary, thresholds)
+    clauses = [
+        c for c in (explicit_clause(summary, thresholds), *stereotypes, *family_clauses(summary), *sections) if c
+    ]
     text = "; ".join(clauses) + "." if clauses else "no metric with an interval to judge."
     return text + drawn_sentence(summary)
 

