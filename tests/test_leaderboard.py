@@ -212,8 +212,9 @@ def test_every_spec_and_option_is_resolved_before_the_first_model_runs(
             run_models([*specs, bad], options)
     with pytest.raises(ConfigError, match="--sort-by 'glld' is not a metric of these probe sets: choose one of add,"):
         run_models(specs, options, sort_by="glld")
-    with pytest.raises(ConfigError, match="--base-url needs an openai:MODEL model, not 'lean-b:x'"):
-        run_models(["openai:m", specs[1]], options.model_copy(update={"model": "openai:m", "base_url": "http://h/v1"}))
+    with pytest.raises(ConfigError, match="takes no -M key 'base_url'"):
+        plan = options.model_copy(update={"model": "openai:m", "model_args": {"base_url": "http://h/v1"}})
+        run_models(["openai:m", "smollm2-135m-instruct"], plan)
     with pytest.raises(DataError, match=r"unknown probe set .not-a-set."):
         run_models(specs, options.model_copy(update={"probes": ["template", "not-a-set"]}))
     # Two specs, one folder: openai:org/m and openai:org_m are both openai_org_m; case alone does not tell apart.
