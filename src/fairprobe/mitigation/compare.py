@@ -97,7 +97,7 @@ def paired_stats(original: list[Sample], method: list[Sample], implicit_unchange
             "relative_change": None if not a.mean() else float(b.mean() / a.mean() - 1),
         }
     }
-    if all(getattr(s, "p_female", None) is not None for s in original + method):
+    if all(getattr(s, "p_female", None) is not None for s in (*original, *method)):
         po, pm = _probs(original), _probs(method)
         for name, fn in (("gld", gld_per_prompt), ("add", add_per_prompt)):
             if implicit_unchanged:
