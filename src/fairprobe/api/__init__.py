@@ -534,15 +534,13 @@ def check(
     Returns:
         The check's result: `.ok`, `.failures` (one line each), `.notes`, `.message()`.
     """
-    from fairprobe.report.check import Gate, check_folder, check_runs, parse_bounds, parse_mark
+    from fairprobe.report.check import Gate, bounds_of, check_folder, check_runs, parse_mark
     from fairprobe.report.severity import load_thresholds
 
-    items: dict[str, list[str] | None] = {}
     for name, given in (("maximum", maximum), ("minimum", minimum), ("abs_max", abs_max)):
         if given is not None and not isinstance(given, dict):
             raise ConfigError(f"{name} must be a dict of metric: bound, e.g. {{'gld': 0.05}}")
-        items[name] = [f"{k}={v}" for k, v in given.items()] if given else None
-    bounds = parse_bounds(items["maximum"], items["minimum"], items["abs_max"])
+    bounds = bounds_of(maximum, minimum, abs_max)
     gate = Gate(bounds, parse_mark(mark_max), load_thresholds(path_or_none(thresholds, "thresholds")))
     chosen = names(sets, "sets")
     if isinstance(run, Run) and run.folder is None:  # scored in memory: no folder to read

@@ -9,6 +9,7 @@ ADD differences. Adapters also get the perplexity of the sets' sentences as full
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,12 @@ def decoding_only(method: RunOptions, base: RunOptions) -> bool:
     return method.model_dump(exclude=keep) == base.model_dump(exclude=keep)
 
 
-def paired_stats(original: list[Sample], method: list[Sample], implicit_unchanged: bool = False) -> dict[str, Any]:
+def paired_stats(
+    original: Sequence[Sample], method: Sequence[Sample], implicit_unchanged: bool = False
+) -> dict[str, Any]:
     """Exact McNemar on GAS indicators and paired bootstrap tests of GLD/ADD (method - original); with
     `implicit_unchanged` (a decoding-only method) GLD and ADD are not tested but marked unchanged by design."""
+    original, method = list(original), list(method)  # a run's records are read from disk: once, not per pass
     a, b = gas_indicator(original), gas_indicator(method)
     fixed = int(((a == 1) & (b == 0)).sum())
     broken = int(((a == 0) & (b == 1)).sum())
@@ -97,7 +101,7 @@ def paired_stats(original: list[Sample], method: list[Sample], implicit_unchange
             "relative_change": None if not a.mean() else float(b.mean() / a.mean() - 1),
         }
     }
-    if all(getattr(s, "p_female", None) is not None for s in (*original, *method)):
+    if all(getattr(s, "p_female", None) is not None for s in original + method):
         po, pm = _probs(original), _probs(method)
         for name, fn in (("gld", gld_per_prompt), ("add", add_per_prompt)):
             if implicit_unchanged:

@@ -11,6 +11,7 @@ those bounds' 95% interval and says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -25,6 +26,8 @@ from fairprobe.report.runs import load_summary
 from fairprobe.report.severity import MARKS, Thresholds, default_thresholds, too_little_data
 
 Kind = Literal["max", "min", "abs-max"]
+# Bounds by metric as a mapping: values are numbers (the API) or the text after `=` (the command line).
+Limits = Mapping[str, float | str] | None
 
 
 @dataclass(frozen=True)
@@ -71,22 +74,33 @@ class CheckResult:
         return f"check failed: {len(self.failures)} of {total} check(s) failed"
 
 
+def bounds_of(maximum: Limits = None, minimum: Limits = None, abs_max: Limits = None) -> list[Bound]:
+    """Bounds from `{metric: value}` mappings (`--max`, `--min`, `--abs-max`; the Python API's `maximum`,
+    `minimum`, `abs_max`); a value that is not a finite number is a ConfigError."""
+    bounds = []
+    for kind, given in (("max", maximum), ("min", minimum), ("abs-max", abs_max)):
+        for name, value in (given or {}).items():
+            shown = str(value).strip()
+            try:
+                limit = float(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"--{kind} {name}: threshold must be a number, got {shown!r}") from None
+            if not math.isfinite(limit):
+                raise ConfigError(f"--{kind} {name}: threshold must be finite, got {shown!r}")
+            bounds.append(Bound(kind, name, limit))  # type: ignore[arg-type]
+    return bounds
+
+
 def parse_bounds(
     maximum: list[str] | None, minimum: list[str] | None = None, abs_max: list[str] | None = None
 ) -> list[Bound]:
     """`--max`, `--min` and `--abs-max` NAME=VALUE items as bounds; a malformed item or non-finite value is a
     ConfigError."""
-    bounds = []
-    for kind, items in (("max", maximum), ("min", minimum), ("abs-max", abs_max)):
-        for name, value in parse_pairs(items, f"--{kind}", "METRIC=VALUE").items():
-            try:
-                limit = float(value)
-            except ValueError:
-                raise ConfigError(f"--{kind} {name}: threshold must be a number, got {value.strip()!r}") from None
-            if not math.isfinite(limit):
-                raise ConfigError(f"--{kind} {name}: threshold must be finite, got {value.strip()!r}")
-            bounds.append(Bound(kind, name, limit))  # type: ignore[arg-type]
-    return bounds
+    pairs = [
+        parse_pairs(items, f"--{kind}", "METRIC=VALUE")
+        for kind, items in (("max", maximum), ("min", minimum), ("abs-max", abs_max))
+    ]
+    return bounds_of(*pairs)
 
 
 def parse_mark(value: str | None) -> str | None:
@@ -289,9 +303,5 @@ def check_summary(
 ) -> CheckResult:
     """The gate on one run's summary: `limits` are the --max bounds, `minimum` the --min ones, `abs_max` the
     --abs-max ones, `mark_max` the worst mark allowed (A-D)."""
-    bounds = [
-        Bound(kind, name, float(limit))  # type: ignore[arg-type]
-        for kind, given in (("max", limits), ("min", minimum), ("abs-max", abs_max))
-        for name, limit in (given or {}).items()
-    ]
-    return check_runs({"": summary}, Gate(bounds, parse_mark(mark_max), thresholds), sets)
+    gate = Gate(bounds_of(limits, minimum, abs_max), parse_mark(mark_max), thresholds)
+    return check_runs({"": summary}, gate, sets)
