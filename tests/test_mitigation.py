@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -248,16 +250,24 @@ def adapter_bytes(folder: Path) -> bytes:
     return (folder / "adapter_model.safetensors").read_bytes()
 
 
+@pytest.fixture()
+def terminal_ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler, as in a terminal: a test run started in the background by a script (`cmd &`)
+    inherits SIGINT ignored, and a Ctrl-C would then never arrive."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["in a step", "in an evaluation"])
+@pytest.mark.usefixtures("terminal_ctrl_c")
 def test_ctrl_c_anywhere_then_resume_gives_the_same_adapter_bytes(
     trained: Path, tiny_data: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     """Ctrl-C (a real SIGINT) in the middle of step 2, after its forward pass drew dropout masks, or while step 2's
     dev evaluation runs: the resumed run finishes the step or redoes the evaluation, and its adapter and dev curve
     are those of the uninterrupted run."""
-    import signal
-
     from fairprobe.mitigation import tuning
 
     out = tmp_path / "b"
