@@ -253,10 +253,11 @@ def model_server(backend: Any):
 
 
 # An echo-capable server (as vLLM): a character-level "tokenizer" (token id = code point) whose every
-# token has logprob -(id % 7 + 1) / 10 given what precedes it, so P(word | prompt) is hand-computable.
+# token has logprob -1 - (id % 7 + 1) / 10 given what precedes it, so P(word | prompt) is hand-computable (and
+# a prompt's disjoint continuations hold less than probability 1 together, as a real model's do).
 def char_logprob(token_id: int) -> float:
     """The echo server's log-probability of a token, whatever precedes it."""
-    return -((token_id % 7) + 1) / 10
+    return -1.0 - ((token_id % 7) + 1) / 10
 
 
 def word_logprob(word: str) -> float:
@@ -264,9 +265,12 @@ def word_logprob(word: str) -> float:
     return sum(char_logprob(ord(c)) for c in " " + word)
 
 
-def _echo_choice(index: int, ids: list[int], as_ids: bool, fault: str, merge: bool, top: int = 0) -> dict[str, Any]:
+def _echo_choice(
+    index: int, ids: list[int], as_ids: bool, fault: str, merge: bool, top: int = 0, shift: int = 0
+) -> dict[str, Any]:
     values: list[float | None] = [None, *(char_logprob(t) for t in ids[1:])]
-    tokens = [f"token_id:{t}" if as_ids else chr(t) for t in ids]
+    as_ids = as_ids and fault not in ("textform", "textother")  # these lie: text where ids were asked
+    tokens = [f"token_id:{t}" if as_ids else chr(t - shift) for t in ids]
     # With `logprobs` >= 1 each position lists its most likely token: the token itself (every sequence is greedy).
     tops = [None, *({token: value} for token, value in zip(tokens[1:], values[1:], strict=True))] if top else None
     if merge and not as_ids:  # text tokenized with "d " as one token: "..., and" + " she" merges at the boundary
@@ -274,8 +278,10 @@ def _echo_choice(index: int, ids: list[int], as_ids: bool, fault: str, merge: bo
             if tokens[k] == "d" and tokens[k + 1] == " ":
                 tokens[k : k + 2] = ["d "]
                 del values[k + 1]
-    if fault == "othertokens":
-        tokens = [f"token_id:{t + 1}" if as_ids else chr(t + 1) for t in ids]
+    if fault in ("othertokens", "textother"):
+        tokens = [f"token_id:{t + 1}" if as_ids else chr(t - shift + 1) for t in ids]
+    elif fault == "inflate":  # every token almost certain: a prompt's words add up to more than probability 1
+        values = [None, *(-0.001 for _ in ids[1:])]
     elif fault in ("nan", "inf", "positive"):
         values[-1] = {"nan": math.nan, "inf": math.inf, "positive": 0.5}[fault]
     elif fault == "short":
@@ -305,10 +311,16 @@ def _first_position(body: dict[str, Any], fault: str) -> dict[str, Any]:
     top = {f"token_id:{i}": first_position_logprob(i) for i in wanted}
     if fault == "positive":
         top = {k: 0.5 for k in top}
+    if fault == "inflate":
+        top = {k: -0.001 for k in top}
+    generated, own = 1, -0.1
+    if fault == "ownlie":  # generates the first id asked for, with a logprob other than the one listed for it
+        generated, own = wanted[0], -0.01
+        top[f"token_id:{generated}"] = first_position_logprob(generated)
     choice: dict[str, Any] = {"index": 0, "text": canned_text(prompt_text(body))}
-    choice["logprobs"] = {"tokens": ["token_id:1"], "token_logprobs": [-0.1], "top_logprobs": [top]}
+    choice["logprobs"] = {"tokens": [f"token_id:{generated}"], "token_logprobs": [own], "top_logprobs": [top]}
     if body.get("return_token_ids"):
-        choice.update(prompt_token_ids=[ord(c) for c in body["prompt"]], token_ids=[1])
+        choice.update(prompt_token_ids=[ord(c) for c in body["prompt"]], token_ids=[generated])
     return {"object": "text_completion", "choices": [choice]}
 
 
@@ -331,11 +343,12 @@ def rendered_chat(messages: list[dict[str, str]]) -> str:
     return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
 
 
-def _char_ids(text: str, next_token_ids: bool) -> list[int]:
-    """The echo server's tokens of a text: code points (" she" and " he" single tokens with `next_token_ids`)."""
+def _char_ids(text: str, next_token_ids: bool, shift: int = 0) -> list[int]:
+    """The echo server's tokens of a text: code points, plus `shift` (" she" and " he" single tokens with
+    `next_token_ids`)."""
     if next_token_ids and text in SINGLE_TOKENS:
         return [SINGLE_TOKENS[text]]
-    return [ord(c) for c in text]
+    return [ord(c) + shift for c in text]
 
 
 def echo_server(
@@ -343,14 +356,19 @@ def echo_server(
     tokenize: bool = True,
     merge: bool = False,
     next_token_ids: bool = False,
+    shift: int = 0,
 ):
     """A server that echoes prompt logprobs, tokenizes at /tokenize and gives token ids in answers
-    (`return_token_ids`), unless `tokenize` is False (then it gives no token ids at all).
+    (`return_token_ids`), unless `tokenize` is False (then it gives no token ids at all). `shift` moves every
+    token id (another tokenizer: a replica that is not one).
 
     With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
     extend the prompt's own tokens (a merge across the boundary).
-    `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive"
-    or "short" ("refuse": a pooled position read holding it is refused with HTTP 400). Requests that do not
+    `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive",
+    "short", "inflate" (every token logprob -0.001), "textform" (tokens as text where ids were asked),
+    "textother" (as text, and not the ones sent) or "500" (the request holding it answers HTTP 500); of a
+    generation answer: "inflate", "ownlie" (its own first logprob is not the one listed), "missingid",
+    "positive" ("refuse": a pooled position read holding it is refused with HTTP 400). Requests that do not
     echo get the scripted server's canned continuation. Yields (url, seen).
     """
 
@@ -359,7 +377,7 @@ def echo_server(
             if not tokenize:
                 return 404, b'{"detail": "Not Found"}', {}
             text = body["prompt"] if "prompt" in body else rendered_chat(body["messages"])
-            return 200, json.dumps({"tokens": _char_ids(text, next_token_ids)}).encode(), {}
+            return 200, json.dumps({"tokens": _char_ids(text, next_token_ids, shift)}).encode(), {}
         if "logprob_token_ids" in body:
             if not next_token_ids:
                 return 400, b'{"error": {"message": "unknown field logprob_token_ids"}}', {}
@@ -375,7 +393,7 @@ def echo_server(
             texts = body["prompt"] if isinstance(body.get("prompt"), list) else [prompt_text(body)]
             if body.get("return_token_ids") and tokenize:  # vLLM gives token ids in any answer
                 answer["choices"] = [
-                    {**answer["choices"][0], "index": i, "prompt_token_ids": _char_ids(t, next_token_ids)}
+                    {**answer["choices"][0], "index": i, "prompt_token_ids": _char_ids(t, next_token_ids, shift)}
                     for i, t in enumerate(texts)
                 ]
             return 200, json.dumps(answer).encode(), {}
@@ -383,10 +401,12 @@ def echo_server(
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         choices = []
         for i, p in enumerate(prompts):
-            ids = [ord(c) for c in p] if isinstance(p, str) else list(p)
-            text = "".join(chr(t) if t < 0x110000 else "" for t in ids)
+            ids = [ord(c) + shift for c in p] if isinstance(p, str) else list(p)
+            text = "".join(chr(t - shift) if t - shift < 0x110000 else "" for t in ids)
             fault = fault_for(text) if fault_for else "ok"
-            choices.append(_echo_choice(i, ids, as_ids, fault, merge, int(body.get("logprobs") or 0)))
+            if fault == "500":
+                return 500, b'{"error": {"message": "internal error"}}', {}
+            choices.append(_echo_choice(i, ids, as_ids, fault, merge, int(body.get("logprobs") or 0), shift))
             if not (body.get("return_token_ids") and tokenize):
                 choices[-1].pop("prompt_token_ids")
         return 200, json.dumps({"object": "text_completion", "choices": choices}).encode(), {}

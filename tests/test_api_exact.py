@@ -49,8 +49,9 @@ def words_file(tmp_path: Path) -> Path:
     return path
 
 
-def exact_run(url: str, tmp_path: Path, name: str = "run", implicit: str = "auto", **kw):
-    """Six template prompts through `url` with -M implicit=auto; the summary's template metrics."""
+def exact_run(url: str, tmp_path: Path, name: str = "run", implicit: str = "auto", backend_url: str = "", **kw):
+    """Six template prompts through `url` with -M implicit=auto; the summary's template metrics. `backend_url`:
+    the server actually asked where it is not `url` (the one the run's settings name)."""
     probe_options = {"words": str(words_file(tmp_path)), **({"implicit": "off"} if implicit == "off" else {})}
     options = RunOptions(
         model="openai:test",
@@ -65,7 +66,7 @@ def exact_run(url: str, tmp_path: Path, name: str = "run", implicit: str = "auto
         **kw,
     )
     mode = "auto" if implicit == "off" else implicit
-    backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0, implicit=mode)
+    backend = open_endpoint("test", base_url=backend_url or url, retry=FAST, timeout=5.0, implicit=mode)
     if options.use_cache:
         backend = CachedBackend(backend, Cache(tmp_path / "cache.sqlite"))
     return run(options, backend=backend).to_json_obj()["results"]["template"]
@@ -136,7 +137,7 @@ def test_single_token_words_are_read_from_the_generation_answer_and_the_rest_pos
     assert manifest["endpoints"][url] == {"echo": True, "tokenize": True, "prompt_ids": True, "next_token_ids": True}
 
 
-@pytest.mark.parametrize("fault", ["missingid", "positive"])
+@pytest.mark.parametrize("fault", ["missingid", "positive", "inflate", "ownlie"])
 def test_a_bad_first_position_is_a_malformed_answer_for_its_prompt(tmp_path: Path, fault: str) -> None:
     with echo_server(lambda text: fault if text.startswith(BAD) else "ok", next_token_ids=True) as (url, _):
         result = exact_run(url, tmp_path)
@@ -167,13 +168,14 @@ def test_text_scoring_counts_words_that_merge_across_the_boundary(tmp_path: Path
     )
 
 
-@pytest.mark.parametrize("fault", ["othertokens", "nan", "inf", "positive", "short"])
+@pytest.mark.parametrize("fault", ["othertokens", "textother", "nan", "inf", "positive", "short", "inflate", "500"])
 def test_a_bad_echo_is_a_malformed_answer_for_its_prompt_and_the_run_goes_on(tmp_path: Path, fault: str) -> None:
     with echo_server(lambda text: fault if text.startswith(BAD) else "ok") as (url, _):
         result = exact_run(url, tmp_path)
     samples = {s.prompt: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
     bad = samples[BAD]
-    assert bad.scoring_error.startswith("malformed scoring answer") and "p_female" not in bad.model_dump()
+    failure = "scoring failed" if fault == "500" else "malformed scoring answer"  # 500: past the retries
+    assert bad.scoring_error.startswith(failure) and "p_female" not in bad.model_dump()
     assert bad.continuation  # the continuation itself was fine and is kept
     assert all(s.p_female is not None for p, s in samples.items() if p != BAD)
     m = result["metrics"]
@@ -190,11 +192,11 @@ def test_scoring_answers_come_from_the_cache_the_second_time(tmp_path: Path) -> 
         second = exact_run(url, tmp_path, "second", use_cache=True)
         asked = seen.bodies[before:]
     # Detection asks again (echo, tokenize, token-id probes) and the words' ids; only the malformed prompt is
-    # generated and scored again.
+    # scored again: its generation was kept in the cache when its scoring failed.
     scoring = [b for b in asked if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
     assert [len(b["prompt"]) for b in scoring] == [4]
     generation = [b for b in asked if b.get("max_tokens") == 50]
-    assert len(generation) == 1
+    assert generation == []
     assert first["metrics"] == second["metrics"]
 
 
@@ -373,3 +375,90 @@ def test_a_prompt_the_server_refuses_does_not_take_the_others_of_its_request_wit
         )
     pooled = [len(b["prompt"]) for b in seen.bodies if "logprob_token_ids" in b and isinstance(b["prompt"], list)]
     assert pooled == [3, 1, 1, 1, 6]  # after the prompts: refused, then apart; then " (", "(a", "(b" of the two left
+
+
+def test_echoed_tokens_that_come_back_as_text_must_spell_what_was_sent(tmp_path: Path) -> None:
+    # Ids were sent and asked back as ids; a server that echoes text instead is read when the text spells the
+    # continuation sent ("textform") and refused when it does not ("textother", in the test above).
+    with echo_server(lambda text: "textform") as (url, _):
+        result = exact_run(url, tmp_path)
+    probs = expected_probs()
+    assert result["metrics"]["gld"]["value"] == pytest.approx(float(gld_per_prompt(probs[:, 0], probs[:, 1])))
+    assert "scoring_malformed" not in result["metrics"] or result["metrics"]["scoring_malformed"]["value"] == 0
+
+
+def test_a_server_whose_probabilities_add_up_to_more_than_one_fails_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every word token -0.001: P(she) + P(he) + P(woman) + P(man) is about 4 after every prompt. No GLD of 0.000
+    # comes of it: each prompt's scoring is malformed, GLD is not computed and the gate fails closed.
+    from fairprobe.cli import main
+
+    with echo_server(lambda text: "inflate") as (url, _):
+        result = exact_run(url, tmp_path)
+    assert result["metrics"]["scoring_malformed"]["value"] == 1.0 and result["metrics"]["gld"]["value"] is None
+    errors = {s.scoring_error for s in read_samples(tmp_path / "run" / "samples.jsonl")}
+    assert len(errors) == 1 and "probabilities add up to 3.9" in errors.pop()
+    monkeypatch.setattr(sys, "argv", ["fairprobe", "check", str(tmp_path / "run"), "--max", "gld=0.05"])
+    with pytest.raises(SystemExit) as exit_code:
+        main()
+    assert exit_code.value.code not in (0, None) and "gld" in capsys.readouterr().out
+
+
+def test_a_generation_whose_scoring_fails_is_kept_and_cached_and_only_its_scoring_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    with echo_server(lambda text: "500" if text.startswith(BAD) else "ok") as (url, seen):
+        exact_run(url, tmp_path, "first", use_cache=True)
+    bad = next(s for s in read_samples(tmp_path / "first" / "samples.jsonl") if s.prompt == BAD)
+    assert bad.continuation and bad.scoring_error.startswith("scoring failed: ")
+    assert "gave up after 3 attempts" in bad.scoring_error
+    with echo_server() as (url, seen):
+        second = exact_run(url, tmp_path, "second", use_cache=True)
+    assert [b for b in seen.bodies if b.get("max_tokens") == 50] == []  # every generation came from the cache
+    scoring = [b for b in seen.bodies if b.get("echo") and isinstance(b["prompt"], list) and len(b["prompt"]) > 1]
+    assert [len(b["prompt"]) for b in scoring] == [4]  # BAD's four words only
+    assert second["metrics"].get("scoring_malformed", {"value": 0})["value"] == 0
+
+
+def test_a_dead_replica_is_dropped_with_a_warning_and_the_run_goes_on(tmp_path: Path) -> None:
+    dead = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, the connection is refused
+    with echo_server() as (url, _):
+        backend = open_endpoint("test", base_url=f"{dead},{url}", retry=FAST, timeout=5.0)
+        scores = backend.loglikelihood([ScoreRequest("My friend is a nurse, and", (" she", " he"))])
+    assert scores[0].error is None
+    assert scores[0].logprobs() == pytest.approx([word_logprob("she"), word_logprob("he")])
+    assert backend.base_urls == [url]
+    (notice,) = [n for n in backend.notices if dead in n]
+    assert "unreachable" in notice and "dropped" in notice and "\n" not in notice
+    all_dead = open_endpoint("test", base_url=f"{dead},http://127.0.0.1:7/v1", retry=FAST, timeout=5.0)
+    with pytest.raises(EndpointError) as refused:
+        all_dead.loglikelihood([ScoreRequest("My friend is a nurse, and", (" she",))])
+    assert "no endpoint of" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_replicas_that_serve_another_tokenizer_are_refused_at_the_probe(tmp_path: Path) -> None:
+    with echo_server() as (one, _), echo_server(shift=1) as (other, seen_other):
+        backend = open_endpoint("test", base_url=f"{one},{other}", retry=FAST, timeout=5.0)
+        with pytest.raises(EndpointError) as refused:
+            backend.loglikelihood([ScoreRequest("My friend is a nurse, and", (" she",))])
+        with echo_server() as (same, _):
+            twins = open_endpoint("test", base_url=f"{one},{same}", retry=FAST, timeout=5.0)
+            assert twins.loglikelihood([ScoreRequest("My friend is a nurse, and", (" she",))])[0].error is None
+    message = str(refused.value)
+    assert message.startswith("--base-url endpoints do not serve one model: the probe prompt is tokens")
+    assert "(another tokenizer)" in message and "\n" not in message
+    assert not [b for b in seen_other.bodies if b.get("echo") and isinstance(b.get("prompt"), list)]  # nothing scored
+
+
+def test_a_run_resumed_with_an_endpoint_that_scores_otherwise_is_refused(tmp_path: Path) -> None:
+    with echo_server() as (url, _):
+        exact_run(url, tmp_path)
+    saved = (tmp_path / "run" / "samples.jsonl").read_bytes()
+    # The same folder and settings (the same --base-url), served now by a server that gives top-k bounds only.
+    with scripted() as (other, seen), pytest.raises(ConfigError) as refused:
+        exact_run(url, tmp_path, backend_url=other)
+    assert "were scored 'exact', this model scores 'topk'" in str(refused.value)
+    assert [b for b in seen.bodies if b.get("max_tokens") == 50] == []  # refused before asking anything
+    assert (tmp_path / "run" / "samples.jsonl").read_bytes() == saved
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["scoring"] == "exact"

@@ -381,15 +381,18 @@ def test_a_harm_section_verdict_reads_only_the_intervals() -> None:
     ]
 
 
-def test_a_server_with_top_k_logprobs_only_samples_when_told_and_refuses_exact_in_one_line(tmp_path: Path) -> None:
-    """A server that cannot score prompt tokens (no echo) only bounds the options' probabilities: with
-    `-M implicit=topk` the closed-answer sets are sampled; otherwise exact is refused with a one-line error."""
+def test_a_server_with_top_k_logprobs_only_is_sampled_by_default_and_refuses_exact_in_one_line(tmp_path: Path) -> None:
+    """A server that cannot score prompt tokens (no echo) only bounds the options' probabilities: by default (the
+    runner detects it) and with `-M implicit=topk` the closed-answer sets are sampled, as the manifest says;
+    `-o mode=exact` is refused with a one-line error."""
+    import json
+
     from fairprobe.errors import ConfigError
     from fairprobe.options import RunOptions
     from fairprobe.runner import run
     from openai_servers import scripted
 
-    def options(name: str, **model_args: str) -> RunOptions:
+    def options(name: str, probe_options: dict[str, str] | None = None, **model_args: str) -> RunOptions:
         return RunOptions(
             model="openai:test",
             model_args={"base_url": url, **model_args},
@@ -398,13 +401,18 @@ def test_a_server_with_top_k_logprobs_only_samples_when_told_and_refuses_exact_i
             limit=1,
             out=tmp_path / name,
             use_cache=False,
+            probe_options=probe_options or {},
         )
 
     with scripted() as (url, seen):
-        result = run(options("topk", implicit="topk")).results["direct"]
+        told = run(options("topk", implicit="topk")).results["direct"]
+        detected = run(options("auto")).results["direct"]
         with pytest.raises(ConfigError) as refused:
-            run(options("auto"))
-    assert result.metrics["undetected_rate_attempts"].value == 1.0  # every reply is the canned one: no yes/no
+            run(options("exact", {"mode": "exact"}))
+    for result in (told, detected):
+        assert result.metrics["undetected_rate_attempts"].value == 1.0  # every reply is the canned one: no yes/no
+        assert result.implicit is not None and result.implicit["mode"] == "sample"
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["scoring"] == "topk"
     sampled = [b for b in seen.bodies if b.get("max_tokens") == 300]
     assert sampled and all("messages" in b and b["temperature"] == 1.0 and b["top_p"] == 1.0 for b in sampled)
     assert "\n" not in str(refused.value) and str(refused.value).startswith(

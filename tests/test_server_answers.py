@@ -56,9 +56,11 @@ def test_valid_logprobs_pass_and_rounding_above_0_counts_as_0() -> None:
     assert validate.logprob(-0.0) == 0.0 and validate.logprob(-3) == -3.0
 
 
-def test_listed_tokens_holding_more_than_all_the_probability_are_malformed() -> None:
-    with pytest.raises(MalformedResponse, match="above 1"):
-        parse_reply(completions_answer({" she": math.log(0.7), "▁she": math.log(0.7)}), chat=False)
+def test_listed_tokens_holding_more_than_all_the_probability_fail_the_scoring_and_keep_the_text() -> None:
+    answer = parse_reply(completions_answer({" she": math.log(0.7), "▁she": math.log(0.7)}), chat=False)
+    assert answer.text == " she went home." and answer.top is None
+    assert answer.scoring_error is not None and answer.scoring_error.startswith("malformed scoring answer: ")
+    assert "total probability of 1.4, above 1" in answer.scoring_error
 
 
 @pytest.mark.parametrize("text", [123, ["a"], {"a": 1}, True])

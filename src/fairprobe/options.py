@@ -8,7 +8,7 @@ They sit below the families and the runner, so both read them without importing 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -40,6 +40,8 @@ class RunOptions(BaseModel):
     cache: Path | None = None
     use_cache: bool = True
     model_args: dict[str, Any] = Field(default_factory=dict)
+    # How the model scores continuations, set by the runner once the model is loaded (None: a local model).
+    scoring: Literal["exact", "topk"] | None = None
 
     @model_validator(mode="after")
     def _check_model_args(self) -> RunOptions:
@@ -65,7 +67,7 @@ class RunOptions(BaseModel):
 
     def settings(self) -> dict[str, Any]:
         """The generic settings that change samples (a backend's settings only where they change answers)."""
-        obj = self.model_dump(mode="json", exclude={"out", "cache", "use_cache", "model_args"})
+        obj = self.model_dump(mode="json", exclude={"out", "cache", "use_cache", "model_args", "scoring"})
         answer_args = backend_settings(self.model, self.model_args).answer_args() if self.model_args else {}
         if answer_args:
             obj["model_args"] = answer_args

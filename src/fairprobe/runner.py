@@ -170,7 +170,10 @@ class RunWriter:
         check_folder(out, "run", fingerprint, settings)  # before locking: leave nothing in a foreign folder
         self.lock = FolderLock(out).acquire()
         try:
-            resumed = check_folder(out, "run", fingerprint, settings) is not None
+            earlier = check_folder(out, "run", fingerprint, settings)
+            resumed = earlier is not None
+            # How the samples on disk were scored (a server's detected mode), kept across resumes.
+            self.scoring: str | None = earlier.get("scoring") if earlier else None
             if not resumed:  # mark the folder as this run's before anything else is written in it
                 atomic_write_json(
                     out / "manifest.json", {"kind": "run", "fingerprint": fingerprint, "settings": settings}
@@ -186,6 +189,16 @@ class RunWriter:
     def saved(self) -> int:
         """How many records are on disk."""
         return len(self.file.where)
+
+    def check_scoring(self, mode: str) -> None:
+        """Refuse to resume samples scored one way ("exact", "topk", "local") with a backend that scores another
+        (a server that echoed prompt logprobs before and gives only top-k now): one set would hold both."""
+        if self.saved and self.scoring is not None and self.scoring != mode:
+            raise ConfigError(
+                f"the samples in {self.out} were scored {self.scoring!r}, this model scores {mode!r}: resuming "
+                "would mix the two in one set; give an endpoint that scores as before, or another --out"
+            )
+        self.scoring = mode
 
     def done(self, set_name: str, batch: list[Probe]) -> bool:
         """Whether every sample of a batch is saved (a batch is redone whole otherwise)."""
@@ -394,7 +407,26 @@ def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeS
         "options": options.recorded(),
         "command": redacted_command(),
         "started": started,
+        "scoring": options.scoring or "local",
     }
+
+
+def asks_scores(options: RunOptions, sets: list[ProbeSet], family: Family | None = None) -> bool:
+    """Whether any set of the run scores continuations (its first probe's requests hold a Scoring): only then are
+    a server's endpoints asked how they score (`--implicit off` asks no logprobs at all)."""
+    for ps in sets:
+        own = family or family_of(ps.name)
+        own_options = own.parse_options(options.probe_options, ps.name)
+        if ps.probes and any(isinstance(r, Scoring) for r in own.requests(ps, ps.probes[0], options, own_options)):
+            return True
+    return False
+
+
+def scoring_mode(backend: ModelBackend) -> str | None:
+    """How a server scores continuations ("exact" or "topk", its endpoints asked once), None for a local model
+    (exact by construction): the families read it from the run's options (`RunOptions.scoring`)."""
+    detect = getattr(getattr(backend, "inner", backend), "implicit_mode", None)
+    return detect() if detect is not None else None
 
 
 def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
@@ -476,6 +508,9 @@ def run_with_samples(
         if backend is None:
             progress.note(f"loading model {options.model}")
             backend = load_backend(options)
+        if asks_scores(options, sets, family):
+            options = options.model_copy(update={"scoring": scoring_mode(backend)})
+        writer.check_scoring(options.scoring or "local")
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         manifest = build_manifest(options, backend, sets, started)
         atomic_write_json(out / "manifest.json", manifest)

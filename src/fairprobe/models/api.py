@@ -51,6 +51,7 @@ from fairprobe.models.server_scoring import (
     Echo,
     ScoringAnswerError,
     branches,
+    check_total,
     checked_logprob,
     choices_of,
     echo_body,
@@ -64,6 +65,7 @@ from fairprobe.models.server_scoring import (
     positions_body,
     read_ids,
     read_token_ids,
+    replica_mismatch,
     score_ids,
     score_text,
     server_root,
@@ -81,6 +83,9 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Servers that refuse 20 top logprobs (OpenAI's legacy completions allow 5) are asked again with fewer.
 LOGPROB_FALLBACKS = (20, 5, 0)
 RETRY_STATUS = frozenset({408, 409, 429})
+# Scoring failures asked again prompt by prompt (a refusal, no answer past the retries), so one prompt at fault
+# (longer than the server's context, one that makes it fail) fails alone.
+ALONE_FAILURES = ("scoring rejected", "scoring failed")
 REJECT_STATUS = frozenset({400, 413, 422})
 
 OnResult = Callable[[int, Completion], None]
@@ -88,6 +93,11 @@ OnResult = Callable[[int, Completion], None]
 
 class EndpointError(ModelError):
     """The server failed past the retry budget, or refused the credentials or the model name."""
+
+
+class GaveUp(EndpointError):
+    """No answer past the retry budget (5xx, timeouts, dropped connections): for a scoring request, that prompt's
+    scoring fails and the run goes on; for the capability probe, that endpoint is dropped."""
 
 
 @dataclass(frozen=True)
@@ -160,12 +170,16 @@ def _first_top_chat(choice: dict[str, Any]) -> dict[str, float] | None:
 @dataclass(frozen=True)
 class Answer:
     """A generation answer: the text, the first generated position's logprobs (top-k, or those of the ids asked
-    for, keyed `token_id:N`), and the prompt's and the output's token ids where the server returned them."""
+    for, keyed `token_id:N`), the prompt's and the output's token ids where the server returned them, and the
+    logprob the answer gives its first generated token (`own`, completions only). Logprobs that hold more than
+    probability 1 together leave the text as it is and fail the scoring alone (`scoring_error`)."""
 
     text: str
     top: dict[str, float] | None = None
     prompt_ids: list[int] | None = None
     output_ids: list[int] | None = None
+    own: float | None = None
+    scoring_error: str | None = None
 
     def chosen(self) -> dict[int, float]:
         """The logprobs of the token ids asked for in `logprob_token_ids` (keys `token_id:N`)."""
@@ -198,16 +212,32 @@ def parse_reply(data: Any, chat: bool) -> Answer:
             text = message["refusal"]
         top = _first_top_chat(choice)
         prompt_ids = optional_ids(data.get("prompt_token_ids"))
+        own = None
     else:
         text = choice.get("text")
         top = _first_top_completions(choice)
         prompt_ids = optional_ids(choice.get("prompt_token_ids"))
+        own = _own_first_logprob(choice)
     if not isinstance(text, str):
         raise MalformedResponse("choice has no text" if text is None else "choice's text is not a string")
+    scoring_error = None
     if top is not None:
-        validate.total_probability(top)
-        top = {redact(k): v for k, v in top.items()}
-    return Answer(redact(text), top, prompt_ids, optional_ids(choice.get("token_ids")))
+        try:
+            validate.total_probability(top)
+        except MalformedResponse as exc:
+            scoring_error, top = f"malformed scoring answer: {exc}", None
+        top = None if top is None else {redact(k): v for k, v in top.items()}
+    return Answer(redact(text), top, prompt_ids, optional_ids(choice.get("token_ids")), own, scoring_error)
+
+
+def _own_first_logprob(choice: dict[str, Any]) -> float | None:
+    """The logprob a completions answer gives its first generated token (`token_logprobs[0]`), when a number."""
+    logprobs = choice.get("logprobs")
+    values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
+    if not isinstance(values, list) or not values:
+        return None
+    first = values[0]
+    return float(first) if isinstance(first, int | float) and not isinstance(first, bool) else None
 
 
 @dataclass
@@ -225,10 +255,16 @@ class Work:
         return [j for j, s in enumerate(self.scores) if s is None]
 
     def result(self) -> Scores:
-        """The finished scores (or the error)."""
+        """The finished scores (or the error), checked together (`check_total`)."""
+        scores = [s or UNAVAILABLE for s in self.scores]
+        if self.error is None:
+            try:
+                check_total(self.continuations, scores)
+            except ScoringAnswerError as exc:
+                self.error = f"malformed scoring answer: {exc}"
         if self.error is not None:
             return Scores(tuple(UNAVAILABLE for _ in self.continuations), error=self.error, mode="exact")
-        return Scores(tuple(s or UNAVAILABLE for s in self.scores), mode="exact")
+        return Scores(tuple(scores), mode="exact")
 
 
 class EchoBatcher:
@@ -353,8 +389,26 @@ class OpenAIBackend:
         return self._mode
 
     async def _detect(self) -> str:
-        self._abilities = [await self._abilities_of(url) for url in self.base_urls]
-        unable = [a for a in self._abilities if not a.echo]
+        """Each endpoint's abilities; an unreachable one is dropped with a notice (all: EndpointError), and replicas
+        that do not serve one model and tokenizer are refused."""
+        found: list[Abilities] = []
+        for url in self.base_urls:
+            try:
+                found.append(await self._abilities_of(url))
+            except GaveUp as exc:
+                self.notices.append(
+                    f"{url} is unreachable ({clip(str(exc), 160)}): dropped, the run goes on without it"
+                )
+        if not found:
+            raise EndpointError(f"no endpoint of {','.join(self.base_urls)} answers: {self.notices[-1]}")
+        self.base_urls = [a.url for a in found]
+        self._abilities = found
+        echoing = [a for a in found if a.echo]
+        for other in echoing[1:]:
+            why = replica_mismatch(echoing[0], other)
+            if why is not None:
+                raise EndpointError(f"--base-url endpoints do not serve one model: {why}; give replicas of one model")
+        unable = [a for a in found if not a.echo]
         if not unable:
             return "exact"
         first = unable[0]
@@ -392,7 +446,17 @@ class OpenAIBackend:
         tokenize = tokenized is not None and len(tokenized) == len(echo.tokens)
         ids = returned if prompt_ids else tokenized if tokenize else None
         chosen = await self._reads_token_ids(url, ids[0]) if ids else False
-        return Abilities(url, echo=True, tokenize=tokenize, prompt_ids=prompt_ids, next_token_ids=chosen)
+        fingerprint = tuple(ids) if ids else tuple(echo.tokens)
+        logprobs = tuple(float(v) for v in echo.values[1:] if isinstance(v, int | float))
+        return Abilities(
+            url,
+            echo=True,
+            tokenize=tokenize,
+            prompt_ids=prompt_ids,
+            next_token_ids=chosen,
+            fingerprint=fingerprint,
+            probe_logprobs=logprobs,
+        )
 
     async def _reads_token_ids(self, url: str, token_id: int) -> bool:
         """Whether the endpoint returns the logprob of a chosen token id at a generated position (vLLM)."""
@@ -471,7 +535,19 @@ class OpenAIBackend:
                 retry_after = retry_after_seconds(headers)
             if attempt < policy.attempts:
                 await asyncio.sleep(policy.delay(attempt, retry_after))
-        raise EndpointError(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
+        raise GaveUp(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
+
+    async def _post_any(self, url: str, path: str, body: dict[str, Any], root: bool = False) -> tuple[int, Any, str]:
+        """`_post_retrying` at `url`, then at each other endpoint while they give up (a replica gone mid-run);
+        GaveUp when every one did. `root`: the path lives beside /v1 (vLLM's /tokenize)."""
+        order = [url, *(u for u in self.base_urls if u != url)]
+        for k, candidate in enumerate(order):
+            try:
+                return await self._post_retrying(server_root(candidate) if root else candidate, path, body)
+            except GaveUp:
+                if k == len(order) - 1:
+                    raise
+        raise AssertionError("unreachable: order holds `url`")
 
     def close(self) -> None:
         """Close connections and stop the event-loop thread."""
@@ -553,7 +629,11 @@ class OpenAIBackend:
                     return echo.add(index, self._work_from(prompts[index], wanted[index], answer, ids, config))
                 echo.skip()
             if completion is not None and wanted[index] and mode == "topk" and completion.error is None:
-                completion.scores = topk_scores(answer.top if answer else None, wanted[index], self._logprobs)
+                completion.scores = (
+                    Scores(tuple(UNAVAILABLE for _ in wanted[index]), error=answer.scoring_error, mode="topk")
+                    if answer is not None and answer.scoring_error
+                    else topk_scores(answer.top if answer else None, wanted[index], self._logprobs)
+                )
             if completion is not None and on_result is not None:
                 on_result(index, completion)
 
@@ -576,6 +656,8 @@ class OpenAIBackend:
         """A prompt's scoring after its generation answer: single-token continuations read from its first
         position, the prompt's token ids from its answer; the rest is left to echo."""
         work = Work(prompt, continuations, [None] * len(continuations))
+        if answer is not None and answer.scoring_error:
+            work.error = answer.scoring_error
         if answer is None or ids is None:
             return work
         work.prompt_ids = answer.prompt_ids
@@ -583,7 +665,9 @@ class OpenAIBackend:
             return work
         first = answer.output_ids[0] if answer.output_ids else None
         try:
-            work.scores = first_position_scores(answer.chosen(), first, [ids[c] for c in continuations], config.greedy)
+            work.scores = first_position_scores(
+                answer.chosen(), first, [ids[c] for c in continuations], config.greedy, answer.own
+            )
         except ScoringAnswerError as exc:
             work.error = f"malformed scoring answer: {exc}"
         return work
@@ -598,20 +682,31 @@ class OpenAIBackend:
             plain = [w for w in works if isinstance(w.prompt, str)]
             for start in range(0, len(plain), ECHO_PROMPTS_PER_REQUEST):
                 chunk = plain[start : start + ECHO_PROMPTS_PER_REQUEST]
-                found = await self._ids_many([str(w.prompt) for w in chunk], True, start)
+                try:
+                    found = await self._ids_many([str(w.prompt) for w in chunk], True, start)
+                except EndpointError:  # each prompt of the chunk is tokenized on its own (`_finish`)
+                    continue
                 for work, prompt_ids in zip(chunk, found, strict=True):
                     work.prompt_ids = prompt_ids
         await self._finish(works, ids, gate)
         return [w.result() for w in works]
 
     async def _topk_only(self, index: int, request: ScoreRequest, gate: asyncio.Semaphore) -> Scores:
-        """Bounds from the top logprobs of a one-token generation (a server that cannot score prompt tokens)."""
-        async with gate:
-            completion, answer = await self._ask(
-                index, request.prompt, GenerationConfig(max_new_tokens=1), "topk", request.continuations, [], None
+        """Bounds from the top logprobs of a one-token generation (a server that cannot score prompt tokens); no
+        answer past the retries is that prompt's failure alone."""
+        try:
+            async with gate:
+                completion, answer = await self._ask(
+                    index, request.prompt, GenerationConfig(max_new_tokens=1), "topk", request.continuations, [], None
+                )
+        except GaveUp as exc:
+            return Scores(
+                tuple(UNAVAILABLE for _ in request.continuations), error=f"scoring failed: {exc}", mode="topk"
             )
         if completion is not None and completion.error:
             return Scores(tuple(UNAVAILABLE for _ in request.continuations), error=completion.error, mode="topk")
+        if answer is not None and answer.scoring_error:
+            return Scores(tuple(UNAVAILABLE for _ in request.continuations), error=answer.scoring_error, mode="topk")
         if answer is None or not answer.top:
             url = self.base_urls[index % len(self.base_urls)]
             raise EndpointError(f"{url} gives no logprobs: it cannot score continuations (loglikelihood)")
@@ -636,22 +731,26 @@ class OpenAIBackend:
         await asyncio.gather(*(score(chunk, ids, next(self._turn), gate) for chunk in chunks))
 
     async def _tokenize_prompt(self, work: Work, index: int, gate: asyncio.Semaphore) -> None:
-        """A prompt's token ids from /tokenize (chat messages with the generation prompt)."""
+        """A prompt's token ids from /tokenize (chat messages with the generation prompt); a failure is that
+        prompt's alone."""
         prompt = work.prompt if isinstance(work.prompt, str) else message_dicts(work.prompt)
-        url = server_root(self.base_urls[index % len(self.base_urls)])
-        async with gate:
-            status, data, detail = await self._post_retrying(url, "/tokenize", tokenize_body(self.model, prompt, True))
+        url = self.base_urls[index % len(self.base_urls)]
         try:
+            async with gate:
+                status, data, detail = await self._post_any(
+                    url, "/tokenize", tokenize_body(self.model, prompt, True), root=True
+                )
             if status != 200:
                 raise ScoringAnswerError(f"HTTP {status}: {detail}")
             work.prompt_ids = read_token_ids(data)
-        except ScoringAnswerError as exc:
-            work.error = f"{url}/tokenize failed: {exc}"
+        except (ScoringAnswerError, GaveUp) as exc:
+            work.error = f"{server_root(url)}/tokenize failed: {exc}"
 
     async def _echo_chunk(
         self, works: list[Work], ids: dict[str, list[int]] | None, index: int, gate: asyncio.Semaphore
     ) -> None:
-        """One echo request for the pending continuations of several prompts; each prompt is read on its own."""
+        """One echo request for the pending continuations of several prompts; each prompt is read on its own. A
+        request refused or unanswered is asked again prompt by prompt, so the prompt at fault fails alone."""
         url = self.base_urls[index % len(self.base_urls)]
         if ids is not None:
             sequences: list[Any] = [w.prompt_ids + ids[w.continuations[j]] for w in works for j in w.pending()]  # type: ignore[operator]
@@ -660,6 +759,9 @@ class OpenAIBackend:
                 x for w in works for x in (w.prompt, *(str(w.prompt) + w.continuations[j] for j in w.pending()))
             ]
         echoes, failure = await self._echo_all(url, sequences, ids is not None, gate)
+        if failure is not None and failure.startswith(ALONE_FAILURES) and len(works) > 1:
+            await asyncio.gather(*(self._echo_chunk([w], ids, index, gate) for w in works))
+            return
         start = 0
         for work in works:
             pending = work.pending()
@@ -671,7 +773,7 @@ class OpenAIBackend:
             try:
                 if ids is not None:
                     found = [
-                        score_ids(work.prompt_ids or [], ids[work.continuations[j]], e)
+                        score_ids(work.prompt_ids or [], ids[work.continuations[j]], e, work.continuations[j])
                         for j, e in zip(pending, mine, strict=True)
                     ]
                 else:
@@ -703,11 +805,14 @@ class OpenAIBackend:
         self, url: str, body: dict[str, Any], read: Callable[[Any], Any]
     ) -> tuple[Any | None, str | None]:
         """A scoring request's answer as `read` reads it, or why there is none (a refusal, an answer malformed or
-        over the size limit past the retries)."""
+        over the size limit past the retries, no answer from any endpoint)."""
         failure = "malformed scoring answer"
         for _ in range(self.retry.malformed_attempts):
             self.scoring_requests += 1
-            status, data, detail = await self._post_retrying(url, "/completions", body)
+            try:
+                status, data, detail = await self._post_any(url, "/completions", body)
+            except GaveUp as exc:
+                return None, f"scoring failed: {exc}"
             if status != 200:
                 return None, f"scoring rejected by server (HTTP {status}): {detail}"
             if data is None:  # malformed (over the size limit, past the deadline) through all of _post's retries
@@ -758,9 +863,9 @@ class OpenAIBackend:
         self, url: str, works: list[Work], group: list[tuple[int, Branch]], gate: asyncio.Semaphore
     ) -> list[tuple[Any, str | None]]:
         """One request reading a group of positions (each prompt's ids plus a branch's prefix, one token
-        generated): each position's answer choice, or why there is none. A refused request that read several
-        prompts is asked again prompt by prompt, so that a prompt the server refuses (one longer than its
-        context) does not take the others with it."""
+        generated): each position's answer choice, or why there is none. A refused or unanswered request that
+        read several prompts is asked again prompt by prompt (ALONE_FAILURES), so that a prompt the server
+        refuses (one longer than its context) does not take the others with it."""
         sequences = [(works[k].prompt_ids or []) + list(b.prefix) for k, b in group]
         asked = sorted({c for _, b in group for c in b.children})
         async with gate:
@@ -768,7 +873,7 @@ class OpenAIBackend:
                 url, positions_body(self.model, sequences, asked), lambda data: choices_of(data, len(sequences))
             )
         owners = list(dict.fromkeys(k for k, _ in group))
-        if failure is not None and failure.startswith("scoring rejected") and len(owners) > 1:
+        if failure is not None and failure.startswith(ALONE_FAILURES) and len(owners) > 1:
             apart = await asyncio.gather(
                 *(self._read_positions(url, works, [n for n in group if n[0] == k], gate) for k in owners)
             )
@@ -784,6 +889,8 @@ class OpenAIBackend:
         missing = sorted(t for t in texts if (t, False) not in self._ids)
         if missing and self._every("prompt_ids"):
             for text, found in zip(missing, await self._ids_many(missing, False, 0), strict=True):
+                if found is None:
+                    raise EndpointError(f"{self.base_urls[0]}/completions gave no token ids for {text[:60]!r}")
                 self._ids[(text, False)] = found
         for text in missing if not self._every("prompt_ids") else []:
             self._ids[(text, False)] = await self._token_ids(self.base_urls[0], text, False)
@@ -792,14 +899,15 @@ class OpenAIBackend:
                 raise ModelError(f"continuation {text!r} tokenizes to nothing: a scored continuation needs a token")
         return {t: self._ids[(t, False)] for t in texts}
 
-    async def _ids_many(self, texts: list[str], special: bool, index: int) -> list[list[int]]:
-        """The token ids of several texts in one completions request (`return_token_ids`)."""
+    async def _ids_many(self, texts: list[str], special: bool, index: int) -> list[list[int] | None]:
+        """The token ids of several texts in one completions request (`return_token_ids`); None for a text whose
+        answer carries none. EndpointError when the request itself fails."""
         url = self.base_urls[index % len(self.base_urls)]
-        status, data, detail = await self._post_retrying(url, "/completions", ids_body(self.model, texts, special))
+        status, data, detail = await self._post_any(url, "/completions", ids_body(self.model, texts, special))
         try:
             if status != 200:
                 raise ScoringAnswerError(f"HTTP {status}: {detail}")
-            return [read_ids(c.get("prompt_token_ids"), "answer") for c in choices_of(data, len(texts))]
+            return [optional_ids(c.get("prompt_token_ids")) for c in choices_of(data, len(texts))]
         except ScoringAnswerError as exc:
             raise EndpointError(f"{url}/completions gave no token ids for {texts[0][:60]!r}...: {exc}") from None
 
@@ -898,7 +1006,7 @@ class OpenAIBackend:
                 retry_after = retry_after_seconds(headers)
             if attempt < policy.attempts:
                 await asyncio.sleep(policy.delay(attempt, retry_after))
-        raise EndpointError(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
+        raise GaveUp(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
 
 
 def first_ids(continuations: tuple[str, ...], ids: dict[str, list[int]] | None) -> list[int]:

@@ -53,18 +53,23 @@ def usable_scores(obj: Any, continuations: tuple[str, ...]) -> Scores | None:
 
 
 def usable_completion(obj: Any, continuations: tuple[str, ...]) -> Completion | None:
-    """A cached completion (with its scores when continuations were asked), or None when absent or damaged."""
+    """A cached completion (with its scores when continuations were asked), or None when absent or damaged; a
+    generation whose scoring failed comes back without scores (`scores` None), to be scored again."""
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return None
     if not continuations:
         return Completion(text=obj["text"])
-    scores = usable_scores(obj.get("scores"), continuations)
+    stored = obj.get("scores")
+    if isinstance(stored, dict) and isinstance(stored.get("error"), str):
+        return Completion(text=obj["text"])
+    scores = usable_scores(stored, continuations)
     return None if scores is None else Completion(text=obj["text"], scores=scores)
 
 
 def cacheable(c: Completion) -> bool:
-    """Only whole answers are stored: a failed call or a malformed scoring answer is asked again next time."""
-    return c.error is None and (c.scores is None or c.scores.error is None)
+    """A generation is stored once it came (its scores too, or their failure, which is asked again next time);
+    a failed call is not."""
+    return c.error is None
 
 
 def completion_json(c: Completion) -> dict[str, Any]:
@@ -130,6 +135,11 @@ class CachedBackend:
         wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
         keys = self.keys(prompts, config, wanted)
         out: list[Completion | None] = self._lookup(keys, lambda obj, i: usable_completion(obj, wanted[i]))
+        unscored = [i for i, c in enumerate(out) if c is not None and wanted[i] and c.scores is None]
+        if unscored:  # generations kept while their scoring failed: only the scoring is asked again
+            requests = [ScoreRequest(prompts[i], wanted[i]) for i in unscored]
+            for i, scores in zip(unscored, self.loglikelihood(requests), strict=True):
+                out[i].scores = scores  # type: ignore[union-attr]
         missing = [i for i, c in enumerate(out) if c is None]
         if missing:
             asked = [prompts[i] for i in missing]

@@ -14,8 +14,11 @@ prompt's cached keys and values: the prompt is computed once, each option costs 
 are echoed, as many sequences per request as keep the answer under the size limit. A server that gives only the
 top-k logprobs of the first generated position bounds every continuation (see `topk_scores`).
 
-Every answer is checked before it becomes a number: the echoed tokens must be the ones sent, as many as sent,
-and every logprob finite and <= 0. A prompt with a bad answer is recorded as malformed, never scored.
+Every answer is checked before it becomes a number: the echoed tokens must be the ones sent (as ids, or as text
+that spells the continuation sent), as many as sent, every logprob finite and <= 0, the probabilities a position
+lists at most 1 together and the generation's own logprob the one its position was scored with; and a prompt's
+scores are checked together (`check_total`): continuations none of which begins another are disjoint events,
+so their probabilities add up to at most 1. A prompt with a bad answer is recorded as malformed, never scored.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from fairprobe.models.base import UNAVAILABLE, ContinuationScore, Scores
@@ -38,6 +42,8 @@ ECHO_BYTES_PER_TOKEN = 250
 POSITIONS_PER_REQUEST = 256
 # float32 log-softmax can round a certain token's logprob a hair above 0.
 LOGPROB_TOLERANCE = 1e-5
+# Disjoint events' probabilities may add up a hair above 1 in float32; two reads of one logprob agree this closely.
+TOTAL_TOLERANCE = 1e-3
 TINY = sys.float_info.min
 
 
@@ -48,7 +54,9 @@ class ScoringAnswerError(Exception):
 @dataclass(frozen=True)
 class Abilities:
     """What one endpoint can do for scoring: echo prompt logprobs, return token ids in answers
-    (`return_token_ids`), tokenize (`/tokenize`), logprobs of chosen ids at a generated position; `why` if not."""
+    (`return_token_ids`), tokenize (`/tokenize`), logprobs of chosen ids at a generated position; `why` if not.
+    `fingerprint` (the probe prompt's token ids, else its echoed tokens) and `probe_logprobs` (their echoed
+    logprobs) tell replicas of one model from endpoints serving another model or tokenizer."""
 
     url: str
     echo: bool
@@ -56,6 +64,8 @@ class Abilities:
     prompt_ids: bool = False
     next_token_ids: bool = False
     why: str = ""
+    fingerprint: tuple[int | str, ...] = ()
+    probe_logprobs: tuple[float, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The manifest's record of this endpoint."""
@@ -212,14 +222,17 @@ def echoed_ids(tokens: list[str | None]) -> list[int] | None:
     return ids
 
 
-def score_ids(prompt_ids: list[int], continuation_ids: list[int], echo: Echo) -> ContinuationScore:
-    """One continuation's score from the echo of prompt_ids + continuation_ids (sent as token ids)."""
+def score_ids(prompt_ids: list[int], continuation_ids: list[int], echo: Echo, text: str) -> ContinuationScore:
+    """One continuation's score from the echo of prompt_ids + continuation_ids (sent as token ids; `text` is the
+    continuation they spell): the echoed tokens must be those ids, or, where they come back as text, spell it."""
     sent = prompt_ids + continuation_ids
     if len(echo.values) != len(sent):
         raise ScoringAnswerError(f"{len(echo.values)} tokens echoed for {len(sent)} sent")
     got = echoed_ids(echo.tokens)
     if got is not None and got != sent:
         raise ScoringAnswerError("echoed tokens are not the tokens sent")
+    if got is None and "".join(echo.tokens[len(prompt_ids) :]) != text:
+        raise ScoringAnswerError(f"echoed tokens do not spell the continuation sent ({text[:40]!r})")
     best = echoed_ids(echo.top[len(prompt_ids) :]) if echo.top else None
     greedy = None if best is None else best == continuation_ids
     return ContinuationScore(tail_logprob(echo.values, len(prompt_ids)), len(continuation_ids), greedy)
@@ -277,10 +290,17 @@ def topk_scores(top: dict[str, float] | None, continuations: tuple[str, ...], as
 
 
 def first_position_scores(
-    values: dict[int, float], first: int | None, ids: list[list[int]], greedy_run: bool
+    values: dict[int, float], first: int | None, ids: list[list[int]], greedy_run: bool, own: float | None = None
 ) -> list[ContinuationScore | None]:
     """The scores of single-token continuations from a generation answer's first position (`values`: the logprobs
-    of the ids asked for, `first`: the token generated first); None for the continuations left to echo."""
+    of the ids asked for, `first`: the token generated first, `own`: the logprob the answer gives that token);
+    None for the continuations left to echo. The generated token's own logprob must be the one listed for it
+    (that the listed ones hold at most probability 1 is checked as the answer is read: `parse_reply`)."""
+    listed = {t: checked_logprob(v) for t, v in values.items()}
+    if own is not None and first in listed and abs(checked_logprob(own) - listed[first]) > TOTAL_TOLERANCE:
+        raise ScoringAnswerError(
+            f"the generated token's own logprob {own:.6g} is not the {listed[first]:.6g} listed for it"
+        )
     out: list[ContinuationScore | None] = []
     for tokens in ids:
         if len(tokens) != 1:
@@ -326,7 +346,7 @@ def position_read(choice: Any) -> tuple[dict[int, float], int | None]:
         if ids is None:
             raise ScoringAnswerError(f"answer lists {str(key)[:40]!r}, not a token id")
         values[ids[0]] = checked_logprob(value)
-    if math.fsum(math.exp(v) for v in values.values()) > 1.0 + 1e-3:
+    if math.fsum(math.exp(v) for v in values.values()) > 1.0 + TOTAL_TOLERANCE:
         raise ScoringAnswerError("the logprobs at the generated position hold a probability above 1")
     generated = echoed_ids(logprobs.get("tokens") or [None])  # type: ignore[union-attr]
     return values, generated[0] if generated and len(generated) == 1 else None
@@ -382,3 +402,48 @@ def parts_by_size(sizes: list[int], budget: int) -> list[range]:
     if sizes:
         parts.append(range(start, len(sizes)))
     return parts
+
+
+@lru_cache(maxsize=256)
+def disjoint(continuations: tuple[str, ...]) -> tuple[int, ...]:
+    """Indices of the continuations no other one begins (as text), each text once: as token sequences
+    none of them begins another, so they are disjoint events after a prompt. In sorted order a text's
+    beginnings come before it, so one pass keeps each text that does not start with the last one kept."""
+    kept: list[int] = []
+    last: str | None = None
+    for index in sorted(range(len(continuations)), key=lambda i: continuations[i]):
+        text = continuations[index]
+        if last is not None and text.startswith(last):
+            continue
+        kept.append(index)
+        last = text
+    return tuple(sorted(kept))
+
+
+def check_total(continuations: tuple[str, ...], scores: list[ContinuationScore]) -> None:
+    """A prompt's exact scores checked together: the continuations that are disjoint events hold at most
+    probability 1 (plus rounding), else ScoringAnswerError (a server whose every word token is -0.001 is lying)."""
+    values = [scores[i].logprob for i in disjoint(continuations) if scores[i].status == "exact"]
+    total = math.fsum(math.exp(v) for v in values if v is not None)
+    if total > 1.0 + TOTAL_TOLERANCE:
+        raise ScoringAnswerError(
+            f"the continuations' probabilities add up to {total:.4g}: disjoint continuations hold at most 1"
+        )
+
+
+# Two replicas of one model echo the probe's logprobs this closely (batching and hardware move them a little).
+REPLICA_LOGPROB_TOLERANCE = 0.1
+
+
+def replica_mismatch(first: Abilities, other: Abilities) -> str | None:
+    """Why `other` does not serve the model `first` serves (another tokenizer: other token ids for the probe
+    prompt; another model: other logprobs for its tokens), or None when both echo the probe alike."""
+    if first.fingerprint != other.fingerprint:
+        return (
+            f"the probe prompt is tokens {list(first.fingerprint)[:12]} at {first.url} but "
+            f"{list(other.fingerprint)[:12]} at {other.url} (another tokenizer)"
+        )
+    gaps = [abs(a - b) for a, b in zip(first.probe_logprobs, other.probe_logprobs, strict=False)]
+    if gaps and max(gaps) > REPLICA_LOGPROB_TOLERANCE:
+        return f"the probe prompt's logprobs differ by up to {max(gaps):.3g} between {first.url} and {other.url}"
+    return None

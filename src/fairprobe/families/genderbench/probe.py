@@ -127,8 +127,8 @@ class GenderBenchProbe:
 
 def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> str:
     """sample or exact: exact by default wherever the backend scores continuations exactly (local models, servers
-    that score prompt tokens), sample for open answers, for servers told to give top-k bounds only, and for replies
-    read from a file."""
+    that score prompt tokens), sample for open answers, for servers that give (or are told to give) top-k logprobs
+    only (`run.scoring`, detected by the runner), and for replies read from a file."""
     if not isinstance(options, ClosedOptions):
         return "sample"
     if options.mode != "auto":
@@ -137,7 +137,8 @@ def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions
         settings = backend_settings(run.model, run.model_args)
     except ModelError:  # no model: replies read from a file (`fairprobe score`)
         return "sample"
-    return "sample" if getattr(settings, "implicit", "exact") == "topk" else "exact"
+    topk = run.scoring == "topk" or getattr(settings, "implicit", "exact") == "topk"
+    return "sample" if topk else "exact"
 
 
 def repetitions_of(spec: GenderBenchProbe, options: GenderBenchOptions) -> int:
