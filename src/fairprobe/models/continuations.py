@@ -9,8 +9,10 @@ torch graph, so Debias Tuning trains on exactly the numbers the metrics read.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import Cache, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
@@ -122,7 +124,7 @@ def score_continuations(
             use_cache=bool(table.tails),
         )
         first_log_probs = out.logits[:, -1, :].float().log_softmax(-1)
-        prompt_cache = out.past_key_values
+        prompt_cache = kv_cache(out)
     device = first_log_probs.device
     first = table.first.to(device)
     lp = first_log_probs[:, first]
@@ -160,7 +162,7 @@ def tail_log_probs(
         input_ids=feed,
         attention_mask=torch.cat([prompt_mask, torch.ones_like(feed)], dim=1),
         position_ids=prompt_mask.sum(-1, keepdim=True) + torch.arange(width, device=device),
-        past_key_values=prompt_cache,
+        **cache_argument(model, prompt_cache),
         use_cache=True,
     )
     logits = out.logits.reshape(batch, n_rows * width, -1)
@@ -211,3 +213,18 @@ def as_scores(result: TableScores, table: ContinuationTable) -> list[Scores]:
         )
         out.append(Scores(scores))
     return out
+
+
+def kv_cache(output: Any) -> Cache:
+    """The keys and values a forward or generate call returned (`cache` since transformers 5.24, before it
+    `past_key_values`)."""
+    found = getattr(output, "cache", None)
+    return found if found is not None else output.past_key_values
+
+
+def cache_argument(model: PreTrainedModel, cache: Cache) -> dict[str, Cache]:
+    """`cache` as the keyword the model's forward takes: `cache` since transformers 5.24 (where the old name,
+    `past_key_values`, warns on every call), `past_key_values` before."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT model takes **kwargs
+    name = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    return {name: cache}

@@ -25,6 +25,7 @@ from fairprobe.models.base import Completion, GenerationConfig, LoraSettings, Pr
 from fairprobe.models.continuations import (
     ContinuationTable,
     as_scores,
+    kv_cache,
     positions_from_mask,
     prompt_part,
     score_continuations,
@@ -173,7 +174,7 @@ class HFBackend:
         texts = self.tokenizer.batch_decode(generated.sequences[:, prompt_len:], skip_special_tokens=True)
         completions = [Completion(text=text) for text in texts]
         if score and any(score):
-            cache = prompt_part(generated.past_key_values, prompt_len)
+            cache = prompt_part(kv_cache(generated), prompt_len)
             for rows, scores in self._score_rows(enc, score, capture.log_probs, cache):
                 for row, scored in zip(rows, scores, strict=True):
                     completions[row].scores = scored
