@@ -18,6 +18,7 @@ string is a malformed answer (recorded, counted as undetermined), never a number
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import itertools
 import os
@@ -263,7 +264,7 @@ class Work:
             except ScoringAnswerError as exc:
                 self.error = f"malformed scoring answer: {exc}"
         if self.error is not None:
-            return Scores(tuple(UNAVAILABLE for _ in self.continuations), error=self.error, mode="exact")
+            return Scores.failed(len(self.continuations), self.error, "exact")
         return Scores(tuple(scores), mode="exact")
 
 
@@ -540,14 +541,11 @@ class OpenAIBackend:
     async def _post_any(self, url: str, path: str, body: dict[str, Any], root: bool = False) -> tuple[int, Any, str]:
         """`_post_retrying` at `url`, then at each other endpoint while they give up (a replica gone mid-run);
         GaveUp when every one did. `root`: the path lives beside /v1 (vLLM's /tokenize)."""
-        order = [url, *(u for u in self.base_urls if u != url)]
-        for k, candidate in enumerate(order):
-            try:
+        *first, last = [url, *(u for u in self.base_urls if u != url)]
+        for candidate in first:
+            with contextlib.suppress(GaveUp):
                 return await self._post_retrying(server_root(candidate) if root else candidate, path, body)
-            except GaveUp:
-                if k == len(order) - 1:
-                    raise
-        raise AssertionError("unreachable: order holds `url`")
+        return await self._post_retrying(server_root(last) if root else last, path, body)
 
     def close(self) -> None:
         """Close connections and stop the event-loop thread."""
@@ -630,7 +628,7 @@ class OpenAIBackend:
                 echo.skip()
             if completion is not None and wanted[index] and mode == "topk" and completion.error is None:
                 completion.scores = (
-                    Scores(tuple(UNAVAILABLE for _ in wanted[index]), error=answer.scoring_error, mode="topk")
+                    Scores.failed(len(wanted[index]), answer.scoring_error, "topk")
                     if answer is not None and answer.scoring_error
                     else topk_scores(answer.top if answer else None, wanted[index], self._logprobs)
                 )
@@ -700,13 +698,11 @@ class OpenAIBackend:
                     index, request.prompt, GenerationConfig(max_new_tokens=1), "topk", request.continuations, [], None
                 )
         except GaveUp as exc:
-            return Scores(
-                tuple(UNAVAILABLE for _ in request.continuations), error=f"scoring failed: {exc}", mode="topk"
-            )
+            return Scores.failed(len(request.continuations), f"scoring failed: {exc}", "topk")
         if completion is not None and completion.error:
-            return Scores(tuple(UNAVAILABLE for _ in request.continuations), error=completion.error, mode="topk")
+            return Scores.failed(len(request.continuations), completion.error, "topk")
         if answer is not None and answer.scoring_error:
-            return Scores(tuple(UNAVAILABLE for _ in request.continuations), error=answer.scoring_error, mode="topk")
+            return Scores.failed(len(request.continuations), answer.scoring_error, "topk")
         if answer is None or not answer.top:
             url = self.base_urls[index % len(self.base_urls)]
             raise EndpointError(f"{url} gives no logprobs: it cannot score continuations (loglikelihood)")

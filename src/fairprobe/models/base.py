@@ -95,6 +95,11 @@ class Scores:
     mode: str | None = None
     top_logprobs: int | None = None
 
+    @classmethod
+    def failed(cls, count: int, error: str, mode: str) -> Scores:
+        """The answer to a scoring request that failed: `count` unavailable scores and why."""
+        return cls(tuple(UNAVAILABLE for _ in range(count)), error=error, mode=mode)
+
     def logprobs(self) -> np.ndarray:
         """Each continuation's logprob (its bound where only bounded), NaN where unavailable."""
         return np.array([np.nan if c.logprob is None else c.logprob for c in self.continuations], dtype=np.float64)

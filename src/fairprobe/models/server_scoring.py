@@ -309,7 +309,7 @@ def first_position_scores(
         if tokens[0] not in values:
             raise ScoringAnswerError(f"no logprob for token id {tokens[0]} in the answer")
         greedy = (first == tokens[0]) if greedy_run and first is not None else None
-        out.append(ContinuationScore(checked_logprob(values[tokens[0]]), 1, greedy))
+        out.append(ContinuationScore(listed[tokens[0]], 1, greedy))
     return out
 
 
