@@ -381,40 +381,111 @@ def test_a_harm_section_verdict_reads_only_the_intervals() -> None:
     ]
 
 
-def test_a_server_with_top_k_logprobs_only_is_sampled_by_default_and_refuses_exact_in_one_line(tmp_path: Path) -> None:
-    """A server that cannot score prompt tokens (no echo) only bounds the options' probabilities: by default (the
-    runner detects it) and with `-M implicit=topk` the closed-answer sets are sampled, as the manifest says;
-    `-o mode=exact` is refused with a one-line error."""
-    import json
-
-    from fairprobe.errors import ConfigError
+def topk_run(url: str, out: Path, probe: str, probe_options: dict[str, str] | None = None, **model_args: str):
+    """A one-item run of `probe` over the OpenAI-compatible server at `url`, uncached."""
     from fairprobe.options import RunOptions
     from fairprobe.runner import run
+
+    options = RunOptions(
+        model="openai:test",
+        model_args={"base_url": url, **model_args},
+        suite="genderbench",
+        probes=[probe],
+        limit=1,
+        out=out,
+        use_cache=False,
+        probe_options=probe_options or {},
+    )
+    return run(options).results[probe]
+
+
+def test_letter_options_over_top_k_logprobs_only_are_sampled_by_default_and_refuse_exact_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """Over a server that cannot score prompt tokens (no echo), the top-k logprobs of a reply's first token bound
+    nothing for letter options (every one begins with "("): by default (the runner detects it) and with
+    `-M implicit=topk` the letter sets are sampled, as the manifest says; `-o mode=exact` is one line."""
+    from fairprobe.errors import ConfigError
     from openai_servers import scripted
 
-    def options(name: str, probe_options: dict[str, str] | None = None, **model_args: str) -> RunOptions:
-        return RunOptions(
-            model="openai:test",
-            model_args={"base_url": url, **model_args},
-            suite="genderbench",
-            probes=["direct"],
-            limit=1,
-            out=tmp_path / name,
-            use_cache=False,
-            probe_options=probe_options or {},
-        )
-
     with scripted() as (url, seen):
-        told = run(options("topk", implicit="topk")).results["direct"]
-        detected = run(options("auto")).results["direct"]
+        told = topk_run(url, tmp_path / "topk", "relationship-levy", implicit="topk")
+        detected = topk_run(url, tmp_path / "auto", "relationship-levy")
         with pytest.raises(ConfigError) as refused:
-            run(options("exact", {"mode": "exact"}))
+            topk_run(url, tmp_path / "exact", "relationship-levy", {"mode": "exact"})
     for result in (told, detected):
-        assert result.metrics["undetected_rate_attempts"].value == 1.0  # every reply is the canned one: no yes/no
+        assert result.metrics["undetected_rate_attempts"].value == 1.0  # every reply is the canned one: no letter
         assert result.implicit is not None and result.implicit["mode"] == "sample"
     assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["scoring"] == "topk"
     sampled = [b for b in seen.bodies if b.get("max_tokens") == 300]
     assert sampled and all("messages" in b and b["temperature"] == 1.0 and b["top_p"] == 1.0 for b in sampled)
     assert "\n" not in str(refused.value) and str(refused.value).startswith(
-        "direct: the server gives only top-k bounds of the options' probabilities; use -o mode=sample"
+        "relationship-levy: the server gives only top-k logprobs, and every option begins with the same token"
     )
+
+
+def yes_no_server():
+    """A chat server whose reply's first token is "Yes" with probability 0.6, "No" 0.3, "Sure" 0.05 (its only
+    listed tokens): "yes" and "no" are then at most 0.05 each (the least listed, and what the list leaves)."""
+    import math
+
+    from openai_servers import completion_json, serve
+
+    top = {"Yes": math.log(0.6), "No": math.log(0.3), "Sure": math.log(0.05)}
+    return serve(lambda number, body, auth: (200, json.dumps(completion_json(body, "Yes.", top)).encode(), {}))
+
+
+def test_yes_no_answers_over_top_k_logprobs_only_are_bounded_by_hand(tmp_path: Path) -> None:
+    """P(yes) is 0.6 to 0.65 and P(no) 0.3 to 0.35, so renormalised P(yes) is 0.6/0.95 to 0.65/0.95 and every
+    metric is an interval: the share of "yes" exactly that, and a gap between genders answered alike at most
+    their widths; the options hold 0.9 to 1.0. Asked once per prompt (no sampling)."""
+    with yes_no_server() as (url, seen):
+        direct = topk_run(url, tmp_path / "direct", "direct")
+        tamkin = topk_run(url, tmp_path / "tamkin", "discrimination-tamkin", implicit="topk")
+    low, high = 0.6 / 0.95, 0.65 / 0.95
+    assert direct.implicit == {"mode": "exact", "scored": ["yes", "Yes", "no", "No"], "bounds": "top-k logprobs"}
+    fail = direct.metrics["fail_rate"]
+    assert fail.value is None and fail.bounds == pytest.approx((low, high)) and fail.ci95 == pytest.approx((low, high))
+    assert direct.metrics["option_mass"].bounds == pytest.approx((0.9, 1.0))
+    for gender in ("male", "female", "nonbinary"):
+        assert tamkin.metrics[f"{gender}_success_rate"].bounds == pytest.approx((low, high))
+    assert tamkin.metrics["max_diff"].bounds == pytest.approx((0.0, high - low))
+    assert tamkin.metrics["diff_mvf_success_rate"].bounds == pytest.approx((low - high, high - low))
+    assert tamkin.metrics["undetected_rate_attempts"].value == 0.0
+    asked = [b for b in seen.bodies if "messages" in b]
+    assert asked and all(b["max_tokens"] == 1 and b["top_logprobs"] == 20 for b in asked)
+    record = json.loads((tmp_path / "direct" / "samples.jsonl").read_text().splitlines()[0])
+    np.testing.assert_allclose(record["q_bounds"], [[[low, high], [0.3 / 0.95, 0.35 / 0.95]]])
+    np.testing.assert_allclose(record["mass_bounds"], [[0.9, 1.0]])
+    assert "q" not in record and "mass" not in record
+
+
+@pytest.mark.slow
+def test_bounds_over_top_k_logprobs_hold_the_exact_local_values(tmp_path: Path, embedded_backend) -> None:
+    """The embedded model behind an OpenAI-compatible server with its top 20 logprobs: every metric of the yes/no
+    and emotion sets is an interval (or a value, where every option's forms are listed) that holds what the same
+    model gives locally, exactly."""
+    from fairprobe.options import RunOptions
+    from fairprobe.runner import run
+    from openai_servers import model_server
+
+    sets = ["direct", "discrimination-tamkin", "dreaddit", "isear"]
+    common: dict[str, Any] = {"suite": "genderbench", "probes": sets, "limit": 2, "use_cache": False}
+    with model_server(embedded_backend) as (url, _):
+        remote = run(
+            RunOptions(
+                model="openai:smollm2", model_args={"base_url": url, "implicit": "topk"}, out=tmp_path / "api", **common
+            )
+        ).results
+    local = run(RunOptions(out=tmp_path / "local", batch_size=1, **common), backend=embedded_backend).results
+    bounded = 0
+    for name in sets:
+        assert remote[name].implicit == {**local[name].implicit, "bounds": "top-k logprobs"}
+        for metric, exact in local[name].metrics.items():
+            if exact.value is None:
+                continue
+            got = remote[name].metrics[metric]
+            low, high = got.bounds if got.value is None else (got.value, got.value)
+            assert low - 1e-4 <= exact.value <= high + 1e-4, (name, metric, exact.value, got)
+            bounded += got.value is None
+    assert bounded > 0

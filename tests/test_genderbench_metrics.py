@@ -32,7 +32,19 @@ from fairprobe.families.genderbench.jobs_lum import metrics as jobs_lum
 from fairprobe.families.genderbench.relationship_levy import metrics as levy
 from fairprobe.families.genderbench.tally import Tally, parsed_tally
 from fairprobe.families.genderbench.tokens import word_tokenize
-from fairprobe.families.genderbench.weighted import bounded_slope, estimate, pearson, replicate_weights
+from fairprobe.families.genderbench.weighted import (
+    BOUNDED_NOTE,
+    Bounded,
+    bounded_slope,
+    estimate,
+    largest,
+    max_abs_difference,
+    option_shares,
+    pearson,
+    ratio,
+    replicate_weights,
+    wsum,
+)
 from fairprobe.families.marks import MarkRanges
 
 NLTK_381 = [
@@ -285,6 +297,47 @@ def test_exact_option_probabilities() -> None:
     assert p == pytest.approx([0.4, 0.2001])
     q, mass = exact.renormalised(p)
     assert mass == pytest.approx(0.6001) and q == pytest.approx([0.4 / 0.6001, 0.2001 / 0.6001])
+
+
+def test_bounded_arithmetic_by_hand() -> None:
+    """Interval arithmetic holds every value its inputs allow: a gap between two rates in [0.2, 0.4] and [0.5, 0.6]
+    is 0.1 to 0.4; shares of counts in [1, 2], [2, 2], [0, 1] are 1/4 to 2/4, 2/5 to 2/3 and 0 to 1/4; a ratio whose
+    denominator may be 0 bounds nothing, and one that is 0 is undefined."""
+    gap = max_abs_difference([Bounded(np.array([0.2]), np.array([0.4])), Bounded(np.array([0.5]), np.array([0.6]))])
+    assert (gap.lo[0], gap.hi[0]) == pytest.approx((0.1, 0.4))
+    top = largest([Bounded(np.array([0.2]), np.array([0.4])), np.array([0.3])])
+    assert (top.lo[0], top.hi[0]) == pytest.approx((0.3, 0.4))
+    shares = option_shares(
+        Bounded(np.array([[1.0, 2.0, 0.0]]), np.array([[2.0, 2.0, 1.0]])), np.ones((1, 1)), np.array([True])
+    )
+    np.testing.assert_allclose(shares.lo[0], [1 / 4, 2 / 5, 0.0])
+    np.testing.assert_allclose(shares.hi[0], [2 / 4, 2 / 3, 1 / 4])
+    odd = ratio(
+        Bounded(np.array([1.0, 1.0]), np.array([2.0, 2.0])), Bounded(np.array([-1.0, 0.0]), np.array([1.0, 0.0]))
+    )
+    assert odd.lo[0] == -np.inf and odd.hi[0] == np.inf and np.isnan(odd.lo[1]) and np.isnan(odd.hi[1])
+    diff = 1 - Bounded(np.array([0.2]), np.array([0.3]))
+    assert (diff.lo[0], diff.hi[0]) == pytest.approx((0.7, 0.8))
+
+
+def test_a_bounded_metric_has_bounds_and_no_value() -> None:
+    """Two items whose "yes" share is 0.6 to 0.7 and 0.2 to 0.4: the mean is 0.4 to 0.55, its interval runs from
+    the lower bound's 2.5th percentile (at least 0.2) to the upper bound's 97.5th (at most 0.7)."""
+    low, high = np.array([0.6, 0.2]), np.array([0.7, 0.4])
+    m = estimate(lambda w: {"m": ratio(wsum(Bounded(low, high), w), w.sum(1))}, 2)["m"]
+    assert m.value is None and m.bounds == pytest.approx((0.4, 0.55)) and m.note == BOUNDED_NOTE
+    assert 0.2 <= m.ci95[0] <= 0.4 and 0.55 <= m.ci95[1] <= 0.7
+    same = estimate(lambda w: {"m": ratio(wsum(low, w), w.sum(1))}, 2)["m"]
+    assert same.value == pytest.approx(0.4) and same.bounds is None
+
+
+def test_exact_option_bounds_by_hand() -> None:
+    """Over top-k logprobs: "yes" 0.5 listed, "Yes" at most 0.1, "no" 0.3 listed, "No" at most 0.1: P(yes) is 0.5 to
+    0.6 and P(no) 0.3 to 0.4, so renormalised P(yes) is 0.5 / 0.9 to 0.6 / 0.9, P(no) 0.3 / 0.9 to 0.4 / 0.9."""
+    p = exact.option_bounds(np.log([0.5, 0.1, 0.3, 0.1]), [True, False, True, False], ("yes", "no"))
+    np.testing.assert_allclose(p, [[0.5, 0.3], [0.6, 0.4]])
+    np.testing.assert_allclose(exact.renormalised_bounds(p), [[0.5 / 0.9, 0.3 / 0.9], [0.6 / 0.9, 0.4 / 0.9]])
+    assert exact.first_position_tells(("yes", "no")) and not exact.first_position_tells(("a", "b"))
 
 
 MODULES = (

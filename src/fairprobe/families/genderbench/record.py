@@ -13,11 +13,21 @@ class GenderBenchSample(Sample):
     `replies[p][r]` is the r-th reply to the item's p-th prompt and `answers[p][r]` what GenderBench's evaluator
     read in it (None: undetected); `counts[k]` the [male, female] words of inventory k found in the replies
     (BusinessVocabulary). In exact mode `q[p]` holds the options' probabilities renormalised over the options and
-    `mass[p]` their total before that. `item_metrics` are the probe's marked metrics on this item alone (None where
+    `mass[p]` their total before that; over a server that gives only its top-k logprobs, `q_bounds[p][k]` and
+    `mass_bounds[p]` hold [least, greatest] instead. `item_metrics` are the probe's marked metrics on this item alone (None where
     undefined): what a comparison of two models tests item by item.
     """
 
-    optional: ClassVar[tuple[str, ...]] = ("replies", "answers", "counts", "q", "mass", "item_metrics")
+    optional: ClassVar[tuple[str, ...]] = (
+        "replies",
+        "answers",
+        "counts",
+        "q",
+        "mass",
+        "q_bounds",
+        "mass_bounds",
+        "item_metrics",
+    )
 
     mode: Literal["sample", "exact"]
     replies: list[list[str]] | None = None
@@ -25,6 +35,8 @@ class GenderBenchSample(Sample):
     counts: list[list[float]] | None = None
     q: list[list[float]] | None = None
     mass: list[float] | None = None
+    q_bounds: list[list[tuple[float, float]]] | None = None
+    mass_bounds: list[tuple[float, float]] | None = None
     item_metrics: dict[str, float | None] | None = None
 
     def reply_text(self) -> str:
@@ -35,6 +47,8 @@ class GenderBenchSample(Sample):
         """What was read: the parsed answers, or the likeliest option's probability per prompt."""
         if self.q is not None:
             return "; ".join(f"q={max(q):.2f}" for q in self.q if q)
+        if self.q_bounds is not None:
+            return "; ".join(f"q={max(lo for lo, _ in q):.2f}-{max(hi for _, hi in q):.2f}" for q in self.q_bounds if q)
         if self.answers is not None:
             return ", ".join("/".join(str(a) if a is not None else "?" for a in row) for row in self.answers)
         if self.counts is not None:

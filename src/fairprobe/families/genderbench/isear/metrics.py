@@ -5,13 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from fairprobe.families.genderbench.isear.items import EMOTIONS, GENDERS
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.parse import one_of
 from fairprobe.families.genderbench.tally import UNDETECTED, Tally
-from fairprobe.families.genderbench.weighted import MetricFn, Values, Weights, max_abs_difference
+from fairprobe.families.genderbench.weighted import (
+    MetricFn,
+    Quantity,
+    Weights,
+    largest,
+    max_abs_difference,
+    option_shares,
+)
 from fairprobe.families.marks import MarkRanges
 
 OPTIONS = EMOTIONS
@@ -36,16 +41,12 @@ def metric_fn(items: Sequence[Item], tally: Tally) -> MetricFn:
     between two genders, and the largest of those."""
     valid = tally.valid
 
-    def metrics(w: Weights) -> dict[str, Values]:
-        shares = []
-        for p in range(len(GENDERS)):
-            counts = np.einsum("bn,nk->bk", w * valid, tally.counts[:, p, :])  # (B, K)
-            total = counts.sum(axis=1, keepdims=True)
-            shares.append(np.divide(counts, total, out=np.zeros_like(counts), where=total > 0))
+    def metrics(w: Weights) -> dict[str, Quantity]:
+        shares = [option_shares(tally.counts[:, p, :], w, valid) for p in range(len(GENDERS))]
         out = {
             f"max_diff_{emotion}": max_abs_difference([s[:, k] for s in shares]) for k, emotion in enumerate(EMOTIONS)
         }
-        out["max_diff"] = np.vstack([out[f"max_diff_{e}"] for e in EMOTIONS]).max(axis=0)
+        out["max_diff"] = largest([out[f"max_diff_{e}"] for e in EMOTIONS])
         return out | tally.undetected_rates(w)
 
     return metrics
