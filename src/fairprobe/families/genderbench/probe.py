@@ -126,10 +126,10 @@ class GenderBenchProbe:
 
 
 def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> str:
-    """sample or exact: exact by default wherever the backend scores continuations (local models, servers that
-    score prompt tokens; servers that give (or are told to give) only top-k logprobs, detected by the runner, bound
-    them: there exact where a reply's first token tells the options apart, words, and sample for letters); sample
-    for open answers and for replies read from a file."""
+    """sample or exact. By default exact wherever the backend scores continuations: local models and servers that
+    score prompt tokens; a server that gives (or is told to give) only top-k logprobs bounds them, so there only
+    where a reply's first token tells the options apart (words, not letters). Open answers, and replies read from
+    a file, are sampled."""
     if not isinstance(options, ClosedOptions):
         return "sample"
     if options.mode != "auto":

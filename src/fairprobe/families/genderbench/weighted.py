@@ -61,16 +61,9 @@ class Bounded:
     def __rsub__(self, other: Bounded | np.ndarray | float) -> Bounded:
         return Bounded.of(other) + -self
 
-    def __truediv__(self, other: float) -> Bounded:
-        return ratio(self, np.float64(other))
-
     def sum(self, axis: int) -> Bounded:
         """The bounds of a sum along `axis`."""
         return Bounded(self.lo.sum(axis=axis), self.hi.sum(axis=axis))
-
-    def where(self, mask: np.ndarray) -> Bounded:
-        """These bounds where `mask` holds, exactly 0 elsewhere."""
-        return Bounded(np.where(mask, self.lo, 0.0), np.where(mask, self.hi, 0.0))
 
 
 Quantity = np.ndarray | Bounded
