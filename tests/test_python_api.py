@@ -116,6 +116,8 @@ def smollm2_in_memory(embedded_backend):
 
 
 @pytest.mark.slow
+# peft's get_peft_model asks transformers >= 5.24 the deprecated `is_gradient_checkpointing` (peft's to fix).
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")
 def test_a_transformers_and_a_peft_model_in_memory_are_measured_directly(
     tmp_path: Path, smollm2_in_memory, embedded_backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
