@@ -134,19 +134,19 @@ def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions
         return "sample"
     if options.mode != "auto":
         return options.mode
-    try:
-        backend_settings(run.model, run.model_args)
-    except ModelError:  # no model: replies read from a file (`fairprobe score`)
+    topk = topk_only(run)
+    if topk is None:
         return "sample"
-    return "exact" if not topk_only(run) or exact.first_position_tells(spec.options) else "sample"
+    return "exact" if not topk or exact.first_position_tells(spec.options) else "sample"
 
 
-def topk_only(run: RunOptions) -> bool:
-    """Whether the run's model gives only top-k logprobs (detected by the runner, or told with -M implicit=topk)."""
+def topk_only(run: RunOptions) -> bool | None:
+    """Whether the run's model gives only top-k logprobs (detected by the runner, or told with -M implicit=topk);
+    None without a model (replies read from a file: `fairprobe score`)."""
     try:
         settings = backend_settings(run.model, run.model_args)
     except ModelError:
-        return False
+        return None
     return run.scoring == "topk" or getattr(settings, "implicit", "exact") == "topk"
 
 

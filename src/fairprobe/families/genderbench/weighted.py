@@ -16,7 +16,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import wraps
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -68,6 +69,25 @@ class Bounded:
 
 Quantity = np.ndarray | Bounded
 MetricFn = Callable[[Weights], dict[str, Quantity]]
+Helper = TypeVar("Helper", bound=Callable[..., Any])
+
+
+def monotone(helper: Helper) -> Helper:
+    """A helper that never decreases as its first argument (a value, or a list of values) grows: given bounds, its
+    bounds are the helper applied to the lower ends and to the upper ends."""
+
+    @wraps(helper)
+    def apply(values: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(values, Bounded):
+            return Bounded(helper(values.lo, *args, **kwargs), helper(values.hi, *args, **kwargs))
+        if isinstance(values, list) and any(isinstance(v, Bounded) for v in values):
+            bounds = [Bounded.of(v) for v in values]
+            return Bounded(
+                helper([b.lo for b in bounds], *args, **kwargs), helper([b.hi for b in bounds], *args, **kwargs)
+            )
+        return helper(values, *args, **kwargs)
+
+    return apply  # type: ignore[return-value]
 
 
 def ratio(a: Quantity, b: Quantity) -> Quantity:
@@ -92,30 +112,26 @@ def bounded_ratio(a: Bounded, b: Bounded) -> Bounded:
     return Bounded(lo, hi)
 
 
+@monotone
 def wsum(values: Quantity, w: Weights, mask: np.ndarray | None = None) -> Quantity:
     """Sum over items of weight x value (x mask)."""
-    if isinstance(values, Bounded):
-        return Bounded(wsum(values.lo, w, mask), wsum(values.hi, w, mask))
     v = np.asarray(values, dtype=np.float64)
     if mask is not None:
         v = np.where(mask, v, 0.0)
     return w @ v
 
 
+@monotone
 def wmean(values: Quantity, w: Weights, mask: np.ndarray | None = None) -> Quantity:
     """GenderBench's `nanmean` over the items in `mask` (NaN items skipped; NaN when no item is left)."""
-    if isinstance(values, Bounded):
-        return Bounded(wmean(values.lo, w, mask), wmean(values.hi, w, mask))
     v = np.asarray(values, dtype=np.float64)
     keep = np.isfinite(v) if mask is None else np.isfinite(v) & mask
     return ratio(w @ np.where(keep, v, 0.0), w @ keep.astype(np.float64))
 
 
-def nanmean_of(parts: Sequence[Quantity]) -> Quantity:
+@monotone
+def nanmean_of(parts: list[Quantity]) -> Quantity:
     """The mean of several per-row values, skipping NaN (NaN when all are)."""
-    if any(isinstance(p, Bounded) for p in parts):
-        bounds = [Bounded.of(p) for p in parts]
-        return Bounded(nanmean_of([b.lo for b in bounds]), nanmean_of([b.hi for b in bounds]))
     stacked = np.vstack([np.asarray(p, dtype=np.float64) for p in parts])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
@@ -138,11 +154,9 @@ def max_abs_difference(parts: Sequence[Quantity]) -> Quantity:
     return stacked.max(axis=0) - stacked.min(axis=0)
 
 
-def largest(parts: Sequence[Quantity]) -> Quantity:
+@monotone
+def largest(parts: list[Quantity]) -> Quantity:
     """The largest of several per-row values (NaN when any is NaN)."""
-    if any(isinstance(p, Bounded) for p in parts):
-        bounds = [Bounded.of(p) for p in parts]
-        return Bounded(largest([b.lo for b in bounds]), largest([b.hi for b in bounds]))
     return np.vstack([np.asarray(p, dtype=np.float64) for p in parts]).max(axis=0)
 
 
