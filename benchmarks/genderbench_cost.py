@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fairprobe.families import metric_info  # noqa: E402
-from fairprobe.models import load_model  # noqa: E402
+from fairprobe.models import ModelBackend, load_model  # noqa: E402
 from fairprobe.options import RunOptions  # noqa: E402
 from fairprobe.runner import run  # noqa: E402
 from vllm_server import VLLM_PYTHON, VLLMServer, counter, start_vllm  # noqa: E402
@@ -121,7 +121,7 @@ def suite_child(limit: int, max_new_tokens: int, options: dict[str, str]) -> dic
     )
 
 
-class InstantModel:
+class InstantModel(ModelBackend):
     """A model that answers at once: the same 300-token reply to every prompt, the same score for every option."""
 
     name = "instant"

@@ -19,7 +19,7 @@ from conftest import exact_scores, fake_loglikelihood, private_namespace
 from fairprobe.cache import Cache, cache_key
 from fairprobe.cli import app
 from fairprobe.errors import ConfigError
-from fairprobe.models import Completion, GenerationConfig
+from fairprobe.models import Completion, GenerationConfig, ModelBackend
 from fairprobe.models.api import RetryPolicy
 from fairprobe.models.base import ScoreRequest, Scores
 from fairprobe.models.cached import CachedBackend
@@ -30,7 +30,7 @@ from openai_servers import scripted
 WORDS = (" she", " he", " her", " his")
 
 
-class CountingBackend:
+class CountingBackend(ModelBackend):
     """A backend whose answer depends on prompt and seed; counts the prompts it is asked."""
 
     name = "counting"

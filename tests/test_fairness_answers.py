@@ -11,7 +11,7 @@ from conftest import fake_loglikelihood
 from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
-from fairprobe.models.base import Completion, GenerationConfig
+from fairprobe.models.base import Completion, GenerationConfig, ModelBackend
 
 # (reply, fairprobe reading, DecodingTrust's reading)
 CASES = [
@@ -82,7 +82,7 @@ def test_compare_and_bad_mode() -> None:
         parse_answer("yes", "loose")
 
 
-class ScriptedJudge:
+class ScriptedJudge(ModelBackend):
     """A backend that answers from a script and counts its calls."""
 
     name = "scripted-judge"

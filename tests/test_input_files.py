@@ -14,7 +14,7 @@ from fairprobe.families.paper import PaperSample
 from fairprobe.families.paper.sets import read_predicates
 from fairprobe.families.paper.words import AttributeWords, detect_gendered_words
 from fairprobe.io import iter_jsonl, read_text, split_lines
-from fairprobe.models import Completion, GenerationConfig
+from fairprobe.models import Completion, GenerationConfig, ModelBackend
 from fairprobe.runner import RunOptions, read_samples, run
 from fairprobe.scoring import score_responses
 
@@ -132,7 +132,7 @@ def test_words_folder_is_a_data_error(tmp_path: Path) -> None:
         AttributeWords.from_file(tmp_path)
 
 
-class EchoBackend:
+class EchoBackend(ModelBackend):
     """A fake model whose every reply holds U+2028 and U+2029; refuses to be asked when `refuse` is set."""
 
     name = "echo"

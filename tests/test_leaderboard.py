@@ -19,7 +19,7 @@ from scipy import stats
 from conftest import exact_scores, fake_loglikelihood
 from fairprobe.errors import ConfigError, DataError, ModelError
 from fairprobe.families.paper.words import AttributeWords
-from fairprobe.models import SCHEMES, Completion, GenerationConfig, register_scheme
+from fairprobe.models import SCHEMES, Completion, GenerationConfig, ModelBackend, register_scheme
 from fairprobe.multimodel import run_models
 from fairprobe.report.export import export
 from fairprobe.runner import RunOptions
@@ -29,7 +29,7 @@ from openai_servers import CANNED_TOP, canned_text, completion_json, prompt_text
 N_PAIRS = len(AttributeWords.default().pairs)
 
 
-class LeaningBackend:
+class LeaningBackend(ModelBackend):
     """A fake model whose continuation names a gender on a share of prompts and whose next-word mass leans."""
 
     has_chat_template = False

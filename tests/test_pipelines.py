@@ -34,7 +34,7 @@ from fairprobe.families.paper.build_natural import (
 )
 from fairprobe.families.paper.sets import debias_llms_file, load_statement_file, read_predicates
 from fairprobe.families.paper.words import AttributeWords
-from fairprobe.models.base import Completion, GenerationConfig, Prompt
+from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt
 
 WORDS = AttributeWords.default()
 
@@ -232,7 +232,7 @@ def test_pool_rejects_a_bad_threshold() -> None:
 # --- LLM-generated: the whole loop on a scripted backend -------------------------------------------------
 
 
-class ScriptedBackend:
+class ScriptedBackend(ModelBackend):
     """A ModelBackend that answers with canned replies, in turn, and records what it was asked."""
 
     name = "scripted"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import interruptible
-from fairprobe.models import GenerationConfig
+from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.runner import RunOptions, read_samples, run
 from openai_servers import scripted
 
@@ -104,7 +104,7 @@ def test_hf_run_killed_after_its_first_batch_resumes_to_the_uninterrupted_result
     assert_same_run(out, tmp_path / "whole", 4)
 
 
-class CountingPrompts:
+class CountingPrompts(ModelBackend):
     """Passes calls through to a backend and counts the prompts it is asked."""
 
     def __init__(self, inner) -> None:

@@ -18,7 +18,7 @@ import pytest
 from conftest import exact_scores, fake_loglikelihood
 from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.models import Completion, GenerationConfig
+from fairprobe.models import Completion, GenerationConfig, ModelBackend
 from fairprobe.models.cached import CachedBackend
 from fairprobe.records import MetricValue, SetResult, Summary
 from fairprobe.report.check import check_summary
@@ -27,7 +27,7 @@ from fairprobe.runner import RunOptions, read_samples, run
 from fairprobe.scoring import score_responses
 
 
-class FixedBackend:
+class FixedBackend(ModelBackend):
     """A fake model: the same gendered reply and probabilities for every prompt; counts prompts asked."""
 
     name = "fixed"

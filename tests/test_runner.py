@@ -21,7 +21,7 @@ N_PAIRS = len(AttributeWords.default().pairs)
 REPLIES = ["she is a doctor.", "He'll be late.", "they left early.", "Her brother and his wife came."]
 
 
-class ScriptedBackend:
+class ScriptedBackend(ModelBackend):
     """A fake model: the reply and probabilities are a fixed function of the prompt; counts calls.
 
     `interrupt_on` raises KeyboardInterrupt on that call (1-based), as Ctrl-C would mid-run.

@@ -11,11 +11,11 @@ import pytest
 from fairprobe.families.professional_bias.sets import BUILTIN_FRAMES
 from fairprobe.families.professional_bias.singular_they import they_prompt
 from fairprobe.families.professional_bias.they_control import gender_effect
-from fairprobe.models import Completion, GenerationConfig
+from fairprobe.models import Completion, GenerationConfig, ModelBackend
 from fairprobe.runner import RunOptions, run_with_samples
 
 
-class ChoosingBackend:
+class ChoosingBackend(ModelBackend):
     """Answers a professional-bias prompt by rule: "she" on even frames -> the female-stereotyped occupation,
     every other prompt (odd-frame "she", all "he", all "they") -> the occupation mentioned first."""
 

@@ -422,13 +422,6 @@ def asks_scores(options: RunOptions, sets: list[ProbeSet], family: Family | None
     return False
 
 
-def scoring_mode(backend: ModelBackend) -> str | None:
-    """How a server scores continuations ("exact" or "topk", its endpoints asked once), None for a local model
-    (exact by construction): the families read it from the run's options (`RunOptions.scoring`)."""
-    detect = getattr(getattr(backend, "inner", backend), "implicit_mode", None)
-    return detect() if detect is not None else None
-
-
 def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
     """A set's manifest entry: source, sha256, n, and how a --limit drew its prompts."""
     record: dict[str, Any] = {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)}
@@ -460,8 +453,7 @@ def run_settings(options: RunOptions, sets: list[ProbeSet]) -> dict[str, Any]:
 
 def implicit_manifest(backend: ModelBackend, results: dict[str, SetResult]) -> dict[str, Any] | None:
     """How GLD/ADD's probabilities were read: the endpoint's detected abilities and, per set, mode and top-k used."""
-    reader = getattr(getattr(backend, "inner", backend), "implicit_info", None)
-    detected = reader() if reader else None
+    detected = backend.scoring_info()
     per_set = {name: r.implicit for name, r in results.items() if r.implicit is not None}
     if detected is None and not per_set:
         return None
@@ -509,12 +501,12 @@ def run_with_samples(
             progress.note(f"loading model {options.model}")
             backend = load_backend(options)
         if asks_scores(options, sets, family):
-            options = options.model_copy(update={"scoring": scoring_mode(backend)})
+            options = options.model_copy(update={"scoring": backend.scoring_mode()})
         writer.check_scoring(options.scoring or "local")
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         manifest = build_manifest(options, backend, sets, started)
         atomic_write_json(out / "manifest.json", manifest)
-        for notice in getattr(getattr(backend, "inner", backend), "notices", []):
+        for notice in backend.notices:
             progress.note(notice)
         results: dict[str, SetResult] = {}
         per_set: dict[str, Sequence[Sample]] = {}

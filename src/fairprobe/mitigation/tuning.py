@@ -165,7 +165,7 @@ def quantize_mode(options: TuneOptions) -> str:
 def base_identity(backend: TrainableBackend) -> dict[str, Any]:
     """What an adapter records about its base model (checked when the adapter is attached)."""
     return {
-        **{k: v for k, v in backend.identity().items() if k not in ("device", "adapter")},  # type: ignore[attr-defined]
+        **{k: v for k, v in backend.identity().items() if k not in ("device", "adapter")},
         "config": backend.architecture()["config"],
     }
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.models.settings import BackendSettings, LocalSettings, OpenSettings
 from fairprobe.registry import Registry
+
+if TYPE_CHECKING:
+    from fairprobe.models.hf import HFBackend
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
@@ -90,11 +93,11 @@ def _load_hf_spec(rest: str, settings: LocalSettings, adapter: str | None) -> Mo
     return with_hf_content(backend, rest, settings.revision)
 
 
-def with_hf_content(backend: ModelBackend, path_or_id: str, revision: str | None) -> ModelBackend:
+def with_hf_content(backend: HFBackend, path_or_id: str, revision: str | None) -> HFBackend:
     """Add what names the loaded weights by content (folder digest or hub revision) to the backend's identity."""
     from fairprobe.models.content import hf_content
 
-    backend.info.update(hf_content(path_or_id, revision))  # type: ignore[attr-defined]
+    backend.info.update(hf_content(path_or_id, revision))
     return backend
 
 

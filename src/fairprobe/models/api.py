@@ -38,6 +38,7 @@ from fairprobe.models.base import (
     Completion,
     ContinuationScore,
     GenerationConfig,
+    ModelBackend,
     Prompt,
     ScoreRequest,
     Scores,
@@ -303,7 +304,7 @@ class EchoBatcher:
             task.cancel()
 
 
-class OpenAIBackend:
+class OpenAIBackend(ModelBackend):
     """An OpenAI-compatible HTTP endpoint (or several, used round-robin) serving one model."""
 
     streams_results = True
@@ -335,7 +336,7 @@ class OpenAIBackend:
         self._abilities: list[Abilities] = []
         self._ids: dict[tuple[str, bool], list[int]] = {}
         self._turn = itertools.count()  # echo requests take the endpoints in turn
-        self.notices: list[str] = []
+        self._notices: list[str] = []
         self.requests_sent = 0
         self.scoring_requests = 0
         self._client: httpx.AsyncClient | None = None
@@ -366,13 +367,18 @@ class OpenAIBackend:
             future.cancel()
             raise
 
-    def implicit_mode(self) -> str:
+    @property
+    def notices(self) -> list[str]:
+        """Endpoints dropped as unreachable, scores bounded from top-k logprobs: said once the run starts."""
+        return self._notices
+
+    def scoring_mode(self) -> str:
         """exact or topk; `auto` and `exact` ask each endpoint once whether it can score prompt tokens."""
         if self._mode is None:
             self._mode = self._run(self._detect())
         return self._mode
 
-    def implicit_info(self) -> dict[str, Any] | None:
+    def scoring_info(self) -> dict[str, Any] | None:
         """What the manifest records: mode asked and used, top-k asked and used, each endpoint's abilities (None
         when no score was asked, so nothing was detected)."""
         if self._mode is None:
@@ -397,11 +403,11 @@ class OpenAIBackend:
             try:
                 found.append(await self._abilities_of(url))
             except GaveUp as exc:
-                self.notices.append(
+                self._notices.append(
                     f"{url} is unreachable ({clip(str(exc), 160)}): dropped, the run goes on without it"
                 )
         if not found:
-            raise EndpointError(f"no endpoint of {','.join(self.base_urls)} answers: {self.notices[-1]}")
+            raise EndpointError(f"no endpoint of {','.join(self.base_urls)} answers: {self._notices[-1]}")
         self.base_urls = [a.url for a in found]
         self._abilities = found
         echoing = [a for a in found if a.echo]
@@ -418,7 +424,7 @@ class OpenAIBackend:
                 f"-M implicit=exact: {first.url}/completions cannot score prompt tokens ({first.why}); "
                 "use -M implicit=topk (or --implicit off for the paper suite)"
             )
-        self.notices.append(
+        self._notices.append(
             f"{first.url} cannot score prompt tokens ({first.why}): scores bounded from top-{self.top_logprobs} "
             "logprobs (-M implicit=topk)"
         )
@@ -579,6 +585,16 @@ class OpenAIBackend:
         """
         wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
         return self._run(self._generate(prompts, config, wanted, on_result))
+
+    def generate_streamed(
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: Sequence[tuple[str, ...]] | None,
+        on_result: OnResult,
+    ) -> list[Completion]:
+        """`generate`, each answer handed to `on_result` as it arrives from the server."""
+        return self.generate(prompts, config, score, on_result)
 
     def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
         """log P(continuation | prompt) of every request's continuations, exact where the server scores prompt

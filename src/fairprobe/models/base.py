@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -142,10 +142,43 @@ class ModelBackend(Protocol):
     after the prompt in the same call: one forward pass locally, one request per prompt on a server. `loglikelihood`
     scores continuations without generating. Exact on local models and on servers that score prompt tokens; bounded
     on servers that give only top-k logprobs; a server that gives neither is a one-line error naming the endpoint.
+
+    The optional abilities the runner and the cache ask of every backend have defaults here, which a backend that
+    subclasses this protocol inherits (a local model: exact scores, no notices, answers returned with the batch):
+    `scoring_mode`, `scoring_info`, `notices`, `streams_results` and `generate_streamed`.
     """
 
     name: str
     has_chat_template: bool
+    streams_results: bool = False
+
+    @property
+    def notices(self) -> list[str]:
+        """Lines the run prints once the backend is ready (an endpoint dropped, scores bounded); none by default."""
+        return []
+
+    def scoring_mode(self) -> str | None:
+        """How continuations are scored: "exact" or "topk" on a server (asked once), None on a local model, whose
+        full distribution is at hand (exact by construction)."""
+        return None
+
+    def scoring_info(self) -> dict[str, Any] | None:
+        """What the manifest records of how scores were read (a server's endpoints and modes); None locally."""
+        return None
+
+    def generate_streamed(
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: Sequence[tuple[str, ...]] | None,
+        on_result: Callable[[int, Completion], None],
+    ) -> list[Completion]:
+        """`generate`, calling `on_result(index, completion)` for each answer as it arrives, so answers already
+        paid for are kept when a later one fails. By default (`streams_results` False) they arrive with the batch."""
+        completions = self.generate(prompts, config, score)
+        for index, completion in enumerate(completions):
+            on_result(index, completion)
+        return completions
 
     def identity(self) -> dict[str, Any]:
         """What the manifest records about the model (id, revision or sha, dtype, device)."""
@@ -203,7 +236,7 @@ class ScoringBackend(Protocol):
 
 
 @runtime_checkable
-class TrainableBackend(ScoringBackend, Protocol):
+class TrainableBackend(ModelBackend, ScoringBackend, Protocol):
     """What Debias Tuning needs of a local model: LoRA on it, its frozen base, and differentiable scores.
 
     Everything training reads goes through these methods, never through the backend's model or tokenizer.

@@ -77,11 +77,11 @@ def completion_json(c: Completion) -> dict[str, Any]:
     return {"text": c.text, "scores": None if c.scores is None else c.scores.to_json()}
 
 
-class CachedBackend:
+class CachedBackend(ModelBackend):
     """Wraps any backend: cached prompts cost no model call; fresh answers are stored as they arrive.
 
-    A wrapped backend that sets `streams_results = True` takes an `on_result(index, completion)`
-    callback, so answers already paid for are kept even when a later request of the batch fails.
+    A wrapped backend that sets `streams_results` answers through `generate_streamed`, each answer stored as it
+    arrives, so answers already paid for are kept even when a later request of the batch fails.
     """
 
     def __init__(self, inner: ModelBackend, cache: Cache, model_args: dict[str, Any] | None = None) -> None:
@@ -102,6 +102,19 @@ class CachedBackend:
     def identity(self) -> dict[str, Any]:
         """The wrapped model's identity (the cache changes no answer)."""
         return self._identity
+
+    @property
+    def notices(self) -> list[str]:
+        """The wrapped backend's notices."""
+        return self.inner.notices
+
+    def scoring_mode(self) -> str | None:
+        """How the wrapped backend scores (the cache keeps what it answered)."""
+        return self.inner.scoring_mode()
+
+    def scoring_info(self) -> dict[str, Any] | None:
+        """The wrapped backend's record of how it scored."""
+        return self.inner.scoring_info()
 
     def _key(self, fields: dict[str, Any]) -> str:
         """A content address: the model by content (never a path or endpoint) and its args, plus the call's fields."""
@@ -154,13 +167,13 @@ class CachedBackend:
         self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None, keys: list[str]
     ) -> list[Completion]:
         """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch."""
-        if getattr(self.inner, "streams_results", False):
+        if self.inner.streams_results:
 
             def keep(index: int, completion: Completion) -> None:
                 if cacheable(completion):
                     self.cache.put(keys[index], completion_json(completion), "generation", self._model_label)
 
-            return self.inner.generate(prompts, config, score, on_result=keep)  # type: ignore[call-arg]
+            return self.inner.generate_streamed(prompts, config, score, keep)
         fresh = self.inner.generate(prompts, config, score)
         stored = [(k, completion_json(c)) for k, c in zip(keys, fresh, strict=True) if cacheable(c)]
         self.cache.put_many(stored, "generation", self._model_label)

@@ -21,7 +21,16 @@ from transformers import GenerationConfig as HFGenerationConfig
 from transformers.utils import logging as transformers_logging
 
 from fairprobe.errors import ConfigError, ModelError, first_line
-from fairprobe.models.base import Completion, GenerationConfig, LoraSettings, Prompt, ScoreRequest, Scores, Window
+from fairprobe.models.base import (
+    Completion,
+    GenerationConfig,
+    LoraSettings,
+    ModelBackend,
+    Prompt,
+    ScoreRequest,
+    Scores,
+    Window,
+)
 from fairprobe.models.continuations import (
     ContinuationTable,
     as_scores,
@@ -52,7 +61,7 @@ class _FirstStepCapture(LogitsProcessor):
         return scores
 
 
-class HFBackend:
+class HFBackend(ModelBackend):
     """Any transformers causal LM: generation and exact scores of continuations (full softmax)."""
 
     def __init__(
