@@ -437,6 +437,7 @@ def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
 
 
 MASS = "option_mass"
+NO_ANSWER = "no reply could be read: every one was undetected"
 
 
 def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
@@ -457,6 +458,8 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
     @computes(*declared(spec))
     def metrics(items: Sequence[Item], tally: Tally, masses: Sequence[tuple[float, float]]) -> dict[str, MetricValue]:
         values = estimate(spec.metric_fn(items, tally), len(items))
+        if items and not tally.valid.any():  # nothing was answered: a difference of 0 would be made up
+            values = {k: v if k in UNDETECTED else MetricValue(value=None, note=NO_ANSWER) for k, v in values.items()}
         if masses:
             low, high = np.array(masses, dtype=np.float64).T
             per_item: Quantity = low if np.array_equal(low, high) else Bounded(low, high)
