@@ -282,8 +282,8 @@ def _echo_choice(
         tokens = [f"token_id:{t + 1}" if as_ids else chr(t - shift + 1) for t in ids]
     elif fault == "inflate":  # every token almost certain: a prompt's words add up to more than probability 1
         values = [None, *(-0.001 for _ in ids[1:])]
-    elif fault in ("nan", "inf", "positive"):
-        values[-1] = {"nan": math.nan, "inf": math.inf, "positive": 0.5}[fault]
+    elif fault in ("nan", "inf", "positive", "floor"):  # floor: vLLM's -9999, its stand-in for -inf
+        values[-1] = {"nan": math.nan, "inf": math.inf, "positive": 0.5, "floor": -9999.0}[fault]
     elif fault == "short":
         tokens, values = tokens[:-1], values[:-1]
     logprobs: dict[str, Any] = {"tokens": tokens, "token_logprobs": values}
@@ -364,7 +364,7 @@ def echo_server(
 
     With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
     extend the prompt's own tokens (a merge across the boundary).
-    `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive",
+    `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive", "floor",
     "short", "inflate" (every token logprob -0.001), "textform" (tokens as text where ids were asked),
     "textother" (as text, and not the ones sent) or "500" (the request holding it answers HTTP 500); of a
     generation answer: "inflate", "ownlie" (its own first logprob is not the one listed), "missingid",
