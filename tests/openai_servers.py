@@ -357,10 +357,23 @@ def echo_server(
     merge: bool = False,
     next_token_ids: bool = False,
     shift: int = 0,
+    render: Callable[[list[dict[str, str]]], str] = rendered_chat,
+):
+    """A server that answers as `echo_answer` does (see there); yields (url, seen)."""
+    return serve(echo_answer(fault_for, tokenize, merge, next_token_ids, shift, render))
+
+
+def echo_answer(
+    fault_for: Callable[[str], str] | None = None,
+    tokenize: bool = True,
+    merge: bool = False,
+    next_token_ids: bool = False,
+    shift: int = 0,
+    render: Callable[[list[dict[str, str]]], str] = rendered_chat,
 ):
     """A server that echoes prompt logprobs, tokenizes at /tokenize and gives token ids in answers
     (`return_token_ids`), unless `tokenize` is False (then it gives no token ids at all). `shift` moves every
-    token id (another tokenizer: a replica that is not one).
+    token id (another tokenizer: a replica that is not one); `render` is its chat template.
 
     With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
     extend the prompt's own tokens (a merge across the boundary).
@@ -369,14 +382,14 @@ def echo_server(
     "textother" (as text, and not the ones sent) or "500" (the request holding it answers HTTP 500); of a
     generation answer: "inflate", "ownlie" (its own first logprob is not the one listed), "missingid",
     "positive" ("refuse": a pooled position read holding it is refused with HTTP 400). Requests that do not
-    echo get the scripted server's canned continuation. Yields (url, seen).
+    echo get the scripted server's canned continuation. Returns the answer function `serve` takes.
     """
 
     def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
         if "max_tokens" not in body:  # /tokenize: text, or chat messages rendered as the server's template does
             if not tokenize:
                 return 404, b'{"detail": "Not Found"}', {}
-            text = body["prompt"] if "prompt" in body else rendered_chat(body["messages"])
+            text = body["prompt"] if "prompt" in body else render(body["messages"])
             return 200, json.dumps({"tokens": _char_ids(text, next_token_ids, shift)}).encode(), {}
         if "logprob_token_ids" in body:
             if not next_token_ids:
@@ -411,4 +424,4 @@ def echo_server(
                 choices[-1].pop("prompt_token_ids")
         return 200, json.dumps({"object": "text_completion", "choices": choices}).encode(), {}
 
-    return serve(answer)
+    return answer

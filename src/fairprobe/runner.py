@@ -6,6 +6,7 @@ run loses nothing and the same command resumes it) and `summary.json` (written l
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import warnings
@@ -25,6 +26,7 @@ from fairprobe.io import atomic_write_json, fingerprint, split_lines
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
 from fairprobe.models.base import Completion, ScoreRequest
 from fairprobe.models.cached import CachedBackend
+from fairprobe.models.server_scoring import Abilities, replica_mismatch
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
@@ -179,8 +181,10 @@ class RunWriter:
         try:
             earlier = check_folder(out, "run", fingerprint, settings)
             resumed = earlier is not None
-            # How the samples on disk were scored (a server's detected mode), kept across resumes.
+            # How the samples on disk were scored (a server's detected mode), and the model's answer to the fixed
+            # probe when its server gave one, kept across resumes.
             self.scoring: str | None = earlier.get("scoring") if earlier else None
+            self.model_answer: Any = earlier.get("model_fingerprint") if earlier else None
             if not resumed:  # mark the folder as this run's before anything else is written in it
                 atomic_write_json(
                     out / "manifest.json", {"kind": "run", "fingerprint": fingerprint, "settings": settings}
@@ -207,6 +211,26 @@ class RunWriter:
                 "would mix the two in one set; give an endpoint that scores as before, or another --out"
             )
         self.scoring = mode
+
+    def resume_hint(self) -> str:
+        """How many samples are saved where, and how to go on."""
+        return f"{self.saved} samples saved in {self.out}: run the same command again to resume"
+
+    def check_model(self, found: dict[str, Any] | None) -> None:
+        """Refuse to resume samples whose server answered the fixed probe otherwise than it does now (a model or
+        tokenizer swapped under the same name): the run would mix two models."""
+        before = self.model_answer
+        if self.saved and found is not None and isinstance(before, dict):
+            try:
+                why = replica_mismatch(probe_answer(before), probe_answer(found))
+            except (KeyError, TypeError, ValueError):
+                why = "the manifest's record of the model's answer is damaged"
+            if why is not None:
+                raise ConfigError(
+                    f"the samples in {self.out} came from another model than the server serves now: {why}; "
+                    "resuming would mix two models in one run: serve the model as before, or give another --out"
+                )
+        self.model_answer = found
 
     def answered(self, set_name: str, probe: Probe) -> bool:
         """Whether a probe's sample is saved and its model calls came back (a failed item is asked again)."""
@@ -452,6 +476,21 @@ def scoring_mode(backend: ModelBackend) -> str | None:
     return detect() if detect is not None else None
 
 
+def model_answer(backend: ModelBackend) -> dict[str, Any] | None:
+    """A server's answer to the fixed probe prompt (token ids and logprobs), when it gave one while its abilities
+    were asked; None for a local model (known by content) or a server that was not asked or cannot echo."""
+    fingerprint = getattr(getattr(backend, "inner", backend), "answer_fingerprint", None)
+    return fingerprint() if fingerprint is not None else None
+
+
+def probe_answer(record: dict[str, Any]) -> Abilities:
+    """A manifest's record of a server's answer to the probe prompt, as the endpoint abilities it compares."""
+    tokens = tuple(record["tokens"])
+    return Abilities(
+        str(record["url"]), True, False, fingerprint=tokens, probe_logprobs=tuple(map(float, record["logprobs"]))
+    )
+
+
 def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
     """A set's manifest entry: source, sha256, n, and how a --limit drew its prompts."""
     record: dict[str, Any] = {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)}
@@ -534,8 +573,11 @@ def run_with_samples(
         if asks_scores(options, sets, family):
             options = options.model_copy(update={"scoring": scoring_mode(backend)})
         writer.check_scoring(options.scoring or "local")
+        writer.check_model(model_answer(backend))
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         manifest = build_manifest(options, backend, sets, started)
+        if writer.model_answer is not None:
+            manifest["model_fingerprint"] = writer.model_answer
         atomic_write_json(out / "manifest.json", manifest)
         for notice in getattr(getattr(backend, "inner", backend), "notices", []):
             progress.note(notice)
@@ -548,11 +590,9 @@ def run_with_samples(
                 per_set[ps.name] = run_set(backend, own, ps, options, writer, progress)
             except (FairprobeError, OSError) as exc:
                 writer.close()
-                resume = f"{writer.saved} samples saved in {out}: run the same command again to resume"
                 if isinstance(exc, OSError):  # a full disk, a file system gone read-only
-                    where = exc.filename or writer.samples_path
-                    raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
-                raise type(exc)(f"{exc}; {resume}") from exc
+                    raise cannot_write(exc, writer) from exc
+                raise type(exc)(f"{exc}; {writer.resume_hint()}") from exc
             own_options = own.parse_options(options.probe_options, ps.name)
             results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
             results[ps.name].drawn = ps.drawn
@@ -560,6 +600,11 @@ def run_with_samples(
     except KeyboardInterrupt:
         writer.close()
         raise RunInterrupted(out, writer.saved) from None
+    except OSError as exc:  # writing the summary, manifest or report of a run whose samples are saved
+        if exc.errno not in DISK_ERRORS:
+            raise
+        writer.close()
+        raise cannot_write(exc, writer) from exc
     finally:
         writer.close()
 
@@ -585,6 +630,16 @@ def finish_run(
     atomic_write_json(writer.out / "manifest.json", manifest)
     write_report(writer.out)
     return summary
+
+
+# The errors of a disk that cannot take what a run writes: full, over quota, read-only.
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def cannot_write(exc: OSError, writer: RunWriter) -> DataError:
+    """A failed write as one line naming the file (the samples file when the OS named none) and what is saved."""
+    where = exc.filename or writer.samples_path
+    return DataError(f"cannot write {where}: {exc.strerror or exc}; {writer.resume_hint()}")
 
 
 def preflight(sets: list[ProbeSet], options: RunOptions, family: Family | None = None) -> None:
