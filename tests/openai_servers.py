@@ -351,16 +351,9 @@ def _char_ids(text: str, next_token_ids: bool, shift: int = 0) -> list[int]:
     return [ord(c) + shift for c in text]
 
 
-def echo_server(
-    fault_for: Callable[[str], str] | None = None,
-    tokenize: bool = True,
-    merge: bool = False,
-    next_token_ids: bool = False,
-    shift: int = 0,
-    render: Callable[[list[dict[str, str]]], str] = rendered_chat,
-):
-    """A server that answers as `echo_answer` does (see there); yields (url, seen)."""
-    return serve(echo_answer(fault_for, tokenize, merge, next_token_ids, shift, render))
+def echo_server(fault_for: Callable[[str], str] | None = None, **options: Any):
+    """A server that answers as `echo_answer(fault_for, **options)` does (see there); yields (url, seen)."""
+    return serve(echo_answer(fault_for, **options))
 
 
 def echo_answer(

