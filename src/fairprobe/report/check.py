@@ -2,10 +2,11 @@
 
 Bounds are judged on the interval, never the point alone: `--max` on the upper 95% bound, `--min` on the lower
 one, `--abs-max` on the larger absolute end (for signed metrics such as `implicit_lean`); `--mark-max B` on the
-worst mark the interval allows, for every marked metric of the checked sets. The gate fails closed on anything
-it cannot judge: a metric that is n/a or unavailable, one that rests on too little data, or a damaged summary
-is a failure or an error, never "skipped". A metric known only by bounds (GLD over a top-k server) is judged on
-those bounds' 95% interval and says so.
+worst mark the interval allows, for every marked metric of the checked sets, graded as the report grades it. The
+gate fails closed on anything it cannot judge: a metric that is n/a or unavailable, one that rests on too little
+data, one the summary lacks although its family computes it for the set, a check with nothing to judge, or a
+damaged summary is a failure or an error, never "skipped". A metric known only by bounds (GLD over a top-k
+server) is judged on those bounds' 95% interval and says so.
 """
 
 from __future__ import annotations
