@@ -282,8 +282,8 @@ def _echo_choice(
         tokens = [f"token_id:{t + 1}" if as_ids else chr(t - shift + 1) for t in ids]
     elif fault == "inflate":  # every token almost certain: a prompt's words add up to more than probability 1
         values = [None, *(-0.001 for _ in ids[1:])]
-    elif fault in ("nan", "inf", "positive"):
-        values[-1] = {"nan": math.nan, "inf": math.inf, "positive": 0.5}[fault]
+    elif fault in ("nan", "inf", "positive", "floor"):  # floor: vLLM's -9999, its stand-in for -inf
+        values[-1] = {"nan": math.nan, "inf": math.inf, "positive": 0.5, "floor": -9999.0}[fault]
     elif fault == "short":
         tokens, values = tokens[:-1], values[:-1]
     logprobs: dict[str, Any] = {"tokens": tokens, "token_logprobs": values}
@@ -351,32 +351,38 @@ def _char_ids(text: str, next_token_ids: bool, shift: int = 0) -> list[int]:
     return [ord(c) + shift for c in text]
 
 
-def echo_server(
+def echo_server(fault_for: Callable[[str], str] | None = None, **options: Any):
+    """A server that answers as `echo_answer(fault_for, **options)` does (see there); yields (url, seen)."""
+    return serve(echo_answer(fault_for, **options))
+
+
+def echo_answer(
     fault_for: Callable[[str], str] | None = None,
     tokenize: bool = True,
     merge: bool = False,
     next_token_ids: bool = False,
     shift: int = 0,
+    render: Callable[[list[dict[str, str]]], str] = rendered_chat,
 ):
     """A server that echoes prompt logprobs, tokenizes at /tokenize and gives token ids in answers
     (`return_token_ids`), unless `tokenize` is False (then it gives no token ids at all). `shift` moves every
-    token id (another tokenizer: a replica that is not one).
+    token id (another tokenizer: a replica that is not one); `render` is its chat template.
 
     With `merge`, text is tokenized with "d " as one token, so a word after a prompt ending in "d" does not
     extend the prompt's own tokens (a merge across the boundary).
-    `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive",
+    `fault_for(text)` names the fault of an echoed sequence: "ok", "othertokens", "nan", "inf", "positive", "floor",
     "short", "inflate" (every token logprob -0.001), "textform" (tokens as text where ids were asked),
     "textother" (as text, and not the ones sent) or "500" (the request holding it answers HTTP 500); of a
     generation answer: "inflate", "ownlie" (its own first logprob is not the one listed), "missingid",
     "positive" ("refuse": a pooled position read holding it is refused with HTTP 400). Requests that do not
-    echo get the scripted server's canned continuation. Yields (url, seen).
+    echo get the scripted server's canned continuation. Returns the answer function `serve` takes.
     """
 
     def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
         if "max_tokens" not in body:  # /tokenize: text, or chat messages rendered as the server's template does
             if not tokenize:
                 return 404, b'{"detail": "Not Found"}', {}
-            text = body["prompt"] if "prompt" in body else rendered_chat(body["messages"])
+            text = body["prompt"] if "prompt" in body else render(body["messages"])
             return 200, json.dumps({"tokens": _char_ids(text, next_token_ids, shift)}).encode(), {}
         if "logprob_token_ids" in body:
             if not next_token_ids:
@@ -411,4 +417,4 @@ def echo_server(
                 choices[-1].pop("prompt_token_ids")
         return 200, json.dumps({"object": "text_completion", "choices": choices}).encode(), {}
 
-    return serve(answer)
+    return answer

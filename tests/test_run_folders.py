@@ -324,3 +324,31 @@ def test_a_full_disk_mid_run_is_one_error_and_the_run_resumes(tmp_path: Path, mo
     backend = FixedBackend()
     run(options(out, batch_size=2), backend=backend)
     assert backend.asked == 2 and len(read_samples(out / "samples.jsonl")) == 4  # the 2 prompts not saved
+
+
+def test_a_disk_that_fills_while_the_summary_is_written_names_the_file_and_what_is_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 32: "error: No space left on device (free some space ...)" named neither the file nor the samples saved.
+    import errno
+    import os
+
+    out = tmp_path / "run"
+    real_fsync = os.fsync
+
+    def full_at_the_summary(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").split("/")[-1].startswith(".summary.json."):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_at_the_summary)
+    with pytest.raises(DataError) as full:
+        run(options(out, batch_size=2), backend=FixedBackend())
+    assert str(full.value) == (
+        f"cannot write {out / 'summary.json'}: No space left on device; 4 samples saved in {out}: "
+        "run the same command again to resume"
+    )
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    backend = FixedBackend()
+    run(options(out, batch_size=2), backend=backend)
+    assert backend.asked == 0 and (out / "summary.json").is_file()

@@ -6,6 +6,7 @@ run loses nothing and the same command resumes it) and `summary.json` (written l
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import warnings
@@ -18,13 +19,14 @@ from typing import Any
 from fairprobe import __version__
 from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
-from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted
+from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted, first_line
 from fairprobe.families import Family, family_of_set, load_probe_set
 from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
 from fairprobe.io import atomic_write_json, fingerprint, split_lines
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
 from fairprobe.models.base import Completion, ScoreRequest
 from fairprobe.models.cached import CachedBackend
+from fairprobe.models.server_scoring import Abilities, replica_mismatch
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
@@ -33,6 +35,10 @@ from fairprobe.runfolder import FolderLock, check_folder
 from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
+
+
+# A failure's reason as the manifest and the final line keep it: its first line, cut to this many characters.
+REASON_CHARS = 160
 
 
 def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:
@@ -78,8 +84,9 @@ def read_samples(path: Path) -> list[Sample]:
     return out
 
 
-def whole_records(path: Path) -> Iterator[tuple[tuple[str, str], bytes]]:
-    """Each whole, readable record of a samples.jsonl as ((set, id), its line), one line in memory at a time."""
+def whole_records(path: Path, failed: set[tuple[str, str]] | None = None) -> Iterator[tuple[tuple[str, str], bytes]]:
+    """Each whole, readable record of a samples.jsonl as ((set, id), its line), one line in memory at a time;
+    `failed` collects the keys whose last record is a failed item (a model call that failed: asked again)."""
     if not path.is_file():
         return
     with path.open("rb") as handle:
@@ -91,6 +98,8 @@ def whole_records(path: Path) -> Iterator[tuple[tuple[str, str], bytes]]:
                 sample = parse_sample(line)
             except (ValueError, RecursionError):
                 continue
+            if failed is not None:
+                (failed.add if sample.error else failed.discard)((sample.set, sample.id))
             yield (sample.set, sample.id), (line + "\n").encode("utf-8")
 
 
@@ -103,14 +112,14 @@ class SampleFile:
         self.where: dict[tuple[str, str], tuple[int, int]] = {}
 
     def rewrite(self, records: Iterable[tuple[tuple[str, str], bytes]]) -> None:
-        """Replace the file with these records (atomically), indexing them."""
+        """Replace the file with these records (atomically), indexing them: a later record of a key (a failed item
+        asked again) is the one the index holds."""
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         where: dict[tuple[str, str], tuple[int, int]] = {}
         with tmp.open("wb") as handle:
             for key, line in records:
-                if key not in where:
-                    where[key] = (handle.tell(), len(line))
-                    handle.write(line)
+                where[key] = (handle.tell(), len(line))
+                handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
@@ -172,14 +181,17 @@ class RunWriter:
         try:
             earlier = check_folder(out, "run", fingerprint, settings)
             resumed = earlier is not None
-            # How the samples on disk were scored (a server's detected mode), kept across resumes.
+            # How the samples on disk were scored (a server's detected mode), and the model's answer to the fixed
+            # probe when its server gave one, kept across resumes.
             self.scoring: str | None = earlier.get("scoring") if earlier else None
+            self.model_answer: Any = earlier.get("model_fingerprint") if earlier else None
             if not resumed:  # mark the folder as this run's before anything else is written in it
                 atomic_write_json(
                     out / "manifest.json", {"kind": "run", "fingerprint": fingerprint, "settings": settings}
                 )
-            # Keep only whole records: a power loss can leave a torn last line.
-            self.file.rewrite(whole_records(self.samples_path) if resumed else ())
+            # Keep only whole records: a power loss can leave a torn last line. Failed items are asked again.
+            self.failed: set[tuple[str, str]] = set()
+            self.file.rewrite(whole_records(self.samples_path, self.failed) if resumed else ())
             self._handle = self.samples_path.open("ab")
         except BaseException:
             self.lock.release()
@@ -200,20 +212,54 @@ class RunWriter:
             )
         self.scoring = mode
 
-    def done(self, set_name: str, batch: list[Probe]) -> bool:
-        """Whether every sample of a batch is saved (a batch is redone whole otherwise)."""
-        return all((set_name, p.id) in self.file.where for p in batch)
+    def resume_hint(self) -> str:
+        """How many samples are saved where, and how to go on."""
+        return f"{self.saved} samples saved in {self.out}: run the same command again to resume"
+
+    def check_model(self, found: dict[str, Any] | None) -> None:
+        """Refuse to resume samples whose server answered the fixed probe otherwise than it does now (a model or
+        tokenizer swapped under the same name): the run would mix two models."""
+        before = self.model_answer
+        if self.saved and found is not None and isinstance(before, dict):
+            try:
+                why = replica_mismatch(probe_answer(before), probe_answer(found))
+            except (KeyError, TypeError, ValueError):
+                why = "the manifest's record of the model's answer is damaged"
+            if why is not None:
+                raise ConfigError(
+                    f"the samples in {self.out} came from another model than the server serves now: {why}; "
+                    "resuming would mix two models in one run: serve the model as before, or give another --out"
+                )
+        self.model_answer = found
+
+    def answered(self, set_name: str, probe: Probe) -> bool:
+        """Whether a probe's sample is saved and its model calls came back (a failed item is asked again)."""
+        key = (set_name, probe.id)
+        return key in self.file.where and key not in self.failed
 
     def append(self, samples: Iterable[Sample]) -> None:
-        """Append samples not yet on disk and force them there before going on (no sample is written twice)."""
+        """Append samples not yet answered and force them there before going on: a sample is written once, a failed
+        item again when it is asked again (its new record replaces the old one)."""
         for s in samples:
-            if (s.set, s.id) in self.file.where:
+            key = (s.set, s.id)
+            if key in self.file.where and key not in self.failed:
                 continue
             line = (redact(s.model_dump_json()) + "\n").encode("utf-8")
-            self.file.add((s.set, s.id), self._handle.tell(), len(line))
+            self.file.add(key, self._handle.tell(), len(line))
             self._handle.write(line)
+            (self.failed.add if s.error else self.failed.discard)(key)
         self._handle.flush()
         os.fsync(self._handle.fileno())
+
+    def failures(self, keys: Iterable[tuple[str, str]]) -> dict[str, int]:
+        """Why the failed items among these keys failed: each reason (its first line) with how many items."""
+        reasons: dict[str, int] = {}
+        for key in keys:
+            if key in self.failed:
+                sample = self.file.read(key)
+                reason = first_line((sample.error if sample else None) or "unreadable record")[:REASON_CHARS]
+                reasons[reason] = reasons.get(reason, 0) + 1
+        return reasons
 
     def records(self, set_name: str, ids: list[str]) -> SetRecords:
         """A set's saved records, in the order of `ids`, read from disk when asked."""
@@ -297,9 +343,10 @@ def run_set(
     gen = family.generation(options, family_options)
     by_id: dict[str, Sample] = {}
     progress.start(ps.name, len(ps.probes))
-    for index, batch in enumerate(batches_of(ps.probes, options.batch_size)):
-        if writer is not None and writer.done(ps.name, batch):
-            progress.advance(len(batch))
+    for index, whole in enumerate(batches_of(ps.probes, options.batch_size)):
+        batch = [p for p in whole if writer is None or not writer.answered(ps.name, p)]
+        if not batch:
+            progress.advance(len(whole))
             continue
         asked = [(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
         config = gen.model_copy(update={"seed": batch_seed(options.seed, ps.name, index)})
@@ -313,7 +360,7 @@ def run_set(
             writer.append(samples)
         else:
             by_id.update({s.id: s for s in samples})
-        progress.advance(len(batch))
+        progress.advance(len(whole))
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
@@ -422,6 +469,14 @@ def asks_scores(options: RunOptions, sets: list[ProbeSet], family: Family | None
     return False
 
 
+def probe_answer(record: dict[str, Any]) -> Abilities:
+    """A manifest's record of a server's answer to the probe prompt, as the endpoint abilities it compares."""
+    tokens = tuple(record["tokens"])
+    return Abilities(
+        str(record["url"]), True, False, fingerprint=tokens, probe_logprobs=tuple(map(float, record["logprobs"]))
+    )
+
+
 def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
     """A set's manifest entry: source, sha256, n, and how a --limit drew its prompts."""
     record: dict[str, Any] = {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)}
@@ -503,11 +558,15 @@ def run_with_samples(
         if asks_scores(options, sets, family):
             options = options.model_copy(update={"scoring": backend.scoring_mode()})
         writer.check_scoring(options.scoring or "local")
+        writer.check_model(backend.answer_fingerprint())
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         manifest = build_manifest(options, backend, sets, started)
+        if writer.model_answer is not None:
+            manifest["model_fingerprint"] = writer.model_answer
         atomic_write_json(out / "manifest.json", manifest)
         for notice in backend.notices:
             progress.note(notice)
+        preflight(sets, options, family)
         results: dict[str, SetResult] = {}
         per_set: dict[str, Sequence[Sample]] = {}
         for ps in sets:
@@ -516,28 +575,87 @@ def run_with_samples(
                 per_set[ps.name] = run_set(backend, own, ps, options, writer, progress)
             except (FairprobeError, OSError) as exc:
                 writer.close()
-                resume = f"{writer.saved} samples saved in {out}: run the same command again to resume"
                 if isinstance(exc, OSError):  # a full disk, a file system gone read-only
-                    where = exc.filename or writer.samples_path
-                    raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
-                raise type(exc)(f"{exc}; {resume}") from exc
+                    raise cannot_write(exc, writer) from exc
+                raise type(exc)(f"{exc}; {writer.resume_hint()}") from exc
             own_options = own.parse_options(options.probe_options, ps.name)
             results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
             results[ps.name].drawn = ps.drawn
-        if isinstance(backend, CachedBackend):
-            progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
-        summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
-        writer.finish([(name, i) for name, records in per_set.items() for i in records.ids], summary)  # type: ignore[attr-defined]
-        manifest["implicit"] = implicit_manifest(backend, results)
-        manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        atomic_write_json(out / "manifest.json", manifest)
-        write_report(out)
-        return summary, per_set
+        return finish_run(writer, manifest, backend, results, per_set, progress), per_set
     except KeyboardInterrupt:
         writer.close()
         raise RunInterrupted(out, writer.saved) from None
+    except OSError as exc:  # writing the summary, manifest or report of a run whose samples are saved
+        if exc.errno not in DISK_ERRORS:
+            raise
+        writer.close()
+        raise cannot_write(exc, writer) from exc
     finally:
         writer.close()
+
+
+def finish_run(
+    writer: RunWriter,
+    manifest: dict[str, Any],
+    backend: ModelBackend,
+    results: dict[str, SetResult],
+    per_set: dict[str, Sequence[Sample]],
+    progress: Progress,
+) -> Summary:
+    """Write a run's summary, samples in order, manifest (with the items that failed, said in one line) and report."""
+    if isinstance(backend, CachedBackend):
+        progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
+    summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
+    order = [(name, i) for name, records in per_set.items() for i in records.ids]  # type: ignore[attr-defined]
+    if failed := failed_record(writer.failures(order), len(order), progress):
+        manifest["failed"] = failed
+    writer.finish(order, summary)
+    manifest["implicit"] = implicit_manifest(backend, results)
+    manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    atomic_write_json(writer.out / "manifest.json", manifest)
+    write_report(writer.out)
+    return summary
+
+
+# The errors of a disk that cannot take what a run writes: full, over quota, read-only.
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def cannot_write(exc: OSError, writer: RunWriter) -> DataError:
+    """A failed write as one line naming the file (the samples file when the OS named none) and what is saved."""
+    where = exc.filename or writer.samples_path
+    return DataError(f"cannot write {where}: {exc.strerror or exc}; {writer.resume_hint()}")
+
+
+def preflight(sets: list[ProbeSet], options: RunOptions, family: Family | None = None) -> None:
+    """Build the first probe's requests of every set before any is asked, so a setting the model cannot serve (a
+    mode its server cannot score) is refused before the first set runs, not after it."""
+    for ps in sets:
+        own = family or family_of(ps.name)
+        if ps.probes:
+            own.requests(ps, ps.probes[0], options, own.parse_options(options.probe_options, ps.name))
+
+
+def failed_record(reasons: dict[str, int], total: int, progress: Progress) -> dict[str, Any] | None:
+    """What the manifest records of the items whose model calls failed (None when none did), said in one line."""
+    if not reasons:
+        return None
+    record = {"items": sum(reasons.values()), "of": total, "reasons": reasons}
+    progress.note(failure_line(record))
+    return record
+
+
+def failure_line(failed: dict[str, Any]) -> str:
+    """'3 of 36 items failed (3: server error 503): run the same command again to ask them again'."""
+    why = "; ".join(f"{n}: {reason}" for reason, n in failed["reasons"].items())
+    return f"{failed['items']} of {failed['of']} items failed ({why}): run the same command again to ask them again"
+
+
+def failed_in(out: Path) -> str | None:
+    """The failure line of a finished run folder whose manifest records failed items, else None."""
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    failed = manifest.get("failed") if isinstance(manifest, dict) else None
+    return failure_line(failed) if isinstance(failed, dict) else None
 
 
 def run(

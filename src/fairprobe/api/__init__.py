@@ -22,7 +22,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
-from fairprobe.api.arguments import ArgumentError, names, path_or_none, public
+from fairprobe.api.arguments import ArgumentError, mapping, names, path_or_none, public
 from fairprobe.api.results import Comparison, MitigationComparison, Run, Sweep, load, load_run
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models import DEFAULT_MODEL
@@ -66,8 +66,8 @@ def run_options(model: str, settings: dict[str, Any]) -> Any:
     from fairprobe.options import run_options_from_settings
 
     settings = dict(settings)
-    model_args = dict(settings.pop("model_args") or {})
-    probe_options = {k.replace("-", "_"): str(v) for k, v in (settings.pop("options") or {}).items()}
+    model_args = dict(mapping(settings.pop("model_args"), "model_args"))
+    probe_options = {k.replace("-", "_"): str(v) for k, v in mapping(settings.pop("options"), "options").items()}
     if settings.get("adapter") is not None:
         settings["adapter"] = str(path_or_none(settings["adapter"], "adapter"))
     for arg in PATH_ARGS:
@@ -492,13 +492,15 @@ def score(
     """
     from fairprobe.scoring import score_responses
 
+    if not isinstance(probes, str):
+        raise ArgumentError(f"fairprobe.score(): probes must be one probe set's name (a str), got {probes!r}")
     folder = path_or_none(out, "out")
     report = score_responses(
         probes,
         path_or_none(responses, "responses"),
         data_dir=path_or_none(data_dir, "data_dir"),  # type: ignore[arg-type]
         out=folder,
-        probe_options={k: str(v) for k, v in (options or {}).items()},
+        probe_options={k: str(v) for k, v in mapping(options, "options").items()},
         model=model,
     )
     if folder is not None:

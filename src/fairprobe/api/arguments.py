@@ -77,6 +77,16 @@ def names(value: str | list[str] | tuple[str, ...] | None, what: str) -> list[st
     return items
 
 
+def mapping(value: Any, what: str) -> dict[str, Any]:
+    """A dict argument (`options`, `model_args`) as given; None is empty; anything else (a str, a list) is an
+    ArgumentError naming the argument."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ArgumentError(f"{what} must be a dict of key: value (e.g. {{'flip': 'vijil'}}), got {value!r}")
+    return value
+
+
 def path_or_none(value: str | Path | None, what: str) -> Path | None:
     """A path from a str or Path; None stays None; anything else is a ConfigError naming the argument."""
     if value is None or isinstance(value, Path):

@@ -9,6 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+from fairprobe.api.arguments import ArgumentError
 from fairprobe.api.frames import frame, method_rows, sample_row, setting_rows, summary_rows
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.io import iter_jsonl, read_text
@@ -30,8 +31,10 @@ def read_object(path: Path, what: str) -> dict[str, Any]:
     return obj
 
 
-def report_in(folder: Path) -> Path | None:
-    """The folder's report.html, where it has one."""
+def report_in(folder: Path | None) -> Path | None:
+    """The folder's report.html, where it has one (none for a result kept in memory)."""
+    if folder is None:
+        return None
     path = folder / REPORT
     return path if path.is_file() else None
 
@@ -168,6 +171,8 @@ def load_comparison(folder: Path, leaderboard: dict[str, Any]) -> Comparison:
 def load(path: str | Path) -> Run | Comparison | MitigationComparison | Sweep:
     """Read back any folder fairprobe wrote: a run (summary.json), a many-models comparison (leaderboard.json), a
     mitigation comparison (compare.json) or a decoding sweep (sweep.json)."""
+    if not isinstance(path, str | Path) or not str(path):
+        raise ArgumentError(f"fairprobe.load() needs a folder (a str or pathlib.Path), got {path!r}")
     folder = Path(path)
     if not folder.is_dir():
         raise DataError(f"no fairprobe folder at {folder}")

@@ -58,6 +58,9 @@ TopLogprobsOpt = Annotated[
     int | None, typer.Option(min=1, help="top logprobs to ask for with --implicit topk (= -M top_logprobs=...)")
 ]
 
+# The exit code of a run that finished with failed items (1: a check failed, 2: an error).
+FAILED_ITEMS = 3
+
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")]
 
 
@@ -98,12 +101,16 @@ def run_cmd(
     if len(specs) > 1:
         return run_many(specs, options, sort_by, as_json)
     from fairprobe.progress import auto_progress
-    from fairprobe.runner import run
+    from fairprobe.runner import failed_in, run
 
     with auto_progress() as progress:
         summary = run(options, progress=progress)
     show_summary(summary, as_json)
     written("run", options.output_dir())
+    failed = failed_in(options.output_dir())
+    if failed is not None:  # the run finished, but some items' model calls failed: exit 3, the same command asks them
+        print_error(failed)
+        raise typer.Exit(FAILED_ITEMS)
 
 
 def run_plan(flags: dict[str, Any]) -> tuple[list[str], Any]:

@@ -144,7 +144,9 @@ class Metric:
     `fairprobe check` accepts (default: [0, 1] for names ending in _share or _rate, any number otherwise).
     `per_prompt` maps a set's typed samples to one value each (a numpy array; NaN where a prompt does not count)
     so a model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
-    McNemar), "bootstrap" for continuous ones (paired bootstrap).
+    McNemar), "bootstrap" for continuous ones (paired bootstrap). `needs` says what a set must have for the metric
+    to be computed at all (WinoBias's gold answers); without it the metric is computed wherever its function
+    computes any metric, so `fairprobe check` fails a summary that lacks it.
     """
 
     name: str
@@ -170,6 +172,7 @@ class Metric:
     paired: Literal["mcnemar", "bootstrap"] | None = None
     per_prompt: Callable[[Sequence[Any]], Any] | None = None
     marks: MarkRanges | None = None
+    needs: str | None = None
 
     def __post_init__(self) -> None:
         if self.bounds is not None and self.marks is not None:

@@ -66,8 +66,9 @@ def hub_offline() -> bool:
 def _load_embedded(name: str, settings: LocalSettings, adapter: str | None) -> ModelBackend:
     from fairprobe.io import sha256_file
     from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
-    from fairprobe.models.hf import load_hf
+    from fairprobe.models.hf import load_hf, resolve_device
 
+    resolve_device(settings.device)  # a device this machine lacks is refused before the weights are converted
     entry = EMBEDDED[name]
     gguf = find_gguf(entry)
     if gguf is None:

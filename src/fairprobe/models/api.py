@@ -44,6 +44,7 @@ from fairprobe.models.base import (
     Scores,
 )
 from fairprobe.models.server_scoring import (
+    CHAT_PROBE,
     ECHO_BYTES_PER_TOKEN,
     ECHO_PROMPTS_PER_REQUEST,
     MAX_TOKEN_IDS,
@@ -53,6 +54,7 @@ from fairprobe.models.server_scoring import (
     Echo,
     ScoringAnswerError,
     branches,
+    chat_mismatch,
     check_total,
     checked_logprob,
     choices_of,
@@ -415,6 +417,11 @@ class OpenAIBackend(ModelBackend):
             why = replica_mismatch(echoing[0], other)
             if why is not None:
                 raise EndpointError(f"--base-url endpoints do not serve one model: {why}; give replicas of one model")
+        why = await self._chat_rendering([a.url for a in echoing if a.tokenize])
+        if why is not None:
+            raise EndpointError(
+                f"--base-url endpoints render chat prompts differently: {why}; give replicas of one model"
+            )
         unable = [a for a in found if not a.echo]
         if not unable:
             return "exact"
@@ -429,6 +436,30 @@ class OpenAIBackend(ModelBackend):
             "logprobs (-M implicit=topk)"
         )
         return "topk"
+
+    async def _chat_rendering(self, urls: list[str]) -> str | None:
+        """Why replicas that tokenize render the probe conversation into different tokens, or None (one endpoint,
+        or every one renders it alike)."""
+        if len(urls) < 2:
+            return None
+        rendered: dict[str, tuple[int, ...]] = {}
+        for url in urls:
+            body = tokenize_body(self.model, CHAT_PROBE, True)
+            status, data, _ = await self._post_retrying(server_root(url), "/tokenize", body, probe=True)
+            tokens = optional_ids(data.get("tokens")) if status == 200 and isinstance(data, dict) else None
+            if tokens is not None:
+                rendered[url] = tuple(tokens)
+        return chat_mismatch(rendered) if len(rendered) > 1 else None
+
+    def answer_fingerprint(self) -> dict[str, Any] | None:
+        """The model's answer to the fixed probe prompt, as the first endpoint that echoes gave it when its
+        abilities were asked (its token ids and their logprobs): a resumed run compares it with the one its
+        manifest recorded. None before that, or where no endpoint echoes."""
+        echoing = [a for a in self._abilities if a.echo]
+        if not echoing:
+            return None
+        first = echoing[0]
+        return {"url": first.url, "tokens": list(first.fingerprint), "logprobs": list(first.probe_logprobs)}
 
     async def _abilities_of(self, url: str) -> Abilities:
         """Ask one endpoint to echo a prompt's logprobs with its token ids, to tokenize it, and to give the

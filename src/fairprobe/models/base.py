@@ -145,7 +145,7 @@ class ModelBackend(Protocol):
 
     The optional abilities the runner and the cache ask of every backend have defaults here, which a backend that
     subclasses this protocol inherits (a local model: exact scores, no notices, answers returned with the batch):
-    `scoring_mode`, `scoring_info`, `notices`, `streams_results` and `generate_streamed`.
+    `scoring_mode`, `scoring_info`, `answer_fingerprint`, `notices`, `streams_results` and `generate_streamed`.
     """
 
     name: str
@@ -164,6 +164,11 @@ class ModelBackend(Protocol):
 
     def scoring_info(self) -> dict[str, Any] | None:
         """What the manifest records of how scores were read (a server's endpoints and modes); None locally."""
+        return None
+
+    def answer_fingerprint(self) -> dict[str, Any] | None:
+        """A server's answer to a fixed probe prompt (token ids and logprobs), given while its abilities were asked,
+        so a resumed run can tell the model behind a name changed; None for a local model (known by content)."""
         return None
 
     def generate_streamed(

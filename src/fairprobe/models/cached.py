@@ -14,6 +14,7 @@ from typing import Any
 from fairprobe.cache import Cache, cache_key
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.models.content import model_content
+from fairprobe.models.server_scoring import ScoringAnswerError, check_total
 from fairprobe.records import message_dicts
 
 STATUSES = ("exact", "upper_bound", "unavailable")
@@ -37,7 +38,8 @@ def decoding_key(config: GenerationConfig) -> dict[str, Any]:
 
 
 def usable_scores(obj: Any, continuations: tuple[str, ...]) -> Scores | None:
-    """Cached scores of these continuations, or None when the entry is damaged (then they are asked again)."""
+    """Cached scores of these continuations, or None when the entry is damaged (then they are asked again): checked
+    as a live answer is, each logprob and the disjoint continuations' total probability (at most 1)."""
     try:
         scores = Scores.from_json(obj)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
@@ -49,6 +51,10 @@ def usable_scores(obj: Any, continuations: tuple[str, ...]) -> Scores | None:
             return None
         if c.logprob is not None and not (isinstance(c.logprob, float) and math.isfinite(c.logprob) and c.logprob <= 0):
             return None
+    try:
+        check_total(continuations, list(scores.continuations))
+    except ScoringAnswerError:
+        return None
     return scores
 
 
@@ -116,6 +122,10 @@ class CachedBackend(ModelBackend):
         """The wrapped backend's record of how it scored."""
         return self.inner.scoring_info()
 
+    def answer_fingerprint(self) -> dict[str, Any] | None:
+        """The wrapped backend's answer to the fixed probe prompt (never cached: it names the model served now)."""
+        return self.inner.answer_fingerprint()
+
     def _key(self, fields: dict[str, Any]) -> str:
         """A content address: the model by content (never a path or endpoint) and its args, plus the call's fields."""
         base: dict[str, Any] = {"model": self._content, **fields}
@@ -123,11 +133,22 @@ class CachedBackend(ModelBackend):
             base["model_args"] = self._model_args
         return cache_key(base)
 
+    def scoring(self) -> dict[str, str]:
+        """How the wrapped server scores continuations ("exact" or "topk"), for the keys of answers that carry
+        scores: bounds from a top-k endpoint never answer for an exact one of the same model. Empty for a local
+        model (exact by construction)."""
+        mode = self.inner.scoring_mode()
+        return {"scoring": mode} if mode is not None else {}
+
     def keys(self, prompts: list[Prompt], config: GenerationConfig, score: Sequence[tuple[str, ...]]) -> list[str]:
-        """One content address per prompt: the model by content and its args, decoding, prompt, continuations."""
+        """One content address per prompt: the model by content and its args, decoding, prompt, continuations (and
+        how a server scores them)."""
         decoding = decoding_key(config)
+        scoring = self.scoring() if any(score) else {}
         return [
-            self._key({"decoding": decoding, "score": list(s) or None, "prompt": prompt_json(p)})
+            self._key(
+                {"decoding": decoding, "score": list(s) or None, "prompt": prompt_json(p), **(scoring if s else {})}
+            )
             for p, s in zip(prompts, score, strict=True)
         ]
 
@@ -181,7 +202,11 @@ class CachedBackend(ModelBackend):
 
     def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
         """Scores from the cache where possible; the wrapped model scores the misses only."""
-        keys = [self._key({"loglikelihood": list(r.continuations), "prompt": prompt_json(r.prompt)}) for r in requests]
+        scoring = self.scoring() if requests else {}
+        keys = [
+            self._key({"loglikelihood": list(r.continuations), "prompt": prompt_json(r.prompt), **scoring})
+            for r in requests
+        ]
         out: list[Scores | None] = self._lookup(keys, lambda obj, i: usable_scores(obj, requests[i].continuations))
         missing = [i for i, s in enumerate(out) if s is None]
         if missing:

@@ -402,13 +402,23 @@ class HFBackend(ModelBackend):
 
 
 def resolve_device(device: str) -> str:
-    """'auto' means CUDA when present, else CPU."""
+    """'auto' means CUDA when present, else CPU; a device this machine does not have is a ModelError, before any
+    weight is loaded."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
         torch.device(device)
     except (RuntimeError, ValueError):
         raise ModelError(f"unknown --device {device!r}: use auto, cpu, cuda, cuda:N or mps") from None
+    kind, _, index = device.partition(":")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ModelError(f"--device {device}: torch sees no CUDA device on this machine (use --device cpu)")
+        if index and int(index) >= count:
+            raise ModelError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise ModelError(f"--device {device}: Apple's MPS is not available here (use --device cpu)")
     return device
 
 

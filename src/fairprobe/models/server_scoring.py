@@ -32,6 +32,8 @@ from typing import Any
 from fairprobe.models.base import UNAVAILABLE, ContinuationScore, Scores
 
 PROBE_PROMPT = "My friend is a nurse, and"
+# The conversation replicas must render into the same tokens (one chat template) before anything is scored.
+CHAT_PROBE = [{"role": "user", "content": PROBE_PROMPT}]
 # vLLM's limit on `logprob_token_ids` (exact logprobs of chosen token ids at each generated position).
 MAX_TOKEN_IDS = 128
 # Prompts whose continuations are scored together (one echo request, or one request per level of `branches`).
@@ -429,6 +431,19 @@ def check_total(continuations: tuple[str, ...], scores: list[ContinuationScore])
         raise ScoringAnswerError(
             f"the continuations' probabilities add up to {total:.4g}: disjoint continuations hold at most 1"
         )
+
+
+def chat_mismatch(rendered: dict[str, tuple[int, ...]]) -> str | None:
+    """Why replicas render the probe conversation differently (another chat template), from each one's /tokenize
+    of it, or None when they all render it alike."""
+    (first, tokens), *others = rendered.items()
+    for url, other in others:
+        if other != tokens:
+            return (
+                f"the probe conversation renders as tokens {list(tokens)[:12]}... ({len(tokens)}) at {first} but "
+                f"{list(other)[:12]}... ({len(other)}) at {url} (another chat template)"
+            )
+    return None
 
 
 # Two replicas of one model echo the probe's logprobs this closely (batching and hardware move them a little).

@@ -8,9 +8,10 @@ answer (where the model runs, how many requests at once): they are left out of a
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator
 
 from fairprobe.errors import ConfigError
 
@@ -59,6 +60,14 @@ class LocalSettings(BackendSettings):
     batch_size: PositiveInt = 32
     revision: str | None = None
     quantize: Literal["none", "4bit"] = "none"
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str) -> str:
+        """A device named as torch names the ones fairprobe runs on; whether it is here is asked when loading."""
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:[0-9]+)?", value):
+            raise ValueError("use auto, cpu, cuda, cuda:N or mps")
+        return value
 
 
 class OpenAISettings(BackendSettings):

@@ -2,10 +2,11 @@
 
 Bounds are judged on the interval, never the point alone: `--max` on the upper 95% bound, `--min` on the lower
 one, `--abs-max` on the larger absolute end (for signed metrics such as `implicit_lean`); `--mark-max B` on the
-worst mark the interval allows, for every marked metric of the checked sets. The gate fails closed on anything
-it cannot judge: a metric that is n/a or unavailable, one that rests on too little data, or a damaged summary
-is a failure or an error, never "skipped". A metric known only by bounds (GLD over a top-k server) is judged on
-those bounds' 95% interval and says so.
+worst mark the interval allows, for every marked metric of the checked sets, graded as the report grades it. The
+gate fails closed on anything it cannot judge: a metric that is n/a or unavailable, one that rests on too little
+data, one the summary lacks although its family computes it for the set, a check with nothing to judge, or a
+damaged summary is a failure or an error, never "skipped". A metric known only by bounds (GLD over a top-k
+server) is judged on those bounds' 95% interval and says so.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from fairprobe.errors import ConfigError, DataError
-from fairprobe.families import metric_info
+from fairprobe.families import family_of_set, metric_info
 from fairprobe.formatting import format_number
 from fairprobe.io import parse_pairs
 from fairprobe.records import MetricValue, SetResult, Summary
@@ -104,9 +105,11 @@ def parse_bounds(
 
 
 def parse_mark(value: str | None) -> str | None:
-    """`--mark-max B`: one of A, B, C, D."""
+    """`--mark-max B`: one of A, B, C, D (the Python API's `mark_max="B"`)."""
     if value is None:
         return None
+    if not isinstance(value, str):
+        raise ConfigError(f"--mark-max must be one of {', '.join(MARKS)}, got {value!r}")
     mark = value.strip().upper()
     if mark not in MARKS:
         raise ConfigError(f"--mark-max must be one of {', '.join(MARKS)}, got {value!r}")
@@ -129,35 +132,56 @@ def metric_range(name: str, set_name: str | None = None) -> tuple[float, float]:
     return (-math.inf, math.inf)
 
 
-def metric_problem(name: str, m: MetricValue, set_name: str | None = None) -> str | None:
-    """What is wrong with a metric's value and interval (NaN, infinite, inverted, outside its range), or None."""
+def metric_problem(name: str, m: MetricValue, set_name: str | None = None, whole: bool = True) -> str | None:
+    """What is wrong with a metric's value, interval and bounds (NaN, infinite, inverted, outside its range), or
+    None. A bounded metric's bounds may be open (null where the data leave a side unbounded), never inverted.
+    `whole=False` (a subset's metric, which the gate does not judge) leaves its interval's ends out of the range
+    check: a small slice's normal-approximation interval may reach past the metric's range."""
     lo, hi = m.ci95
-    numbers = {"value": m.value, "lower bound": lo, "upper bound": hi}
+    b_lo, b_hi = m.bounds if m.bounds is not None else (None, None)
+    numbers = {"value": m.value, "lower bound": lo, "upper bound": hi, "lower limit": b_lo, "upper limit": b_hi}
     for what, x in numbers.items():
         if x is not None and not math.isfinite(x):
             return f"{what} is {x}"
-    if (lo is None) != (hi is None):
+    if m.value is not None and (lo is None) != (hi is None):
         return "interval has only one bound"
-    if lo is not None and hi is not None:
-        if lo > hi:
-            return f"interval is inverted [{format_number(lo)}, {format_number(hi)}]"
-        if m.value is not None and not lo - TOLERANCE <= m.value <= hi + TOLERANCE:
-            return (
-                f"value {format_number(m.value)} lies outside its interval [{format_number(lo)}, {format_number(hi)}]"
-            )
+    if m.value is not None and m.bounds is not None:
+        return "has both a value and bounds"
+    for ends, what in (((lo, hi), "interval"), ((b_lo, b_hi), "bounds")):
+        if ends[0] is not None and ends[1] is not None and ends[0] > ends[1]:
+            return f"{what} is inverted [{format_number(ends[0])}, {format_number(ends[1])}]"
+    if lo is not None and hi is not None and m.value is not None and not lo - TOLERANCE <= m.value <= hi + TOLERANCE:
+        return f"value {format_number(m.value)} lies outside its interval [{format_number(lo)}, {format_number(hi)}]"
     low, high = metric_range(name, set_name)
     for what, x in numbers.items():
-        if x is not None and not low - TOLERANCE <= x <= high + TOLERANCE:
+        if (
+            (whole or what not in ("lower bound", "upper bound"))
+            and x is not None
+            and not low - TOLERANCE <= x <= high + TOLERANCE
+        ):
             return (
                 f"{what} {format_number(x)} is outside the metric's range [{format_number(low)}, {format_number(high)}]"
             )
     return None
 
 
+def set_problems(label: str, set_name: str, result: SetResult) -> list[str]:
+    """Every damaged metric of a set, overall and per subset, as 'set/metric: what is wrong'."""
+    parts = [("", result.metrics), *((f"[{k}]", sub.metrics) for k, sub in result.subsets.items())]
+    return [
+        f"{label}{set_name}{where}/{name}: {problem}"
+        for where, metrics in parts
+        for name, m in metrics.items()
+        if (problem := metric_problem(name, m, set_name, whole=not where)) is not None
+    ]
+
+
 def unjudgeable(set_name: str, name: str, m: MetricValue, result: SetResult) -> str | None:
     """Why the gate cannot judge a metric (n/a, unavailable, too little data), or None."""
     if m.value is None and m.bounds is None:
         return f"cannot be judged: n/a ({m.note})" if m.note else "cannot be judged: n/a on this data"
+    if interval(m) is None:
+        return "cannot be judged: its bounds are open (the data leave a side unbounded)"
     if m.value is not None:
         why = too_little_data(set_name, name, m, m.n if m.n is not None else result.n)
         if why is not None:
@@ -165,15 +189,33 @@ def unjudgeable(set_name: str, name: str, m: MetricValue, result: SetResult) -> 
     return None
 
 
-def interval(m: MetricValue) -> tuple[float, float, str]:
+def interval(m: MetricValue) -> tuple[float, float, str] | None:
     """The interval a bound is judged on, and how: the 95% CI, the 95% CI of a bounded metric's bounds, or the
-    value alone when the metric carries no interval."""
+    value alone when the metric carries no interval; None for a bounded metric whose bounds are left open."""
     lo, hi = m.ci95
     if lo is not None and hi is not None:
         return lo, hi, " (judged on its bounds: the data leave it between them)" if m.value is None else ""
-    if m.value is None:  # bounded without an interval: its bounds
-        return float(m.bounds[0]), float(m.bounds[1]), " (judged on its bounds)"  # type: ignore[index, arg-type]
-    return m.value, m.value, " (no interval: judged on its value)"
+    if m.value is not None:
+        return m.value, m.value, " (no interval: judged on its value)"
+    b_lo, b_hi = m.bounds if m.bounds is not None else (None, None)
+    if b_lo is None or b_hi is None:
+        return None
+    return b_lo, b_hi, " (judged on its bounds)"
+
+
+def expected_metrics(set_name: str, result: SetResult) -> set[str]:
+    """The metrics a set's summary should hold: those its family declares by name in each metric function that
+    computed any of its metrics here or that declares the family's headline, save those that declare what they
+    `needs` (a function returns its other marked metrics together, n/a where the data do not give them)."""
+    family = family_of_set(set_name)
+    if family is None:
+        return set()
+    expected: set[str] = set()
+    for fn in family.metrics:
+        names = {m.name for m in fn.metrics if "*" not in m.name}
+        if names & set(result.metrics) or family.headline in names:
+            expected |= {m.name for m in fn.metrics if m.name in names and m.needs is None}
+    return expected
 
 
 class Gate:
@@ -197,9 +239,10 @@ class Gate:
     def check_bound(self, where: str, set_name: str, bound: Bound, m: MetricValue, result: SetResult) -> None:
         """One numeric bound on one metric of one set."""
         why = unjudgeable(set_name, bound.metric, m, result)
-        if why is not None:
-            return self._record(where, False, why)
-        lo, hi, how = interval(m)
+        found = interval(m)
+        if why is not None or found is None:
+            return self._record(where, False, why or "")
+        lo, hi, how = found
         x = bound.end(lo, hi)
         value = f" (value {format_number(m.value)})" if m.value is not None and m.ci95[0] is not None else ""
         self._record(where, bound.holds(x), bound.describe(x) + value + how)
@@ -207,31 +250,39 @@ class Gate:
             self.result.notes.append(f"NOTE {where}: {bound.describe(x)}{how}")
 
     def check_mark(self, where: str, set_name: str, name: str, m: MetricValue, result: SetResult) -> None:
-        """The mark gate on one marked metric: the worst mark its interval (or bounds) allows."""
+        """The mark gate on one marked metric: the worst mark its interval (or bounds) allows, graded as the report
+        grades it (`Threshold.span`: the bands' own shape, two-sided bands around a centre included)."""
         threshold = self.thresholds.for_metric(set_name, name)
         assert threshold is not None and self.mark_max is not None
         why = unjudgeable(set_name, name, m, result)
-        if why is not None:
-            return self._record(where, False, why)
-        lo, hi, how = interval(m)
-        worst = threshold.mark_of(max(abs(lo), abs(hi)))
+        found = interval(m)
+        if why is not None or found is None:
+            return self._record(where, False, why or "")
+        lo, hi, how = found
+        worst = threshold.span(lo, hi, threshold.mark_of(lo if m.value is None else m.value))[1]
         ok = MARKS.index(worst) <= MARKS.index(self.mark_max)
         text = f"worst mark its 95% interval allows {worst} {'<=' if ok else '>'} mark-max {self.mark_max}{how}"
         self._record(where, ok, text)
 
     def check_set(self, label: str, set_name: str, result: SetResult) -> None:
-        """Every bound and the mark gate on one set; damaged metrics are collected for one error."""
-        named = {b.metric for b in self.bounds}
+        """Every bound and the mark gate on one set. Damaged metrics (any of the set's) are collected for one
+        error; a metric the check names, or a marked one, that the set's family computes but the summary lacks
+        fails (a stripped summary must not pass)."""
+        self.damaged.extend(set_problems(label, set_name, result))
+        expected = expected_metrics(set_name, result)
+        named = {b.metric for b in self.bounds} & (set(result.metrics) | expected)
         marked = {k for k in result.metrics if self.mark_max and self.thresholds.for_metric(set_name, k)}
+        marked |= {k for k in expected if self.mark_max and self.thresholds.for_metric(set_name, k)}
+        if not result.metrics:
+            self._record(f"{label}{set_name}", False, "the summary holds no metric for this set")
         for name in sorted(named | marked):
+            where = f"{label}{set_name} {name}"
             m = result.metrics.get(name)
             if m is None:
+                self._record(where, False, "missing from the summary (its family computes it for this set)")
                 continue
-            problem = metric_problem(name, m, set_name)
-            if problem is not None:
-                self.damaged.append(f"{label}{set_name}/{name}: {problem}")
+            if metric_problem(name, m, set_name) is not None:
                 continue
-            where = f"{label}{set_name} {name}"
             for bound in (b for b in self.bounds if b.metric == name):
                 self.check_bound(
                     where + ("" if bound.kind == "max" else f" ({bound.kind})"), set_name, bound, m, result
@@ -276,6 +327,8 @@ def check_runs(summaries: dict[str, Summary], gate: Gate, sets: list[str] | None
         raise DataError(
             f"summary cannot be checked, {len(gate.damaged)} metric(s) are not valid numbers: {'; '.join(gate.damaged)}"
         )
+    if not gate.result.failures and not gate.result.passed:
+        gate.result.failures.append("FAIL nothing to check: the summary holds no metric the check covers")
     gate.signed_notes({s: r for by_set in chosen.values() for s, r in by_set.items()})
     return gate.result
 

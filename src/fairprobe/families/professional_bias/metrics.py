@@ -17,6 +17,9 @@ from fairprobe.statistics.stats import bootstrap_statistic, proportion
 UNIT, SIGNED_UNIT = (0.0, 1.0), (-1.0, 1.0)
 
 
+GOLD = "gold answers with pro- and anti-stereotyped sentences (WinoBias)"
+
+
 def hits_of_prompts(samples: Sequence[CoreferenceSample]) -> np.ndarray:
     """Per prompt: 1 where the reply names the stereotyped occupation, else 0; NaN where the call failed."""
     return np.array([np.nan if s.error else float(bool(s.hit)) for s in samples])
@@ -46,8 +49,8 @@ def hits_of_prompts(samples: Sequence[CoreferenceSample]) -> np.ndarray:
         reading=read_gap,
         value_range=SIGNED_UNIT,
     ),
-    Metric("accuracy_pro", "accuracy (pro)", order=19, better="higher", value_range=UNIT),
-    Metric("accuracy_anti", "accuracy (anti)", order=20, better="higher", value_range=UNIT),
+    Metric("accuracy_pro", "accuracy (pro)", order=19, better="higher", value_range=UNIT, needs=GOLD),
+    Metric("accuracy_anti", "accuracy (anti)", order=20, better="higher", value_range=UNIT, needs=GOLD),
     Metric(
         "accuracy_gap",
         "accuracy gap",
@@ -55,6 +58,7 @@ def hits_of_prompts(samples: Sequence[CoreferenceSample]) -> np.ndarray:
         better="zero",
         bounds=(0.05, 0.15, 0.3),
         what="accuracy gap between pro- and anti-stereotyped sentences",
+        needs=GOLD,
     ),
 )
 def professional_metrics(

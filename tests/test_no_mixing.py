@@ -1,0 +1,133 @@
+"""Nothing mixes: cached answers are checked as live ones are and keyed by how a server scores; a resumed run
+refuses a server whose model changed under the same name; replicas must render chat prompts alike."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairprobe.cache import Cache
+from fairprobe.errors import ConfigError, ModelError
+from fairprobe.models.base import ContinuationScore, GenerationConfig, ModelBackend, ScoreRequest, Scores
+from fairprobe.models.cached import CachedBackend
+from fairprobe.runner import read_samples
+from openai_servers import echo_answer, echo_server, rendered_chat, scripted, serve
+from test_failed_items import exact_direct
+
+OPTIONS = ("yes", "Yes", "no", "No")
+
+
+class ScoringBackend(ModelBackend):
+    """A server-like backend that scores every continuation at probability 0.2 and says how it scores."""
+
+    name = "scoring"
+    has_chat_template = False
+
+    def __init__(self, mode: str = "exact") -> None:
+        self.mode = mode
+        self.asked = 0
+
+    def identity(self) -> dict[str, Any]:
+        return {"id": "openai:test", "backend": "openai", "model": "test"}
+
+    def scoring_mode(self) -> str:
+        return self.mode
+
+    def generate(self, prompts: list[Any], config: GenerationConfig, score: Any = None) -> list[Any]:
+        raise AssertionError("only scores are asked")
+
+    def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+        self.asked += len(requests)
+        status = "exact" if self.mode == "exact" else "upper_bound"
+        row = ContinuationScore(math.log(0.2), 1, False, status)
+        return [Scores(tuple(row for _ in r.continuations), mode=self.mode) for r in requests]
+
+
+def test_a_cached_entry_whose_probabilities_add_up_to_more_than_one_is_asked_again(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "c.sqlite")
+    inner = ScoringBackend()
+    model = CachedBackend(inner, cache)
+    request = ScoreRequest("Do you agree?", OPTIONS)
+    model.loglikelihood([request])
+    (key,) = cache.get_many([k for k in _all_keys(cache)]).keys()
+    forged = Scores(tuple(ContinuationScore(math.log(0.99), 1, False, "exact") for _ in OPTIONS), mode="exact")
+    cache.put(key, forged.to_json(), "loglikelihood", "openai:test")  # 4 x 0.99 = 3.96: a forged entry
+    again = CachedBackend(inner, cache)
+    (scores,) = again.loglikelihood([request])
+    assert inner.asked == 2 and (again.hits, again.misses) == (0, 1)
+    assert [round(math.exp(c.logprob), 6) for c in scores.continuations] == [0.2] * 4
+    assert cache.get(key) == scores.to_json()  # the forged entry was replaced by the live answer
+
+
+def _all_keys(cache: Cache) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(cache.path) as conn:
+        return [row[0] for row in conn.execute("SELECT key FROM entries")]
+
+
+def test_scores_are_keyed_by_how_the_server_scores(tmp_path: Path) -> None:
+    # Bounds cached from a top-k endpoint never answer for an exact endpoint of the same model name.
+    cache = Cache(tmp_path / "c.sqlite")
+    request = ScoreRequest("Do you agree?", OPTIONS)
+    topk, exact = ScoringBackend("topk"), ScoringBackend("exact")
+    (bounded,) = CachedBackend(topk, cache).loglikelihood([request])
+    (scored,) = CachedBackend(exact, cache).loglikelihood([request])
+    assert (topk.asked, exact.asked) == (1, 1)
+    assert {c.status for c in bounded.continuations} == {"upper_bound"}
+    assert {c.status for c in scored.continuations} == {"exact"}
+    again = CachedBackend(ScoringBackend("topk"), cache)
+    assert again.loglikelihood([request])[0].mode == "topk" and again.hits == 1
+
+
+def test_a_run_over_an_exact_endpoint_never_reads_bounds_cached_from_a_top_k_one(tmp_path: Path) -> None:
+    cache = tmp_path / "cache.sqlite"
+    with scripted() as (url, _):
+        exact_direct(url, tmp_path / "topk", limit=3, cache=cache)
+    with echo_server() as (url, _):
+        exact_direct(url, tmp_path / "exact", limit=3, cache=cache)
+    bounded = read_samples(tmp_path / "topk" / "samples.jsonl")
+    exact = read_samples(tmp_path / "exact" / "samples.jsonl")
+    assert all(r.q_bounds is not None and r.q is None for r in bounded)  # type: ignore[attr-defined]
+    assert all(r.q is not None and r.q_bounds is None for r in exact)  # type: ignore[attr-defined]
+    assert json.loads((tmp_path / "exact" / "manifest.json").read_text())["scoring"] == "exact"
+
+
+def test_a_resumed_run_refuses_a_server_whose_model_changed_under_the_same_name(tmp_path: Path) -> None:
+    out, cache = tmp_path / "run", tmp_path / "cache.sqlite"
+    served = {"model": echo_answer()}
+    with serve(lambda number, body, auth: served["model"](number, body, auth)) as (url, _):
+        exact_direct(url, out, limit=3, cache=cache)
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["model_fingerprint"]["tokens"] == [ord(c) for c in "My friend is a nurse, and"]
+        exact_direct(url, out, limit=3, cache=cache)  # the same model: resumes (nothing left to ask)
+        served["model"] = echo_answer(shift=7)  # another model (and tokenizer) under the same name and URL
+        with pytest.raises(ConfigError) as refused:
+            exact_direct(url, out, limit=3, cache=cache)
+    message = str(refused.value)
+    assert message.startswith(f"the samples in {out} came from another model than the server serves now: ")
+    assert "(another tokenizer)" in message and "\n" not in message
+
+
+def test_replicas_that_render_chat_prompts_differently_are_refused_before_anything_is_scored(tmp_path: Path) -> None:
+    def other_template(messages: list[dict[str, str]]) -> str:
+        return rendered_chat(messages).replace("<user>", "<|user|>\n")
+
+    with (
+        echo_server() as (a, seen_a),
+        echo_server(render=other_template) as (b, seen_b),
+        pytest.raises(ModelError) as refused,
+    ):
+        exact_direct(f"{a},{b}", tmp_path / "run", limit=3, cache=tmp_path / "cache.sqlite")
+    assert str(refused.value).startswith("--base-url endpoints render chat prompts differently: ")
+    assert "(another chat template)" in str(refused.value)
+    assert not any(b.get("echo") and isinstance(b.get("prompt"), list) for b in seen_a.bodies + seen_b.bodies)
+    with echo_server() as (a, _), echo_server() as (b, _):
+        assert (
+            exact_direct(f"{a},{b}", tmp_path / "same", limit=3, cache=tmp_path / "cache.sqlite").results["direct"].n
+            == 3
+        )
