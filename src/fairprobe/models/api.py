@@ -41,6 +41,7 @@ from fairprobe.models.base import (
     Prompt,
     ScoreRequest,
     Scores,
+    row_seeds,
 )
 from fairprobe.models.server_scoring import (
     ECHO_BYTES_PER_TOKEN,
@@ -570,15 +571,23 @@ class OpenAIBackend:
         config: GenerationConfig,
         score: Sequence[tuple[str, ...]] | None = None,
         on_result: OnResult | None = None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
         """Ask the server for every prompt, `concurrency` at a time; `on_result(i, c)` sees each answer at once.
 
-        The scores of `score[i]` come with the same request: exactly (single-token continuations from its first
-        position, the prompt's token ids from its answer, the others read for many prompts at once) or bounded
-        from its top logprobs.
+        A sampled request carries its prompt's own seed (`seeds[i]`, else `row_seeds`), which servers such as vLLM
+        honour per request: one seed for every prompt would draw them all with the same random numbers. The scores
+        of `score[i]` come with the same request: exactly (single-token continuations from its first position, the
+        prompt's token ids from its answer, the others read for many prompts at once) or bounded from its top
+        logprobs.
         """
         wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
-        return self._run(self._generate(prompts, config, wanted, on_result))
+        configs = (
+            [config] * len(prompts)
+            if config.greedy
+            else [config.model_copy(update={"seed": seed}) for seed in row_seeds(config, len(prompts), seeds)]
+        )
+        return self._run(self._generate(prompts, configs, wanted, on_result))
 
     def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
         """log P(continuation | prompt) of every request's continuations, exact where the server scores prompt
@@ -589,7 +598,11 @@ class OpenAIBackend:
         return bool(self._abilities) and all(getattr(a, ability) for a in self._abilities)
 
     async def _generate(
-        self, prompts: list[Prompt], config: GenerationConfig, wanted: list[tuple[str, ...]], on_result: OnResult | None
+        self,
+        prompts: list[Prompt],
+        configs: list[GenerationConfig],
+        wanted: list[tuple[str, ...]],
+        on_result: OnResult | None,
     ) -> list[Completion]:
         gate = asyncio.Semaphore(self.concurrency)
         abort = asyncio.Event()
@@ -616,7 +629,7 @@ class OpenAIBackend:
                     return echo.skip() if mode == "exact" and wanted[index] else None
                 try:
                     completion, answer = await self._ask(
-                        index, prompts[index], config, mode, wanted[index], chosen, abort
+                        index, prompts[index], configs[index], mode, wanted[index], chosen, abort
                     )
                 except EndpointError:
                     abort.set()
@@ -624,7 +637,7 @@ class OpenAIBackend:
             results[index] = completion
             if completion is not None and wanted[index] and mode == "exact":
                 if completion.error is None:
-                    return echo.add(index, self._work_from(prompts[index], wanted[index], answer, ids, config))
+                    return echo.add(index, self._work_from(prompts[index], wanted[index], answer, ids, configs[index]))
                 echo.skip()
             if completion is not None and wanted[index] and mode == "topk" and completion.error is None:
                 completion.scores = (

@@ -12,7 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fairprobe.cache import Cache, cache_key
-from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
+from fairprobe.models.base import (
+    Completion,
+    GenerationConfig,
+    ModelBackend,
+    Prompt,
+    ScoreRequest,
+    Scores,
+    row_seeds,
+)
 from fairprobe.models.content import model_content
 from fairprobe.records import message_dicts
 
@@ -28,11 +36,14 @@ def prompt_json(prompt: Prompt) -> str | list[dict[str, str]]:
     return message_dicts(prompt)
 
 
-def decoding_key(config: GenerationConfig) -> dict[str, Any]:
-    """The decoding parameters that change an answer: greedy answers do not depend on the seed."""
+def decoding_key(config: GenerationConfig, seed: int | None = None) -> dict[str, Any]:
+    """The decoding parameters that change an answer: a sampled answer's own seed (`seed`, else the config's);
+    greedy answers do not depend on the seed."""
     params = config.model_dump()
     if config.greedy:
         params.pop("seed")
+    elif seed is not None:
+        params["seed"] = seed
     return params
 
 
@@ -110,12 +121,19 @@ class CachedBackend:
             base["model_args"] = self._model_args
         return cache_key(base)
 
-    def keys(self, prompts: list[Prompt], config: GenerationConfig, score: Sequence[tuple[str, ...]]) -> list[str]:
-        """One content address per prompt: the model by content and its args, decoding, prompt, continuations."""
-        decoding = decoding_key(config)
+    def keys(
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: Sequence[tuple[str, ...]],
+        seeds: Sequence[int] | None = None,
+    ) -> list[str]:
+        """One content address per prompt: the model by content and its args, decoding (a sampled prompt's own
+        seed), prompt, continuations."""
+        drawn: Sequence[int | None] = [None] * len(prompts) if config.greedy else row_seeds(config, len(prompts), seeds)
         return [
-            self._key({"decoding": decoding, "score": list(s) or None, "prompt": prompt_json(p)})
-            for p, s in zip(prompts, score, strict=True)
+            self._key({"decoding": decoding_key(config, seed), "score": list(s) or None, "prompt": prompt_json(p)})
+            for p, s, seed in zip(prompts, score, drawn, strict=True)
         ]
 
     def _lookup(self, keys: list[str], read: Callable[[Any, int], Any]) -> list[Any]:
@@ -129,11 +147,17 @@ class CachedBackend:
         return out
 
     def generate(
-        self, prompts: list[Prompt], config: GenerationConfig, score: Sequence[tuple[str, ...]] | None = None
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: Sequence[tuple[str, ...]] | None = None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
-        """Answer from the cache where possible; ask the wrapped model for the misses only."""
+        """Answer from the cache where possible; ask the wrapped model for the misses only (a sampled prompt with
+        the seed it has in the whole call, so a hit and a fresh answer are drawn alike)."""
         wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
-        keys = self.keys(prompts, config, wanted)
+        drawn = None if config.greedy else row_seeds(config, len(prompts), seeds)
+        keys = self.keys(prompts, config, wanted, drawn)
         out: list[Completion | None] = self._lookup(keys, lambda obj, i: usable_completion(obj, wanted[i]))
         unscored = [i for i, c in enumerate(out) if c is not None and wanted[i] and c.scores is None]
         if unscored:  # generations kept while their scoring failed: only the scoring is asked again
@@ -144,24 +168,32 @@ class CachedBackend:
         if missing:
             asked = [prompts[i] for i in missing]
             asked_score = [wanted[i] for i in missing] if score is not None else None
+            asked_seeds = None if drawn is None else [drawn[i] for i in missing]
             for i, completion in zip(
-                missing, self._ask(asked, config, asked_score, [keys[i] for i in missing]), strict=True
+                missing, self._ask(asked, config, asked_score, [keys[i] for i in missing], asked_seeds), strict=True
             ):
                 out[i] = completion
         return [c for c in out if c is not None]
 
     def _ask(
-        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None, keys: list[str]
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: list[tuple[str, ...]] | None,
+        keys: list[str],
+        seeds: list[int] | None,
     ) -> list[Completion]:
-        """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch."""
+        """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch; sampled
+        prompts are given their seeds (greedy calls none)."""
+        drawn = {} if seeds is None else {"seeds": seeds}
         if getattr(self.inner, "streams_results", False):
 
             def keep(index: int, completion: Completion) -> None:
                 if cacheable(completion):
                     self.cache.put(keys[index], completion_json(completion), "generation", self._model_label)
 
-            return self.inner.generate(prompts, config, score, on_result=keep)  # type: ignore[call-arg]
-        fresh = self.inner.generate(prompts, config, score)
+            return self.inner.generate(prompts, config, score, on_result=keep, **drawn)  # type: ignore[call-arg]
+        fresh = self.inner.generate(prompts, config, score, **drawn)
         stored = [(k, completion_json(c)) for k, c in zip(keys, fresh, strict=True) if cacheable(c)]
         self.cache.put_many(stored, "generation", self._model_label)
         return fresh
