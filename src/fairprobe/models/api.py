@@ -43,6 +43,7 @@ from fairprobe.models.base import (
     Scores,
     row_seeds,
 )
+from fairprobe.models.pace import MEASURED_TOKENS, Pace
 from fairprobe.models.server_scoring import (
     ECHO_BYTES_PER_TOKEN,
     ECHO_PROMPTS_PER_REQUEST,
@@ -85,6 +86,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Servers that refuse 20 top logprobs (OpenAI's legacy completions allow 5) are asked again with fewer.
 LOGPROB_FALLBACKS = (20, 5, 0)
 RETRY_STATUS = frozenset({408, 409, 429})
+TIMED_OUT = "no answer from"
 # Scoring failures asked again prompt by prompt (a refusal, no answer past the retries), so one prompt at fault
 # (longer than the server's context, one that makes it fail) fails alone.
 ALONE_FAILURES = ("scoring rejected", "scoring failed")
@@ -325,6 +327,7 @@ class OpenAIBackend:
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self.concurrency = self.settings.concurrency
         self.timeout = self.settings.timeout
+        self.pace = Pace(self.timeout)
         self.retry = retry or RetryPolicy()
         self.top_logprobs = self.settings.top_logprobs
         self._logprobs = self.top_logprobs
@@ -471,12 +474,15 @@ class OpenAIBackend:
         except (MalformedResponse, ScoringAnswerError):
             return False
 
-    async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
-        """POST and read the answer within the size limit and the deadline (a MalformedResponse otherwise)."""
+    async def _post(self, url: str, body: dict[str, Any], limit: float) -> tuple[int, httpx.Headers, bytes]:
+        """POST and read the answer within the size limit, `limit` seconds per read and the deadline (at least a
+        limit that follows the work, `-M timeout=` unset), else a MalformedResponse."""
         limits = self.limits
+        deadline = limits.deadline if self.pace.fixed is not None else max(limits.deadline, limit)
 
         async def exchange() -> tuple[int, httpx.Headers, bytes]:
-            async with self._http().stream("POST", url, json=body) as response:
+            timeout = httpx.Timeout(limit, connect=min(limit, 10.0))
+            async with self._http().stream("POST", url, json=body, timeout=timeout) as response:
                 chunks, size = [], 0
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
@@ -486,20 +492,37 @@ class OpenAIBackend:
                 return response.status_code, response.headers, b"".join(chunks)
 
         try:
-            return await asyncio.wait_for(exchange(), limits.deadline)
+            return await asyncio.wait_for(exchange(), deadline)
         except asyncio.TimeoutError:
-            raise MalformedResponse(f"no complete answer within {limits.deadline:g} s (the request deadline)") from None
+            raise MalformedResponse(f"no complete answer within {deadline:g} s (the request deadline)") from None
 
-    async def _attempt(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes] | str:
-        """One POST within the limits: (status, headers, body), or why no answer came (a timeout, a failed
-        connection). An answer over the size limit or the deadline raises MalformedResponse."""
+    async def _attempt(
+        self, url: str, body: dict[str, Any], timeouts: int = 0
+    ) -> tuple[int, httpx.Headers, bytes] | str:
+        """One POST within the limits, once the shared pause is over: (status, headers, body), or why no answer
+        came (a timeout: TIMED_OUT, a failed connection). Its time limit follows the tokens it asks for and the
+        tries of it that timed out (models/pace.py). An answer over the size limit or the deadline raises
+        MalformedResponse. A generation's reply times the server's rate."""
+        loop = asyncio.get_running_loop()
+        while (pause := self.pace.wait(loop.time())) > 0:
+            await asyncio.sleep(pause)
         self.requests_sent += 1
+        limit = self.pace.limit(int(body.get("max_tokens") or 0), timeouts)
+        start = loop.time()
         try:
-            return await self._post(url, body)
+            answer = await self._post(url, body, limit)
         except httpx.TimeoutException:
-            return f"no answer from {url} within {self.timeout:g} s"
+            return f"{TIMED_OUT} {url} within {limit:g} s"
         except httpx.TransportError as exc:
             return f"connection to {url} failed ({type(exc).__name__})"
+        if answer[0] == 200 and int(body.get("max_tokens") or 0) >= MEASURED_TOKENS:
+            self.pace.measured(generated_tokens(answer[2]), loop.time() - start)
+        return answer
+
+    async def _back_off(self, seconds: float) -> None:
+        """Wait `seconds` after a failure; every other request waits them out too (no retry adds load meanwhile)."""
+        self.pace.hold(asyncio.get_running_loop().time(), seconds)
+        await asyncio.sleep(seconds)
 
     async def _post_retrying(
         self, url: str, path: str, body: dict[str, Any], probe: bool = False
@@ -513,10 +536,11 @@ class OpenAIBackend:
         """
         policy = self.retry
         failure = ""
+        timeouts = 0
         for attempt in range(1, policy.attempts + 1):
             retry_after: float | None = None
             try:
-                answer = await self._attempt(url + path, body)
+                answer = await self._attempt(url + path, body, timeouts)
                 if not isinstance(answer, str) and answer[0] == 200:
                     return 200, validate.json_body(answer[2], non_finite=True), ""
             except MalformedResponse as exc:
@@ -526,6 +550,7 @@ class OpenAIBackend:
                 continue
             if isinstance(answer, str):
                 failure = answer
+                timeouts += answer.startswith(TIMED_OUT)
             else:
                 status, headers, content = answer
                 detail = shorten(content.decode("utf-8", errors="replace"))
@@ -536,7 +561,7 @@ class OpenAIBackend:
                 failure = f"{url} answered HTTP {status}"
                 retry_after = retry_after_seconds(headers)
             if attempt < policy.attempts:
-                await asyncio.sleep(policy.delay(attempt, retry_after))
+                await self._back_off(policy.delay(attempt, retry_after))
         raise GaveUp(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
 
     async def _post_any(self, url: str, path: str, body: dict[str, Any], root: bool = False) -> tuple[int, Any, str]:
@@ -560,7 +585,7 @@ class OpenAIBackend:
             headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
             self._client = httpx.AsyncClient(
                 headers=headers,
-                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+                timeout=httpx.Timeout(self.pace.limit(0), connect=10.0),  # each request sets its own
                 limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
             )
         return self._client
@@ -977,7 +1002,7 @@ class OpenAIBackend:
         policy = self.retry
         top_k = bool(continuations) and mode == "topk"
         want_ids = bool(continuations) and mode == "exact" and self._every("prompt_ids")
-        attempt = malformed = 0
+        attempt = malformed = timeouts = 0
         failure = ""
         while attempt < policy.attempts:
             if abort is not None and abort.is_set():
@@ -988,7 +1013,7 @@ class OpenAIBackend:
             asked = int(body.get("top_logprobs", body.get("logprobs", 0)) or 0) if top_k else 0
             retry_after: float | None = None
             try:
-                answer = await self._attempt(base + path, body)
+                answer = await self._attempt(base + path, body, timeouts)
                 if not isinstance(answer, str) and answer[0] == 200:
                     parsed = parse_reply(validate.json_body(answer[2]), not isinstance(prompt, str))
                     return Completion(text=parsed.text), parsed
@@ -1000,6 +1025,7 @@ class OpenAIBackend:
                 continue
             if isinstance(answer, str):
                 failure = answer
+                timeouts += answer.startswith(TIMED_OUT)
             else:
                 status, headers, content = answer
                 detail = shorten(content.decode("utf-8", errors="replace"))
@@ -1014,8 +1040,18 @@ class OpenAIBackend:
                 failure = f"{base} answered HTTP {status}"
                 retry_after = retry_after_seconds(headers)
             if attempt < policy.attempts:
-                await asyncio.sleep(policy.delay(attempt, retry_after))
+                await self._back_off(policy.delay(attempt, retry_after))
         raise GaveUp(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
+
+
+def generated_tokens(content: bytes) -> int:
+    """The tokens a server says it generated (`usage.completion_tokens`), 0 where its answer does not say."""
+    try:
+        usage = validate.json_body(content).get("usage")
+        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    except (MalformedResponse, AttributeError):
+        return 0
+    return tokens if isinstance(tokens, int) and tokens > 0 else 0
 
 
 def first_ids(continuations: tuple[str, ...], ids: dict[str, list[int]] | None) -> list[int]:
