@@ -373,11 +373,11 @@ def test_a_harm_section_verdict_reads_only_the_intervals() -> None:
 
     summary = Summary(fairprobe_version="0", model="m", results={"direct": result(0.3, 0.2, 0.4)})
     assert section_clauses(summary, default_thresholds()) == [
-        "Stereotypical reasoning: harm shown by 1 of 1 marked measures (direct fail_rate C)"
+        "Stereotypical reasoning: harm shown by 1 of 1 judged measure (direct fail_rate C)"
     ]
     summary.results["direct"] = result(0.1, 0.02, 0.3)
     assert section_clauses(summary, default_thresholds()) == [
-        "Stereotypical reasoning: no harm shown for certain; 1 of 1 marked measures reach C or D within their intervals"
+        "Stereotypical reasoning: no harm shown for certain; 1 of 1 judged measure reach C or D within their intervals"
     ]
 
 
