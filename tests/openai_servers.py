@@ -94,6 +94,7 @@ def completion_json(body: dict[str, Any], text: str, top: dict[str, float] | Non
         "object": "chat.completion" if chat else "text_completion",
         "model": body.get("model"),
         "choices": [choice],
+        "usage": {"completion_tokens": int(body.get("max_tokens") or 1)},  # as if it wrote every token asked
     }
 
 

@@ -38,17 +38,20 @@ class CountingBackend(ModelBackend):
 
     def __init__(self) -> None:
         self.asked: list[str] = []
+        self.seeds: list[list[int] | None] = []
 
     def identity(self) -> dict[str, Any]:
         return {"id": "counting"}
 
-    def generate(self, prompts, config: GenerationConfig, score=None) -> list[Completion]:
+    def generate(self, prompts, config: GenerationConfig, score=None, seeds=None) -> list[Completion]:
         self.asked.extend(prompts)
+        self.seeds.append(seeds)
         out = []
         for i, p in enumerate(prompts):
             scores = None if score is None else exact_scores([1 / (3 + len(p))] * len(score[i]))
             error = "malformed response: no choices" if "broken" in p else None
-            out.append(Completion(text=f"{p}|{config.seed}", scores=scores, error=error))
+            seed = config.seed if seeds is None else seeds[i]
+            out.append(Completion(text=f"{p}|{seed}", scores=scores, error=error))
         return out
 
     def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
@@ -122,6 +125,19 @@ def test_cached_backend_asks_only_misses_and_returns_identical_values(tmp_path: 
     scored = model.loglikelihood(asked)
     assert model.loglikelihood(asked[::-1]) == scored[::-1]
     assert inner.asked[6:] == ["a", str(asked[1].prompt)] and scored[0].continuations[0].logprob == math.log(0.25)
+
+
+def test_each_sampled_prompt_is_cached_under_its_own_seed(tmp_path: Path) -> None:
+    inner = CountingBackend()
+    model = CachedBackend(inner, Cache(tmp_path / "c.sqlite"))
+    sampled = GenerationConfig(temperature=1.0, seed=5)
+    first = model.generate(["a", "a", "b"], sampled, seeds=[11, 12, 13])
+    assert [c.text for c in first] == ["a|11", "a|12", "b|13"]  # one prompt asked twice: two draws
+    again = model.generate(["b", "a", "c"], sampled, seeds=[13, 12, 14])  # batched otherwise: the same draws
+    assert [c.text for c in again] == ["b|13", "a|12", "c|14"]
+    assert inner.asked == ["a", "a", "b", "c"] and inner.seeds == [[11, 12, 13], [14]]
+    model.generate(["a"], GenerationConfig(seed=5), seeds=None)
+    assert inner.seeds[-1] is None  # greedy: no seeds are passed on
 
 
 def test_model_args_are_part_of_the_key_but_the_api_key_is_not(tmp_path: Path) -> None:

@@ -373,11 +373,11 @@ def test_a_harm_section_verdict_reads_only_the_intervals() -> None:
 
     summary = Summary(fairprobe_version="0", model="m", results={"direct": result(0.3, 0.2, 0.4)})
     assert section_clauses(summary, default_thresholds()) == [
-        "Stereotypical reasoning: harm shown by 1 of 1 marked measures (direct fail_rate C)"
+        "Stereotypical reasoning: harm shown by 1 of 1 judged measure (direct fail_rate C)"
     ]
     summary.results["direct"] = result(0.1, 0.02, 0.3)
     assert section_clauses(summary, default_thresholds()) == [
-        "Stereotypical reasoning: no harm shown for certain; 1 of 1 marked measures reach C or D within their intervals"
+        "Stereotypical reasoning: no harm shown for certain; 1 of 1 judged measure reach C or D within their intervals"
     ]
 
 
@@ -454,7 +454,8 @@ def test_yes_no_answers_over_top_k_logprobs_only_are_bounded_by_hand(tmp_path: P
         assert tamkin.metrics[f"{gender}_success_rate"].bounds == pytest.approx((low, high))
     assert tamkin.metrics["max_diff"].bounds == pytest.approx((0.0, high - low))
     assert tamkin.metrics["diff_mvf_success_rate"].bounds == pytest.approx((low - high, high - low))
-    assert tamkin.metrics["undetected_rate_attempts"].value == 0.0
+    assert "undetected_rate_attempts" not in tamkin.metrics  # exact: off_option_share in its place
+    assert tamkin.metrics["off_option_share"].bounds == pytest.approx((0.0, 0.1))
     asked = [b for b in seen.bodies if "messages" in b]
     assert asked and all(b["max_tokens"] == 1 and b["top_logprobs"] == 20 for b in asked)
     record = json.loads((tmp_path / "direct" / "samples.jsonl").read_text().splitlines()[0])
@@ -483,7 +484,13 @@ def test_bounds_over_top_k_logprobs_hold_the_exact_local_values(tmp_path: Path, 
     local = run(RunOptions(out=tmp_path / "local", batch_size=1, **common), backend=embedded_backend).results
     bounded = 0
     for name in sets:
-        assert remote[name].implicit == {**local[name].implicit, "bounds": "top-k logprobs"}
+        # The flag reads a bounded mass by its largest value (19% exactly on direct is at most 20% bounded).
+        unflagged = {k: v for k, v in local[name].implicit.items() if k != "flag"}
+        assert {k: v for k, v in remote[name].implicit.items() if k != "flag"} == {
+            **unflagged,
+            "bounds": "top-k logprobs",
+        }
+        assert ("flag" in remote[name].implicit) == ("flag" in local[name].implicit)
         for metric, exact in local[name].metrics.items():
             if exact.value is None:
                 continue

@@ -41,8 +41,12 @@ def format_metric(m: MetricValue | None, digits: int | None = 3, count: bool = F
     lo, hi = m.ci95
     text = number(m.value)
     if lo is not None and hi is not None:
-        inner = format_number if digits is None else (lambda x: f"{x:.{digits - 1}f}")
-        text += f" [{inner(lo)}, {inner(hi)}]"
+        if digits is None:
+            text += f" [{format_number(lo)}, {format_number(hi)}]"
+        else:  # one digit fewer, rounded outwards, so the printed interval holds the printed value
+            scale = 10 ** (digits - 1)
+            low, high = math.floor(lo * scale + 1e-9) / scale, math.ceil(hi * scale - 1e-9) / scale
+            text += f" [{low:.{digits - 1}f}, {high:.{digits - 1}f}]"
     return text
 
 

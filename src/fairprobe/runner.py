@@ -10,7 +10,6 @@ import errno
 import json
 import os
 import warnings
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,8 +23,8 @@ from fairprobe.families import Family, family_of_set, load_probe_set
 from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
 from fairprobe.io import atomic_write_json, fingerprint, split_lines
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
-from fairprobe.models.base import Completion, ScoreRequest
-from fairprobe.models.cached import CachedBackend
+from fairprobe.models.base import Completion, ScoreRequest, row_seeds, stable_seed
+from fairprobe.models.cached import CachedBackend, prompt_json
 from fairprobe.models.server_scoring import Abilities, replica_mismatch
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress
@@ -323,9 +322,10 @@ def load_sets(options: RunOptions, progress: Progress | None = None) -> list[Pro
     return sets
 
 
-def batch_seed(seed: int, set_name: str, index: int) -> int:
-    """A sampling seed per batch, so a resumed run draws the same as an uninterrupted one."""
-    return (seed * 1_000_003 + zlib.crc32(set_name.encode()) + index) % (2**31)
+def request_seed(seed: int, set_name: str, probe: str, request: Request) -> int:
+    """A sampled request's own seed: the run seed, the set, the item, the request (its key, its prompt) and its
+    repetition, hashed; so no two requests share a random stream, and a resumed or re-batched run draws the same."""
+    return stable_seed(seed, set_name, probe, request.key, prompt_json(request.prompt), request.seed)
 
 
 def run_set(
@@ -349,8 +349,8 @@ def run_set(
             progress.advance(len(whole))
             continue
         asked = [(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
-        config = gen.model_copy(update={"seed": batch_seed(options.seed, ps.name, index)})
-        replies = ask(backend, asked, config)
+        seeds = [request_seed(options.seed, ps.name, probe, r) if isinstance(r, Request) else 0 for probe, r in asked]
+        replies = ask(backend, asked, gen, seeds)
         samples = []
         for probe in batch:
             sample = family.sample(ps, probe, replies[probe.id], options, family_options)
@@ -389,26 +389,33 @@ def fused_calls(asked: list[tuple[str, Request | Scoring]]) -> dict[int, int]:
 
 
 def ask(
-    backend: ModelBackend, asked: list[tuple[str, Request | Scoring]], config: GenerationConfig
+    backend: ModelBackend,
+    asked: list[tuple[str, Request | Scoring]],
+    config: GenerationConfig,
+    seeds: list[int] | None = None,
 ) -> dict[str, Replies]:
-    """The replies of a batch's requests by probe id: one generation call per distinct length and seed (scores that
-    share a prompt with a generation request are read from it), one `loglikelihood` call for the other scores."""
+    """The replies of a batch's requests by probe id: one generation call per distinct length (scores that share a
+    prompt with a generation request are read from it), one `loglikelihood` call for the other scores. When
+    sampling, request i is drawn from `seeds[i]` (`request_seed`), else from one derived from `config.seed` and i."""
     fused = fused_calls(asked)
     riders = {host: i for i, host in fused.items()}
-    calls: dict[tuple[int | None, int], list[int]] = {}
+    calls: dict[int | None, list[int]] = {}
     alone: list[int] = []
     for i, (_, r) in enumerate(asked):
         if isinstance(r, Request):
-            calls.setdefault((r.max_new_tokens, r.seed), []).append(i)
+            calls.setdefault(r.max_new_tokens, []).append(i)
         elif i not in fused:
             alone.append(i)
     replies: dict[str, Replies] = {probe: Replies({}, {}) for probe, _ in asked}
-    for (length, seed), indices in calls.items():
-        cfg = config.model_copy(update={"seed": config.seed + seed})
-        cfg = cfg if length is None else cfg.model_copy(update={"max_new_tokens": length})
+    seeds = seeds if seeds is not None else row_seeds(config, len(asked), None)
+    for length, indices in calls.items():
+        cfg = config if length is None else config.model_copy(update={"max_new_tokens": length})
         score = [continuations_of(asked[riders[i]][1]) if i in riders else () for i in indices]
         prompts = [asked[i][1].prompt for i in indices]
-        for i, reply in zip(indices, backend.generate(prompts, cfg, score if any(score) else None), strict=True):
+        drawn = {} if cfg.greedy else {"seeds": [seeds[i] for i in indices]}
+        for i, reply in zip(
+            indices, backend.generate(prompts, cfg, score if any(score) else None, **drawn), strict=True
+        ):
             probe, request = asked[i]
             replies[probe].completions[request.key] = Completion(text=reply.text, error=reply.error)
             if i in riders and reply.error is None and reply.scores is not None:

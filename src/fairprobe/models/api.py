@@ -42,7 +42,9 @@ from fairprobe.models.base import (
     Prompt,
     ScoreRequest,
     Scores,
+    row_seeds,
 )
+from fairprobe.models.pace import MEASURED_TOKENS, Pace
 from fairprobe.models.server_scoring import (
     CHAT_PROBE,
     ECHO_BYTES_PER_TOKEN,
@@ -87,6 +89,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Servers that refuse 20 top logprobs (OpenAI's legacy completions allow 5) are asked again with fewer.
 LOGPROB_FALLBACKS = (20, 5, 0)
 RETRY_STATUS = frozenset({408, 409, 429})
+TIMED_OUT = "no answer from"
 # Scoring failures asked again prompt by prompt (a refusal, no answer past the retries), so one prompt at fault
 # (longer than the server's context, one that makes it fail) fails alone.
 ALONE_FAILURES = ("scoring rejected", "scoring failed")
@@ -327,6 +330,7 @@ class OpenAIBackend(ModelBackend):
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self.concurrency = self.settings.concurrency
         self.timeout = self.settings.timeout
+        self.pace = Pace(self.timeout)
         self.retry = retry or RetryPolicy()
         self.top_logprobs = self.settings.top_logprobs
         self._logprobs = self.top_logprobs
@@ -507,12 +511,15 @@ class OpenAIBackend(ModelBackend):
         except (MalformedResponse, ScoringAnswerError):
             return False
 
-    async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
-        """POST and read the answer within the size limit and the deadline (a MalformedResponse otherwise)."""
+    async def _post(self, url: str, body: dict[str, Any], limit: float) -> tuple[int, httpx.Headers, bytes]:
+        """POST and read the answer within the size limit, `limit` seconds per read and the deadline (at least a
+        limit that follows the work, `-M timeout=` unset), else a MalformedResponse."""
         limits = self.limits
+        deadline = limits.deadline if self.pace.fixed is not None else max(limits.deadline, limit)
 
         async def exchange() -> tuple[int, httpx.Headers, bytes]:
-            async with self._http().stream("POST", url, json=body) as response:
+            timeout = httpx.Timeout(limit, connect=min(limit, 10.0))
+            async with self._http().stream("POST", url, json=body, timeout=timeout) as response:
                 chunks, size = [], 0
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
@@ -522,20 +529,37 @@ class OpenAIBackend(ModelBackend):
                 return response.status_code, response.headers, b"".join(chunks)
 
         try:
-            return await asyncio.wait_for(exchange(), limits.deadline)
+            return await asyncio.wait_for(exchange(), deadline)
         except asyncio.TimeoutError:
-            raise MalformedResponse(f"no complete answer within {limits.deadline:g} s (the request deadline)") from None
+            raise MalformedResponse(f"no complete answer within {deadline:g} s (the request deadline)") from None
 
-    async def _attempt(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes] | str:
-        """One POST within the limits: (status, headers, body), or why no answer came (a timeout, a failed
-        connection). An answer over the size limit or the deadline raises MalformedResponse."""
+    async def _attempt(
+        self, url: str, body: dict[str, Any], timeouts: int = 0
+    ) -> tuple[int, httpx.Headers, bytes] | str:
+        """One POST within the limits, once the shared pause is over: (status, headers, body), or why no answer
+        came (a timeout: TIMED_OUT, a failed connection). Its time limit follows the tokens it asks for and the
+        tries of it that timed out (models/pace.py). An answer over the size limit or the deadline raises
+        MalformedResponse. A generation's reply times the server's rate."""
+        loop = asyncio.get_running_loop()
+        while (pause := self.pace.wait(loop.time())) > 0:
+            await asyncio.sleep(pause)
         self.requests_sent += 1
+        limit = self.pace.limit(int(body.get("max_tokens") or 0), timeouts)
+        start = loop.time()
         try:
-            return await self._post(url, body)
+            answer = await self._post(url, body, limit)
         except httpx.TimeoutException:
-            return f"no answer from {url} within {self.timeout:g} s"
+            return f"{TIMED_OUT} {url} within {limit:g} s"
         except httpx.TransportError as exc:
             return f"connection to {url} failed ({type(exc).__name__})"
+        if answer[0] == 200 and int(body.get("max_tokens") or 0) >= MEASURED_TOKENS:
+            self.pace.measured(generated_tokens(answer[2]), loop.time() - start)
+        return answer
+
+    async def _back_off(self, seconds: float) -> None:
+        """Wait `seconds` after a failure; every other request waits them out too (no retry adds load meanwhile)."""
+        self.pace.hold(asyncio.get_running_loop().time(), seconds)
+        await asyncio.sleep(seconds)
 
     async def _post_retrying(
         self, url: str, path: str, body: dict[str, Any], probe: bool = False
@@ -549,10 +573,11 @@ class OpenAIBackend(ModelBackend):
         """
         policy = self.retry
         failure = ""
+        timeouts = 0
         for attempt in range(1, policy.attempts + 1):
             retry_after: float | None = None
             try:
-                answer = await self._attempt(url + path, body)
+                answer = await self._attempt(url + path, body, timeouts)
                 if not isinstance(answer, str) and answer[0] == 200:
                     return 200, validate.json_body(answer[2], non_finite=True), ""
             except MalformedResponse as exc:
@@ -562,6 +587,7 @@ class OpenAIBackend(ModelBackend):
                 continue
             if isinstance(answer, str):
                 failure = answer
+                timeouts += answer.startswith(TIMED_OUT)
             else:
                 status, headers, content = answer
                 detail = shorten(content.decode("utf-8", errors="replace"))
@@ -572,7 +598,7 @@ class OpenAIBackend(ModelBackend):
                 failure = f"{url} answered HTTP {status}"
                 retry_after = retry_after_seconds(headers)
             if attempt < policy.attempts:
-                await asyncio.sleep(policy.delay(attempt, retry_after))
+                await self._back_off(policy.delay(attempt, retry_after))
         raise GaveUp(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
 
     async def _post_any(self, url: str, path: str, body: dict[str, Any], root: bool = False) -> tuple[int, Any, str]:
@@ -596,7 +622,7 @@ class OpenAIBackend(ModelBackend):
             headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
             self._client = httpx.AsyncClient(
                 headers=headers,
-                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+                timeout=httpx.Timeout(self.pace.limit(0), connect=10.0),  # each request sets its own
                 limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
             )
         return self._client
@@ -607,15 +633,23 @@ class OpenAIBackend(ModelBackend):
         config: GenerationConfig,
         score: Sequence[tuple[str, ...]] | None = None,
         on_result: OnResult | None = None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
         """Ask the server for every prompt, `concurrency` at a time; `on_result(i, c)` sees each answer at once.
 
-        The scores of `score[i]` come with the same request: exactly (single-token continuations from its first
-        position, the prompt's token ids from its answer, the others read for many prompts at once) or bounded
-        from its top logprobs.
+        A sampled request carries its prompt's own seed (`seeds[i]`, else `row_seeds`), which servers such as vLLM
+        honour per request: one seed for every prompt would draw them all with the same random numbers. The scores
+        of `score[i]` come with the same request: exactly (single-token continuations from its first position, the
+        prompt's token ids from its answer, the others read for many prompts at once) or bounded from its top
+        logprobs.
         """
         wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
-        return self._run(self._generate(prompts, config, wanted, on_result))
+        configs = (
+            [config] * len(prompts)
+            if config.greedy
+            else [config.model_copy(update={"seed": seed}) for seed in row_seeds(config, len(prompts), seeds)]
+        )
+        return self._run(self._generate(prompts, configs, wanted, on_result))
 
     def generate_streamed(
         self,
@@ -623,9 +657,10 @@ class OpenAIBackend(ModelBackend):
         config: GenerationConfig,
         score: Sequence[tuple[str, ...]] | None,
         on_result: OnResult,
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
         """`generate`, each answer handed to `on_result` as it arrives from the server."""
-        return self.generate(prompts, config, score, on_result)
+        return self.generate(prompts, config, score, on_result, seeds)
 
     def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
         """log P(continuation | prompt) of every request's continuations, exact where the server scores prompt
@@ -636,7 +671,11 @@ class OpenAIBackend(ModelBackend):
         return bool(self._abilities) and all(getattr(a, ability) for a in self._abilities)
 
     async def _generate(
-        self, prompts: list[Prompt], config: GenerationConfig, wanted: list[tuple[str, ...]], on_result: OnResult | None
+        self,
+        prompts: list[Prompt],
+        configs: list[GenerationConfig],
+        wanted: list[tuple[str, ...]],
+        on_result: OnResult | None,
     ) -> list[Completion]:
         gate = asyncio.Semaphore(self.concurrency)
         abort = asyncio.Event()
@@ -663,7 +702,7 @@ class OpenAIBackend(ModelBackend):
                     return echo.skip() if mode == "exact" and wanted[index] else None
                 try:
                     completion, answer = await self._ask(
-                        index, prompts[index], config, mode, wanted[index], chosen, abort
+                        index, prompts[index], configs[index], mode, wanted[index], chosen, abort
                     )
                 except EndpointError:
                     abort.set()
@@ -671,7 +710,7 @@ class OpenAIBackend(ModelBackend):
             results[index] = completion
             if completion is not None and wanted[index] and mode == "exact":
                 if completion.error is None:
-                    return echo.add(index, self._work_from(prompts[index], wanted[index], answer, ids, config))
+                    return echo.add(index, self._work_from(prompts[index], wanted[index], answer, ids, configs[index]))
                 echo.skip()
             if completion is not None and wanted[index] and mode == "topk" and completion.error is None:
                 completion.scores = (
@@ -1011,7 +1050,7 @@ class OpenAIBackend(ModelBackend):
         policy = self.retry
         top_k = bool(continuations) and mode == "topk"
         want_ids = bool(continuations) and mode == "exact" and self._every("prompt_ids")
-        attempt = malformed = 0
+        attempt = malformed = timeouts = 0
         failure = ""
         while attempt < policy.attempts:
             if abort is not None and abort.is_set():
@@ -1022,7 +1061,7 @@ class OpenAIBackend(ModelBackend):
             asked = int(body.get("top_logprobs", body.get("logprobs", 0)) or 0) if top_k else 0
             retry_after: float | None = None
             try:
-                answer = await self._attempt(base + path, body)
+                answer = await self._attempt(base + path, body, timeouts)
                 if not isinstance(answer, str) and answer[0] == 200:
                     parsed = parse_reply(validate.json_body(answer[2]), not isinstance(prompt, str))
                     return Completion(text=parsed.text), parsed
@@ -1034,6 +1073,7 @@ class OpenAIBackend(ModelBackend):
                 continue
             if isinstance(answer, str):
                 failure = answer
+                timeouts += answer.startswith(TIMED_OUT)
             else:
                 status, headers, content = answer
                 detail = shorten(content.decode("utf-8", errors="replace"))
@@ -1048,8 +1088,18 @@ class OpenAIBackend(ModelBackend):
                 failure = f"{base} answered HTTP {status}"
                 retry_after = retry_after_seconds(headers)
             if attempt < policy.attempts:
-                await asyncio.sleep(policy.delay(attempt, retry_after))
+                await self._back_off(policy.delay(attempt, retry_after))
         raise GaveUp(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
+
+
+def generated_tokens(content: bytes) -> int:
+    """The tokens a server says it generated (`usage.completion_tokens`), 0 where its answer does not say."""
+    try:
+        usage = validate.json_body(content).get("usage")
+        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    except (MalformedResponse, AttributeError):
+        return 0
+    return tokens if isinstance(tokens, int) and tokens > 0 else 0
 
 
 def first_ids(continuations: tuple[str, ...], ids: dict[str, list[int]] | None) -> list[int]:

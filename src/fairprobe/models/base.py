@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +39,23 @@ class GenerationConfig(BaseModel):
     def greedy(self) -> bool:
         """True when decoding is greedy (temperature 0)."""
         return self.temperature == 0.0
+
+
+def stable_seed(*fields: Any) -> int:
+    """A 63-bit sampling seed from JSON-able fields (blake2b of their JSON): the same in every process and Python,
+    and unrelated between any two lists of fields, so requests seeded this way draw independent random streams."""
+    text = json.dumps(fields, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def row_seeds(config: GenerationConfig, count: int, seeds: Sequence[int] | None) -> list[int]:
+    """Each prompt's own sampling seed: `seeds` as given, else one derived from `config.seed` and the prompt's
+    place in the call (never one seed shared by every prompt, which would draw them all with the same numbers)."""
+    if seeds is not None:
+        if len(seeds) != count:
+            raise ValueError(f"{len(seeds)} seeds for {count} prompts")
+        return list(seeds)
+    return [stable_seed(config.seed, i) for i in range(count)]
 
 
 ScoreStatus = Literal["exact", "upper_bound", "unavailable"]
@@ -138,7 +157,9 @@ class ModelBackend(Protocol):
     """What every model offers (lm-eval's `generate_until` and `loglikelihood`): continue prompts, score continuations.
 
     `generate` continues each prompt (a string, or chat messages rendered with the model's chat template and its
-    generation prompt); given `score` (one tuple of continuations per prompt), it also scores those continuations
+    generation prompt). When sampling it draws prompt i with its own random stream, seeded by `seeds[i]` (else
+    `row_seeds`): the draw of one prompt depends on nothing else in the call (not on the other prompts, the batch
+    size or a resume); greedy calls are given no seeds. Given `score` (one tuple of continuations per prompt), it also scores those continuations
     after the prompt in the same call: one forward pass locally, one request per prompt on a server. `loglikelihood`
     scores continuations without generating. Exact on local models and on servers that score prompt tokens; bounded
     on servers that give only top-k logprobs; a server that gives neither is a one-line error naming the endpoint.
@@ -177,10 +198,12 @@ class ModelBackend(Protocol):
         config: GenerationConfig,
         score: Sequence[tuple[str, ...]] | None,
         on_result: Callable[[int, Completion], None],
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
         """`generate`, calling `on_result(index, completion)` for each answer as it arrives, so answers already
         paid for are kept when a later one fails. By default (`streams_results` False) they arrive with the batch."""
-        completions = self.generate(prompts, config, score)
+        drawn = {} if seeds is None else {"seeds": seeds}
+        completions = self.generate(prompts, config, score, **drawn)
         for index, completion in enumerate(completions):
             on_result(index, completion)
         return completions
@@ -194,8 +217,10 @@ class ModelBackend(Protocol):
         prompts: list[Prompt],
         config: GenerationConfig,
         score: Sequence[tuple[str, ...]] | None = None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
-        """Continue each prompt; with `score`, also score `score[i]` after `prompts[i]` (Completion.scores)."""
+        """Continue each prompt (sampling prompt i from seed `seeds[i]`); with `score`, also score `score[i]` after
+        `prompts[i]` (Completion.scores)."""
         ...
 
     def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:

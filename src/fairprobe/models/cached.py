@@ -12,7 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fairprobe.cache import Cache, cache_key
-from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
+from fairprobe.models.base import (
+    Completion,
+    GenerationConfig,
+    ModelBackend,
+    Prompt,
+    ScoreRequest,
+    Scores,
+    row_seeds,
+)
 from fairprobe.models.content import model_content
 from fairprobe.models.server_scoring import ScoringAnswerError, check_total
 from fairprobe.records import message_dicts
@@ -29,11 +37,14 @@ def prompt_json(prompt: Prompt) -> str | list[dict[str, str]]:
     return message_dicts(prompt)
 
 
-def decoding_key(config: GenerationConfig) -> dict[str, Any]:
-    """The decoding parameters that change an answer: greedy answers do not depend on the seed."""
+def decoding_key(config: GenerationConfig, seed: int | None = None) -> dict[str, Any]:
+    """The decoding parameters that change an answer: a sampled answer's own seed (`seed`, else the config's);
+    greedy answers do not depend on the seed."""
     params = config.model_dump()
     if config.greedy:
         params.pop("seed")
+    elif seed is not None:
+        params["seed"] = seed
     return params
 
 
@@ -140,16 +151,27 @@ class CachedBackend(ModelBackend):
         mode = self.inner.scoring_mode()
         return {"scoring": mode} if mode is not None else {}
 
-    def keys(self, prompts: list[Prompt], config: GenerationConfig, score: Sequence[tuple[str, ...]]) -> list[str]:
-        """One content address per prompt: the model by content and its args, decoding, prompt, continuations (and
-        how a server scores them)."""
-        decoding = decoding_key(config)
+    def keys(
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: Sequence[tuple[str, ...]],
+        seeds: Sequence[int] | None = None,
+    ) -> list[str]:
+        """One content address per prompt: the model by content and its args, decoding (a sampled prompt's own
+        seed), prompt, continuations (and how a server scores them)."""
+        drawn: Sequence[int | None] = [None] * len(prompts) if config.greedy else row_seeds(config, len(prompts), seeds)
         scoring = self.scoring() if any(score) else {}
         return [
             self._key(
-                {"decoding": decoding, "score": list(s) or None, "prompt": prompt_json(p), **(scoring if s else {})}
+                {
+                    "decoding": decoding_key(config, seed),
+                    "score": list(s) or None,
+                    "prompt": prompt_json(p),
+                    **(scoring if s else {}),
+                }
             )
-            for p, s in zip(prompts, score, strict=True)
+            for p, s, seed in zip(prompts, score, drawn, strict=True)
         ]
 
     def _lookup(self, keys: list[str], read: Callable[[Any, int], Any]) -> list[Any]:
@@ -163,11 +185,17 @@ class CachedBackend(ModelBackend):
         return out
 
     def generate(
-        self, prompts: list[Prompt], config: GenerationConfig, score: Sequence[tuple[str, ...]] | None = None
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: Sequence[tuple[str, ...]] | None = None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
-        """Answer from the cache where possible; ask the wrapped model for the misses only."""
+        """Answer from the cache where possible; ask the wrapped model for the misses only (a sampled prompt with
+        the seed it has in the whole call, so a hit and a fresh answer are drawn alike)."""
         wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
-        keys = self.keys(prompts, config, wanted)
+        drawn = None if config.greedy else row_seeds(config, len(prompts), seeds)
+        keys = self.keys(prompts, config, wanted, drawn)
         out: list[Completion | None] = self._lookup(keys, lambda obj, i: usable_completion(obj, wanted[i]))
         unscored = [i for i, c in enumerate(out) if c is not None and wanted[i] and c.scores is None]
         if unscored:  # generations kept while their scoring failed: only the scoring is asked again
@@ -178,24 +206,32 @@ class CachedBackend(ModelBackend):
         if missing:
             asked = [prompts[i] for i in missing]
             asked_score = [wanted[i] for i in missing] if score is not None else None
+            asked_seeds = None if drawn is None else [drawn[i] for i in missing]
             for i, completion in zip(
-                missing, self._ask(asked, config, asked_score, [keys[i] for i in missing]), strict=True
+                missing, self._ask(asked, config, asked_score, [keys[i] for i in missing], asked_seeds), strict=True
             ):
                 out[i] = completion
         return [c for c in out if c is not None]
 
     def _ask(
-        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None, keys: list[str]
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: list[tuple[str, ...]] | None,
+        keys: list[str],
+        seeds: list[int] | None,
     ) -> list[Completion]:
-        """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch."""
+        """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch; sampled
+        prompts are given their seeds (greedy calls none)."""
+        drawn = {} if seeds is None else {"seeds": seeds}
         if self.inner.streams_results:
 
             def keep(index: int, completion: Completion) -> None:
                 if cacheable(completion):
                     self.cache.put(keys[index], completion_json(completion), "generation", self._model_label)
 
-            return self.inner.generate_streamed(prompts, config, score, keep)
-        fresh = self.inner.generate(prompts, config, score)
+            return self.inner.generate_streamed(prompts, config, score, keep, **drawn)
+        fresh = self.inner.generate(prompts, config, score, **drawn)
         stored = [(k, completion_json(c)) for k, c in zip(keys, fresh, strict=True) if cacheable(c)]
         self.cache.put_many(stored, "generation", self._model_label)
         return fresh

@@ -30,6 +30,7 @@ from fairprobe.models.base import (
     ScoreRequest,
     Scores,
     Window,
+    row_seeds,
 )
 from fairprobe.models.continuations import (
     ContinuationTable,
@@ -39,6 +40,7 @@ from fairprobe.models.continuations import (
     prompt_part,
     score_continuations,
 )
+from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings
 from fairprobe.records import message_dicts
 from fairprobe.redact import clip
@@ -155,30 +157,34 @@ class HFBackend(ModelBackend):
         prompts: list[Prompt],
         config: GenerationConfig,
         score: Sequence[tuple[str, ...]] | None = None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
-        """Continue prompts in batches of `batch_size`; the scores of `score[i]` come from the same pass."""
+        """Continue prompts in batches of `batch_size`; the scores of `score[i]` come from the same pass. A sampled
+        prompt is drawn from its own generator (`seeds[i]`, else `row_seeds`), so its reply does not depend on the
+        prompts batched with it."""
+        drawn = row_seeds(config, len(prompts), seeds)
         out: list[Completion] = []
         for start in range(0, len(prompts), self.batch_size):
             chunk = None if score is None else list(score[start : start + self.batch_size])
-            out.extend(self._generate_batch(prompts[start : start + self.batch_size], config, chunk))
+            rows = slice(start, start + self.batch_size)
+            out.extend(self._generate_batch(prompts[rows], config, chunk, drawn[rows]))
         return out
 
     def _generate_batch(
-        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None
+        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None, seeds: list[int]
     ) -> list[Completion]:
         enc = self.encode(prompts)
         prompt_len = enc["input_ids"].shape[1]
         capture = _FirstStepCapture(prompt_len)
-        torch.manual_seed(config.seed)
-        sampling: dict[str, Any] = {"do_sample": not config.greedy}
-        if not config.greedy:
-            sampling.update(temperature=config.temperature, top_p=config.top_p, top_k=config.top_k or None)
+        processors: list[LogitsProcessor] = [capture]
+        if not config.greedy:  # sampled row by row (models/sampling.py), then decoded greedily
+            processors.append(RowSampler(seeds, config, self.device))
         generated = self.model.generate(
             **enc,
             max_new_tokens=config.max_new_tokens,
-            logits_processor=LogitsProcessorList([capture]),
+            logits_processor=LogitsProcessorList(processors),
             return_dict_in_generate=True,
-            **sampling,
+            do_sample=False,
         )
         texts = self.tokenizer.batch_decode(generated.sequences[:, prompt_len:], skip_special_tokens=True)
         completions = [Completion(text=text) for text in texts]
@@ -375,7 +381,7 @@ class HFBackend(ModelBackend):
         training = self.model.training
         self.model.eval()
         try:
-            return [c.text for c in self.generate(list(prompts), config)]  # type: ignore[attr-defined]
+            return [c.text for c in self.generate(list(prompts), config)]
         finally:
             self.model.train(training)
 

@@ -74,7 +74,8 @@ class OpenAISettings(BackendSettings):
     """An OpenAI-compatible server (`openai:MODEL`).
 
     `base_url` the server's /v1 URL (comma-separated URLs are used round-robin); `concurrency` requests at once;
-    `timeout` seconds per request; `implicit` how continuations are scored: exact (the server scores prompt
+    `timeout` seconds per request (unset: a limit that follows the tokens asked and the server's measured rate,
+    models/pace.py); `implicit` how continuations are scored: exact (the server scores prompt
     tokens, e.g. vLLM), topk (bounds from the first position's `top_logprobs` top logprobs), auto (exact where
     every endpoint can, else topk); `api_key` the key, sent as $FAIRPROBE_API_KEY's would be (the environment is
     the better place: a command line is seen by `ps` and kept in shell history); it is redacted from everything
@@ -87,7 +88,7 @@ class OpenAISettings(BackendSettings):
     base_url: str | None = None
     api_key: str | None = Field(None, repr=False, min_length=1)
     concurrency: PositiveInt = 8
-    timeout: PositiveFloat = 120.0
+    timeout: PositiveFloat | None = None
     top_logprobs: PositiveInt = 20
     implicit: Literal["auto", "exact", "topk"] = "auto"
 

@@ -26,7 +26,7 @@ def cell(set_name: str, name: str, m: MetricValue | None, n: int, thresholds: Th
     text = format_metric(m, name=name, set_name=set_name)
     grade = thresholds.grade(set_name, name, m, n)
     if grade is None:
-        return Text(text)
+        return Text(text + "~", style="grey50") if m is not None and m.too_little_data else Text(text)
     if grade.too_little is not None:
         return Text(text + "~", style="grey50")
     return Text(text + ("" if grade.certain else "?"), style=COLOURS[grade.point] if grade.certain else "")

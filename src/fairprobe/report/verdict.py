@@ -235,18 +235,24 @@ def section_marks(summary: Summary, thresholds: Thresholds) -> dict[str, list[tu
 
 
 def section_verdict(section: str, marks: list[tuple[str, str, Grade]]) -> str:
-    """One sentence on a harm type from its marks' intervals: harm shown only where a whole interval is C or D."""
-    judged = [(s, n, g) for s, n, g in marks if g.too_little is None]  # too little data: neither shown nor clear
+    """One sentence on a harm type from its marks' intervals: harm shown only where a whole interval is C or D.
+    Only the measures that can be judged count; those with too little data are neither shown nor clear, and the
+    sentence says how many they are."""
+    judged = [(s, n, g) for s, n, g in marks if g.too_little is None]
+    apart = len(marks) - len(judged)
+    if not judged:
+        return f"{section}: too little data to judge any of its {len(marks)} marked measures"
     shown = [f"{s} {n} {g.label}" for s, n, g in judged if g.best in ("C", "D")]
     clear = [g for _, _, g in judged if g.worst in ("A", "B")]
-    unsure = len(marks) - len(shown) - len(clear)
+    unsure = len(judged) - len(shown) - len(clear)
+    of = f"{len(judged)} judged measure{'s' if len(judged) != 1 else ''}"
     if shown:
-        text = f"{section}: harm shown by {len(shown)} of {len(marks)} marked measures ({', '.join(shown)})"
-    elif clear and not unsure:
-        text = f"{section}: no harm beyond mild in any of {len(marks)} marked measures (every interval within A-B)"
+        text = f"{section}: harm shown by {len(shown)} of {of} ({', '.join(shown)})"
+    elif not unsure:
+        text = f"{section}: no harm beyond mild in any of {of} (every interval within A-B)"
     else:
-        text = f"{section}: no harm shown for certain; {unsure} of {len(marks)} marked measures reach C or D within their intervals"
-    return text
+        text = f"{section}: no harm shown for certain; {unsure} of {of} reach C or D within their intervals"
+    return text + (f" ({apart} more with too little data to judge)" if apart else "")
 
 
 def section_clauses(summary: Summary, thresholds: Thresholds) -> list[str]:

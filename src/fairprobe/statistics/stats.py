@@ -50,6 +50,26 @@ def stratified_rows(strata: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = B
     return rows
 
 
+WIDENED = (
+    "interval widened to hold the value: the percentile bootstrap of a statistic such as a maximum can lie "
+    "wholly on one side of it"
+)
+
+
+def interval_value(point: float, lo: float, hi: float, n: int) -> MetricValue:
+    """A value with its percentile-bootstrap interval, made honest: an interval that misses the value is widened to
+    hold it (with a note saying so: resampled maxima lie above the maximum of the data), and an interval of zero
+    width (every resample gave the same value) is flagged as too little data rather than shown as certainty."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # no resample where the statistic is defined
+        return MetricValue(value=point)
+    note = WIDENED if not lo <= point <= hi else None
+    lo, hi = min(lo, point), max(hi, point)
+    flat = None
+    if lo == hi:
+        flat = f"every resample of the {n} item{'s' if n != 1 else ''} gives {point:.3g}: no spread to judge"
+    return MetricValue(value=point, ci95=(lo, hi), note=note, too_little_data=flat)
+
+
 def bootstrap_statistic(
     values: np.ndarray,
     statistic: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -57,7 +77,8 @@ def bootstrap_statistic(
     seed: int = BOOTSTRAP_SEED,
     strata: np.ndarray | None = None,
 ) -> MetricValue:
-    """A statistic over prompts with its 95% percentile-bootstrap interval (resampling prompts).
+    """A statistic over prompts with its 95% percentile-bootstrap interval (resampling prompts), widened to hold
+    the value where it misses it, flagged as too little data where it has no width (`interval_value`).
 
     `statistic` maps an array (..., n, ...) resampled along axis -1 of the leading dims to one value
     per replicate; the default is the mean. A statistic that is undefined on the data (NaN) is n/a
@@ -76,7 +97,7 @@ def bootstrap_statistic(
     replicates = stat(values[rows])
     replicates = replicates[np.isfinite(replicates)]
     lo, hi = np.percentile(replicates, [2.5, 97.5])
-    return MetricValue(value=point, ci95=(float(lo), float(hi)))
+    return interval_value(point, float(lo), float(hi), n)
 
 
 def folded(lo: float, hi: float, centre: float = 0.0) -> tuple[float, float]:

@@ -393,6 +393,7 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
                 reading=read_mass,
             )
         )
+        out.append(Metric(OFF, "off-option share", order=98, better="lower", console="column", value_range=(0.0, 1.0)))
     return tuple(out)
 
 
@@ -441,14 +442,58 @@ def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
         )
     if m is None or m.value is None:
         return None
+    flag = mostly_otherwise(m)
     return (
         "Answers read exactly from the options' probabilities (no sampling); the options hold "
-        f"{pct_ci(m)} of the probability of how a reply begins."
+        f"{pct_ci(m)} of the probability of how a reply begins, and {pct(1 - m.value)} begins no option "
+        f"({OFF}, exact mode's counterpart of the undetected rate)"
+        + (f". Flagged: {flag}; no mark is graded." if flag else ".")
     )
 
 
 MASS = "option_mass"
 NO_ANSWER = "no reply could be read: every one was undetected"
+# Exact mode's counterpart of the undetected rate: the probability that a reply begins with no option.
+OFF = "off_option_share"
+# Below this option mass the options describe a minority of the model's answers.
+MOSTLY_OTHERWISE = 0.5
+
+
+def mostly_otherwise(mass: MetricValue | None) -> str | None:
+    """The flag of a set whose options hold less than half the probability of how a reply begins (its largest
+    possible mass where only bounded), or None."""
+    if mass is None:
+        return None
+    top = mass.value if mass.value is not None else (mass.bounds or (None, None))[1]
+    if top is None or top >= MOSTLY_OTHERWISE:
+        return None
+    return f"the model mostly answers otherwise: exact values describe {pct(top)} of its first words"
+
+
+def off_option(mass: MetricValue) -> MetricValue:
+    """1 - option mass, with its interval (and bounds) turned around."""
+    lo, hi = mass.ci95
+    flip = (None if hi is None else 1.0 - hi, None if lo is None else 1.0 - lo)
+    bounds = None if mass.bounds is None else (flip_end(mass.bounds[1]), flip_end(mass.bounds[0]))
+    value = None if mass.value is None else 1.0 - mass.value
+    return MetricValue(value=value, ci95=flip, bounds=bounds, note=mass.note, too_little_data=mass.too_little_data)
+
+
+def flip_end(x: float | None) -> float | None:
+    """1 - x (None stays None)."""
+    return None if x is None else 1.0 - x
+
+
+def exact_values(values: dict[str, MetricValue], marks: Sequence[str]) -> dict[str, MetricValue]:
+    """An exact set's metrics: the off-option share in place of the undetected rates (0 by construction there),
+    and, where the options hold under half the probability, every mark flagged instead of graded."""
+    out = {k: v for k, v in values.items() if k not in UNDETECTED}
+    out[OFF] = off_option(values[MASS])
+    flag = mostly_otherwise(values[MASS])
+    for name in marks if flag else ():
+        if name in out:
+            out[name].too_little_data = flag
+    return out
 
 
 def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
@@ -463,6 +508,12 @@ def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
     return []
 
 
+def clause(set_name: str, result: SetResult) -> str | None:
+    """The verdict's words on an exact set whose options hold under half the probability."""
+    flag = (result.implicit or {}).get("flag")
+    return f"{set_name}: {flag}" if flag else None
+
+
 def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
     """The family of one GenderBench probe; registers its probe set in the genderbench suite."""
 
@@ -475,6 +526,7 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
             low, high = np.array(masses, dtype=np.float64).T
             per_item: Quantity = low if np.array_equal(low, high) else Bounded(low, high)
             values[MASS] = estimate(lambda w: {MASS: ratio(wsum(per_item, w), w.sum(1))}, len(masses))[MASS]
+            return exact_values(values, tuple(spec.marks))
         return values
 
     def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunOptions, options: Any) -> SetResult:
@@ -487,12 +539,11 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
                 rows.append(tally_row(spec, items[-1], record, reps))
                 masses.extend(mass_of(record))
         tally = Tally.from_rows(rows) if rows else None
-        return SetResult(
-            n=len(items),
-            source=ps.source,
-            metrics=metrics(items, tally, masses) if tally is not None else {},
-            implicit=how_read(spec, run, options),
-        )
+        values = metrics(items, tally, masses) if tally is not None else {}
+        read = how_read(spec, run, options)
+        if flag := mostly_otherwise(values.get(MASS)):
+            read["flag"] = flag
+        return SetResult(n=len(items), source=ps.source, metrics=values, implicit=read)
 
     @probe_set(spec.set_name, family=spec.family, suite=SUITE, description=spec.description, offline=not spec.gest)
     def loader(data_dir: Path | None, options: Any) -> ProbeSet:
@@ -511,4 +562,5 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
         generation=generation,
         unit="items",
         section=spec.section,
+        clause=clause,
     )

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fairprobe.records import MetricValue
-from fairprobe.statistics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP
+from fairprobe.statistics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP, interval_value
 
 Weights = np.ndarray  # (B, n) float
 Values = np.ndarray  # (B,) float
@@ -256,16 +256,18 @@ def estimate(
     for w in replicate_weights(n, n_boot, seed):
         for k, v in metrics(w).items():
             draws[k].append(v)
-    return {k: metric_value(value, draws[k]) for k, value in point.items()}
+    return {k: metric_value(value, draws[k], n) for k, value in point.items()}
 
 
-def metric_value(point: Quantity, draws: Sequence[Quantity]) -> MetricValue:
-    """A metric's value (or bounds) on the items as they are and its interval from the bootstrap draws."""
+def metric_value(point: Quantity, draws: Sequence[Quantity], n: int) -> MetricValue:
+    """A metric's value (or bounds) on the n items as they are and its interval from the bootstrap draws: widened
+    to hold the value where the percentiles miss it (a maximum over groups, whose resampled maxima lie above it),
+    too little data where every resample gave one value (`interval_value`)."""
     if not isinstance(point, Bounded):
         value = float(point[0])
         if not np.isfinite(value):
             return MetricValue(value=None)
-        return MetricValue(value=value, ci95=(percentile(draws, 2.5), percentile(draws, 97.5)))
+        return interval_value(value, percentile(draws, 2.5), percentile(draws, 97.5), n)
     lo, hi = float(point.lo[0]), float(point.hi[0])
     if np.isnan(lo) or np.isnan(hi):
         return MetricValue(value=None)
