@@ -434,7 +434,7 @@ def test_a_dead_replica_is_dropped_with_a_warning_and_the_run_goes_on(tmp_path: 
     all_dead = open_endpoint("test", base_url=f"{dead},http://127.0.0.1:7/v1", retry=FAST, timeout=5.0)
     with pytest.raises(EndpointError) as refused:
         all_dead.loglikelihood([ScoreRequest("My friend is a nurse, and", (" she",))])
-    assert "no endpoint of" in str(refused.value) and "\n" not in str(refused.value)
+    assert "no server answers at" in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_replicas_that_serve_another_tokenizer_are_refused_at_the_probe(tmp_path: Path) -> None:

@@ -172,6 +172,8 @@ class RunWriter:
         try:
             earlier = check_folder(out, "run", fingerprint, settings)
             resumed = earlier is not None
+            # A folder of other settings whose run saved no answer is taken over (check_folder allows it).
+            self.taken_over = not resumed and (out / "manifest.json").exists()
             # How the samples on disk were scored (a server's detected mode), kept across resumes.
             self.scoring: str | None = earlier.get("scoring") if earlier else None
             if not resumed:  # mark the folder as this run's before anything else is written in it
@@ -504,6 +506,8 @@ def run_with_samples(
     sets = load_sets(options, progress)
     settings = run_settings(options, sets)
     writer = RunWriter(out, fingerprint(settings), settings)
+    if writer.taken_over:
+        progress.note(f"{out} held a run with other settings that saved no answer: it is reused for this run")
     try:
         if backend is None:
             progress.note(f"loading model {options.model}")
