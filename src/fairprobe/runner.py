@@ -172,6 +172,7 @@ class RunWriter:
         try:
             earlier = check_folder(out, "run", fingerprint, settings)
             resumed = earlier is not None
+            self.earlier: dict[str, Any] = earlier or {}
             # A folder of other settings whose run saved no answer is taken over (check_folder allows it).
             self.taken_over = not resumed and (out / "manifest.json").exists()
             # How the samples on disk were scored (a server's detected mode), kept across resumes.
@@ -489,6 +490,39 @@ def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBacken
     return backend
 
 
+def now() -> str:
+    """The time now in UTC, to the second, as the manifest records it."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_sets(
+    backend: ModelBackend,
+    sets: list[ProbeSet],
+    options: RunOptions,
+    writer: RunWriter,
+    progress: Progress,
+    family: Family | None = None,
+) -> tuple[dict[str, SetResult], dict[str, Sequence[Sample]]]:
+    """Each set's answers (asked or resumed) and its summary; a failure names the samples saved and how to resume."""
+    results: dict[str, SetResult] = {}
+    per_set: dict[str, Sequence[Sample]] = {}
+    for ps in sets:
+        own = family or family_of(ps.name)
+        try:
+            per_set[ps.name] = run_set(backend, own, ps, options, writer, progress)
+        except (FairprobeError, OSError) as exc:
+            writer.close()
+            resume = f"{writer.saved} samples saved in {writer.out}: run the same command again to resume"
+            if isinstance(exc, OSError):  # a full disk, a file system gone read-only
+                where = exc.filename or writer.samples_path
+                raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
+            raise type(exc)(f"{exc}; {resume}") from exc
+        own_options = own.parse_options(options.probe_options, ps.name)
+        results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
+        results[ps.name].drawn = ps.drawn
+    return results, per_set
+
+
 def run_with_samples(
     options: RunOptions,
     backend: ModelBackend | None = None,
@@ -515,33 +549,20 @@ def run_with_samples(
         if asks_scores(options, sets, family):
             options = options.model_copy(update={"scoring": scoring_mode(backend)})
         writer.check_scoring(options.scoring or "local")
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        manifest = build_manifest(options, backend, sets, started)
+        # A resumed run keeps its first start; a finished one resumed without new answers keeps its finish too.
+        manifest = build_manifest(options, backend, sets, writer.earlier.get("started") or now())
         atomic_write_json(out / "manifest.json", manifest)
         for notice in getattr(getattr(backend, "inner", backend), "notices", []):
             progress.note(notice)
-        results: dict[str, SetResult] = {}
-        per_set: dict[str, Sequence[Sample]] = {}
-        for ps in sets:
-            own = family or family_of(ps.name)
-            try:
-                per_set[ps.name] = run_set(backend, own, ps, options, writer, progress)
-            except (FairprobeError, OSError) as exc:
-                writer.close()
-                resume = f"{writer.saved} samples saved in {out}: run the same command again to resume"
-                if isinstance(exc, OSError):  # a full disk, a file system gone read-only
-                    where = exc.filename or writer.samples_path
-                    raise DataError(f"cannot write {where}: {exc.strerror or exc}; {resume}") from exc
-                raise type(exc)(f"{exc}; {resume}") from exc
-            own_options = own.parse_options(options.probe_options, ps.name)
-            results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
-            results[ps.name].drawn = ps.drawn
+        saved_before = writer.saved
+        results, per_set = run_sets(backend, sets, options, writer, progress, family)
         if isinstance(backend, CachedBackend):
             progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
         summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
         writer.finish([(name, i) for name, records in per_set.items() for i in records.ids], summary)  # type: ignore[attr-defined]
         manifest["implicit"] = implicit_manifest(backend, results)
-        manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        unchanged = writer.saved == saved_before and writer.earlier.get("finished")
+        manifest["finished"] = unchanged or now()
         atomic_write_json(out / "manifest.json", manifest)
         write_report(out)
         return summary, per_set

@@ -1,0 +1,72 @@
+"""The smaller first-hour items of issue 33: cache paths as documented, a resumed run's times, the suites in
+`run --help`, the leaderboard's unranked ties, a first model conversion that shows it is working."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import fixture_family
+from fairprobe.cache import default_cache_path
+from fairprobe.runner import RunInterrupted, run
+from test_cli_failures import fairprobe
+from test_runner import ScriptedBackend, options
+
+DOCS = Path(__file__).parents[1] / "docs"
+
+
+def test_the_install_page_names_the_cache_variables_the_code_reads(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("FAIRPROBE_CACHE_DB", raising=False)
+    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path / "folder"))
+    assert default_cache_path() == tmp_path / "folder" / "calls.sqlite"
+    monkeypatch.setenv("FAIRPROBE_CACHE_DB", str(tmp_path / "team.sqlite"))
+    assert default_cache_path() == tmp_path / "team.sqlite"
+    (row,) = [line for line in (DOCS / "install.md").read_text().splitlines() if line.startswith("| answer cache")]
+    assert "`calls.sqlite` in the cache folder" in row
+    assert "`$FAIRPROBE_CACHE_DIR` (the whole folder)" in row and "`$FAIRPROBE_CACHE_DB` (this file alone)" in row
+
+
+def manifest_times(out: Path) -> tuple[str, str | None]:
+    manifest = json.loads((out / "manifest.json").read_text())
+    return manifest["started"], manifest.get("finished")
+
+
+def test_resuming_a_finished_run_keeps_its_start_and_finish_times(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run(options(out), backend=ScriptedBackend())
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest.update(started="2020-01-01T00:00:00+00:00", finished="2020-01-01T00:05:00+00:00")
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    backend = ScriptedBackend()
+    run(options(out), backend=backend)
+    assert backend.calls == []  # nothing asked again
+    assert manifest_times(out) == ("2020-01-01T00:00:00+00:00", "2020-01-01T00:05:00+00:00")
+
+
+def test_a_resumed_interrupted_run_keeps_its_first_start_and_gets_a_new_finish(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted):
+        run(options(out), backend=ScriptedBackend(interrupt_on=3))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "finished" not in manifest
+    manifest["started"] = "2020-01-01T00:00:00+00:00"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    run(options(out), backend=ScriptedBackend())
+    started, finished = manifest_times(out)
+    assert started == "2020-01-01T00:00:00+00:00" and finished is not None and finished > "2025"
+
+
+def test_run_help_lists_every_registered_suite(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    with fixture_family("reply_length", "short-questions"):
+        code, out, _ = fairprobe(capsys, "run", "--help")
+    (line,) = [line for line in out.splitlines() if "--suite" in line]
+    assert code == 0 and "suite to run: brevity, fairness, genderbench, paper" in line
+    code, out, _ = fairprobe(capsys, "run", "--help")
+    assert "suite to run: fairness, genderbench, paper [default: paper]" in out
