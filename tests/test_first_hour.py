@@ -11,6 +11,9 @@ import pytest
 
 from conftest import fixture_family
 from fairprobe.cache import default_cache_path
+from fairprobe.io import sha256_file
+from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
+from fairprobe.progress import showing
 from fairprobe.report.leaderboard import set_leaderboard, unranked_lines
 from fairprobe.runner import RunInterrupted, run
 from test_cli_failures import fairprobe
@@ -97,3 +100,46 @@ def test_the_leaderboard_says_when_a_ranking_is_not_significant() -> None:
     ]
     table = set_leaderboard(obj["sets"][0], pairwise)
     assert table.caption.endswith(" Not significant, the order may be chance: a above b by gld (p (Holm) = 1.000).")
+
+
+class Recorder:
+    """A progress display that keeps what it is told, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def start(self, label: str, total: int) -> None:
+        self.events.append(f"start {label} /{total}")
+
+    def advance(self, n: int) -> None:
+        self.events.append(f"advance {n}")
+
+    def note(self, text: str) -> None:
+        self.events.append(f"note {text}")
+
+    def info(self, text: str) -> None:
+        self.events.append(f"info {text}")
+
+
+@pytest.mark.slow
+def test_a_first_model_conversion_shows_each_step_as_it_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("FAIRPROBE_CACHE_DIR", str(tmp_path))
+    entry = EMBEDDED["smollm2-135m-instruct"]
+    gguf = find_gguf(entry)
+    assert gguf is not None
+    recorder = Recorder()
+    with showing(recorder):
+        folder = converted_folder(entry, gguf, sha256_file(gguf))
+    steps = [e for e in recorder.events if e.startswith(("start", "advance")) and "/272" not in e]
+    assert steps[:4] == [
+        "start reading the tokenizer from SmolLM2-135M-Instruct.Q4_1.gguf /1",
+        "advance 1",
+        "start reading the model from SmolLM2-135M-Instruct.Q4_1.gguf /1",
+        "advance 1",  # closed when the tensors come: the silent part of the conversion is a step of its own
+    ]
+    tensors = recorder.events.index("note   272 tensors, about 538.1 MB as float32 safetensors")
+    assert (
+        recorder.events[tensors - 1] == "advance 1"
+        and recorder.events[tensors + 1] == "start converting smollm2-135m-instruct /272"
+    )
+    assert recorder.events.count("advance 1") == 2 + 272 and (folder / "config.json").is_file()
