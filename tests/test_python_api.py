@@ -51,7 +51,8 @@ def test_a_run_reads_back_with_tidy_frames_of_metrics_and_samples(tmp_path: Path
     assert len(run.samples) == 8 and run.samples[0]["set"] == "template"
     metrics = run.to_pandas()
     assert list(metrics.columns) == [
-        "model", "set", "subset", "metric", "value", "ci_low", "ci_high", "n", "bound_low", "bound_high",
+        "model", "set", "subset", "metric", "value", "ci_low", "ci_high", "n", "mark", "too_little_data", "note",
+        "bound_low", "bound_high",
     ]  # fmt: skip
     summary = json.loads((run.folder / "summary.json").read_text())["results"]["template"]
     gas = metrics[(metrics.subset == "all") & (metrics.metric == "gas")].iloc[0]
