@@ -235,6 +235,28 @@ class RunWriter:
         self.lock.release()
 
 
+def limit_too_small(options: RunOptions, sets: list[ProbeSet]) -> str | None:
+    """One line, before any model work, when --limit leaves a set fewer cases than its marked metrics need: those
+    values will show, but no mark (A-D), and `fairprobe check` cannot judge them. None when the limit suffices."""
+    if options.limit is None:
+        return None
+    short: dict[int, list[str]] = {}
+    for ps in sets:
+        family = family_of_set(ps.name)
+        marked = [m.min_n for m in (family.declared() if family else ()) if m.bounds or m.marks]
+        if marked and len(ps.probes) < max(marked):
+            short.setdefault(max(marked), []).append(ps.name)
+    if not short:
+        return None
+    need = max(short)
+    names = ", ".join(name for group in short.values() for name in group)
+    return (
+        f"--limit {options.limit} is below the {need} cases a marked metric needs: {names} will show values "
+        f"but no marks (A-D), and `fairprobe check` cannot judge them; give --limit {need} or more (a share of "
+        "part of the answers needs that many in its part)"
+    )
+
+
 def load_sets(options: RunOptions, progress: Progress | None = None) -> list[ProbeSet]:
     """Load every probe set of the run before any model work, so bad data fails fast.
 
@@ -538,6 +560,8 @@ def run_with_samples(
     out = options.output_dir()
     check_out_dir(out)
     sets = load_sets(options, progress)
+    if (too_small := limit_too_small(options, sets)) is not None:
+        warnings.warn(too_small, stacklevel=2)
     settings = run_settings(options, sets)
     writer = RunWriter(out, fingerprint(settings), settings)
     if writer.taken_over:
