@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, l
 from fairprobe.models.base import Completion, ScoreRequest
 from fairprobe.models.cached import CachedBackend
 from fairprobe.options import RunOptions
-from fairprobe.progress import Progress, SilentProgress
+from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redact, redacted_command
 from fairprobe.runfolder import FolderLock, check_folder
@@ -314,19 +316,31 @@ def run_set(
     options: RunOptions,
     writer: RunWriter | None = None,
     progress: Progress | None = None,
+    clock: WorkClock | None = None,
 ) -> Sequence[Sample]:
     """Ask the model every probe of one set (skipping batches already saved) and return its samples: read back
-    from the run's samples file when there is one (a set's records are never all in memory), else as made."""
+    from the run's samples file when there is one (a set's records are never all in memory), else as made.
+
+    Progress counts the model's work (generations and the scorings that are calls of their own), `clock` the
+    run's; replies the family cannot read are counted as they come, and said once when they are most."""
     progress = progress or SilentProgress()
     family_options = family.parse_options(options.probe_options, ps.name)
     gen = family.generation(options, family_options)
     by_id: dict[str, Sample] = {}
-    progress.start(ps.name, len(ps.probes))
+    work = set_work(family, ps, options, family_options)
+    if (cost := work.cost_line(ps.name, len(ps.probes), family.unit)) is not None:
+        progress.note(cost)
+    progress.start(ps.name, work.calls)
+    unread = Unread(ps.name)
     for index, batch in enumerate(batches_of(ps.probes, options.batch_size)):
-        if writer is not None and writer.done(ps.name, batch):
-            progress.advance(len(batch))
-            continue
         asked = [(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
+        calls = model_calls(asked)
+        if writer is not None and writer.done(ps.name, batch):
+            progress.advance(calls)
+            if clock is not None:
+                clock.skipped(calls)
+            continue
+        started = time.monotonic()
         config = gen.model_copy(update={"seed": batch_seed(options.seed, ps.name, index)})
         replies = ask(backend, asked, config)
         samples = []
@@ -338,10 +352,104 @@ def run_set(
             writer.append(samples)
         else:
             by_id.update({s.id: s for s in samples})
-        progress.advance(len(batch))
+        progress.advance(calls)
+        if clock is not None:
+            clock.asked_for(calls, time.monotonic() - started)
+        if (said := unread.add(samples)) is not None:
+            progress.note(said)
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
+
+
+def model_calls(asked: list[tuple[str, Request | Scoring]]) -> int:
+    """The model calls a batch's requests make: each generation, and each scoring not read from a generation."""
+    return len(asked) - len(fused_calls(asked))
+
+
+def prompt_chars(prompt: Any) -> int:
+    """A prompt's length in characters (a chat prompt: its messages' contents)."""
+    if isinstance(prompt, str):
+        return len(prompt)
+    return sum(len(str(getattr(m, "content", m))) for m in prompt)
+
+
+@dataclass
+class SetWork:
+    """What a set asks of the model: generations, scorings of their own, and the prompts' characters."""
+
+    generations: int = 0
+    scorings: int = 0
+    chars: int = 0
+    prompts: int = 0
+
+    @property
+    def calls(self) -> int:
+        """Model calls: generations and the scorings that are calls of their own."""
+        return self.generations + self.scorings
+
+    def cost_line(self, name: str, items: int, unit: str) -> str | None:
+        """The set's expected cost before it starts, when it is large (long prompts, or many calls an item)."""
+        tokens = self.chars / max(self.prompts, 1) / CHARS_PER_TOKEN
+        if tokens < LONG_PROMPT_TOKENS and self.calls < MANY_CALLS_PER_ITEM * items:
+            return None
+        return (
+            f"{name}: {items:,} {unit}, {self.generations:,} generations and {self.scorings:,} scorings "
+            f"of ~{round(tokens, -1 if tokens < 1000 else -2):,.0f}-token prompts (about {CHARS_PER_TOKEN} "
+            "characters a token)"
+        )
+
+
+# A set's cost is said before it starts when its prompts average this many tokens or more, or it makes this many
+# model calls an item; tokens are estimated from characters.
+CHARS_PER_TOKEN = 4
+LONG_PROMPT_TOKENS = 500
+MANY_CALLS_PER_ITEM = 4
+
+
+def set_work(family: Family[Any, Any], ps: ProbeSet, options: RunOptions, family_options: Any) -> SetWork:
+    """What a set will ask of the model, counted from its requests before any is asked."""
+    work = SetWork()
+    for probe in ps.probes:
+        asked = [(probe.id, r) for r in family.requests(ps, probe, options, family_options)]
+        fused = fused_calls(asked)
+        for i, (_, request) in enumerate(asked):
+            if isinstance(request, Request):
+                work.generations += 1
+            elif i not in fused:
+                work.scorings += 1
+            else:
+                continue
+            work.chars += prompt_chars(request.prompt)
+            work.prompts += 1
+    return work
+
+
+class Unread:
+    """Replies a set's family could not read, counted as batches come; said once, while the run goes on, when
+    most of at least `UNREAD_AFTER` replies were unreadable (a model that does not follow the answer format)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.unread = self.replies = 0
+        self.said = False
+
+    def add(self, samples: list[Sample]) -> str | None:
+        """Count a batch; the line to say, the first time most replies so far are unreadable."""
+        for sample in samples:
+            unread, of = sample.unreadable()
+            self.unread += unread
+            self.replies += of
+        if self.said or self.replies < UNREAD_AFTER or self.unread * 2 <= self.replies:
+            return None
+        self.said = True
+        return (
+            f"{self.name}: {self.unread:,} of {self.replies:,} replies so far could not be read (the model does not "
+            "follow the answer format): the set's metrics will rest on the rest"
+        )
+
+
+UNREAD_AFTER = 20
 
 
 def fused_calls(asked: list[tuple[str, Request | Scoring]]) -> dict[int, int]:
@@ -528,10 +636,11 @@ def run_sets(
     """Each set's answers (asked or resumed) and its summary; a failure names the samples saved and how to resume."""
     results: dict[str, SetResult] = {}
     per_set: dict[str, Sequence[Sample]] = {}
+    clock = WorkClock(sum(run_work(ps, options, family) for ps in sets)) if len(sets) > 1 else None
     for ps in sets:
         own = family or family_of(ps.name)
         try:
-            per_set[ps.name] = run_set(backend, own, ps, options, writer, progress)
+            per_set[ps.name] = run_set(backend, own, ps, options, writer, progress, clock)
         except (FairprobeError, OSError) as exc:
             writer.close()
             resume = f"{writer.saved} samples saved in {writer.out}: run the same command again to resume"
@@ -542,7 +651,15 @@ def run_sets(
         own_options = own.parse_options(options.probe_options, ps.name)
         results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
         results[ps.name].drawn = ps.drawn
+        if clock is not None and clock.done < clock.total:
+            progress.note(clock.line())
     return results, per_set
+
+
+def run_work(ps: ProbeSet, options: RunOptions, family: Family | None = None) -> int:
+    """The model calls one set of a run makes."""
+    own = family or family_of(ps.name)
+    return set_work(own, ps, options, own.parse_options(options.probe_options, ps.name)).calls
 
 
 def run_with_samples(

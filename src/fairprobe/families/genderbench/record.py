@@ -54,3 +54,8 @@ class GenderBenchSample(Sample):
         if self.counts is not None:
             return " ".join(f"{m:g}/{f:g}" for m, f in self.counts)
         return "error" if self.error else ""
+
+    def unreadable(self) -> tuple[int, int]:
+        """Sample mode: the replies whose answer GenderBench's evaluator could not read, of all replies."""
+        answers = [a for row in self.answers or [] for a in row]
+        return sum(a is None for a in answers), len(answers)
