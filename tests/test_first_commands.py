@@ -57,5 +57,7 @@ def test_the_install_pages_first_run_grades_on_the_embedded_model(
             grade = thresholds.grade(set_name, name, MetricValue.model_validate(obj), result["n"])
             if grade is not None and grade.too_little is None:
                 marks[f"{set_name} {name}"] = grade.label
-    assert {"template gas", "template gld", "friend-statements gas", "friend-statements gld"} <= set(marks)
+    assert {"template gas", "template gld", "template add", "friend-statements gas", "friend-statements gld"} <= set(
+        marks
+    )
     assert all(re.fullmatch(r"[A-D]|[A-D]–[A-D]\?", mark) for mark in marks.values())
