@@ -12,6 +12,7 @@ import pytest
 
 from conftest import fixture_family
 from fairprobe.cache import default_cache_path
+from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.io import sha256_file
 from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
 from fairprobe.progress import showing
@@ -155,3 +156,14 @@ def test_the_report_lists_the_thresholds_of_the_runs_families_only(tmp_path: Pat
     assert scopes == {"paper"}
     every = {row["scope"] for row in default_thresholds().rows()}
     assert {"paper", "gender_income", "genderbench_bbq"} <= every  # without a run, every family's
+
+
+def test_an_exact_mode_sample_shows_its_option_probabilities() -> None:
+    exact = GenderBenchSample(set="bbq-gender", id="1", prompt="p", mode="exact", q=[[0.43, 0.31, 0.26]], mass=[0.9])
+    assert exact.reply_text() == (
+        "exact: no reply generated; the options' probabilities, in the prompt's order: 0.43, 0.31, 0.26"
+    )
+    assert exact.verdict_text() == "likeliest option 0.43"
+    bounded = GenderBenchSample(set="bbq-gender", id="2", prompt="p", mode="exact", q_bounds=[[(0.1, 0.5), (0.2, 0.6)]])
+    assert bounded.reply_text().endswith("in the prompt's order: 0.10-0.50, 0.20-0.60")
+    assert bounded.verdict_text() == "likeliest option 0.20-0.60"
