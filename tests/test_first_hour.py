@@ -14,9 +14,11 @@ from conftest import fixture_family
 from fairprobe.cache import default_cache_path
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.io import sha256_file
+from fairprobe.models import GenerationConfig
 from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
 from fairprobe.progress import showing
 from fairprobe.report.leaderboard import set_leaderboard, unranked_lines
+from fairprobe.report.runs import load_runs
 from fairprobe.report.severity import default_thresholds
 from fairprobe.runner import RunInterrupted, run
 from test_cli_failures import fairprobe
@@ -167,3 +169,10 @@ def test_an_exact_mode_sample_shows_its_option_probabilities() -> None:
     bounded = GenderBenchSample(set="bbq-gender", id="2", prompt="p", mode="exact", q_bounds=[[(0.1, 0.5), (0.2, 0.6)]])
     assert bounded.reply_text().endswith("in the prompt's order: 0.10-0.50, 0.20-0.60")
     assert bounded.verdict_text() == "likeliest option 0.20-0.60"
+
+
+def test_a_sampled_runs_label_names_its_temperature_in_words(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run(options(out, limit=10, generation=GenerationConfig(temperature=1.0)), backend=ScriptedBackend())
+    (loaded,) = load_runs([out], per_set=0)
+    assert loaded.label == "scripted temperature=1"  # not an unexplained "T=1"
