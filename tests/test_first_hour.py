@@ -10,17 +10,18 @@ from typing import Any
 
 import pytest
 
-from conftest import fixture_family
+from conftest import fixture_family, shared_data_dir
 from fairprobe.cache import default_cache_path
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.io import sha256_file
 from fairprobe.models import GenerationConfig
 from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
 from fairprobe.progress import showing
+from fairprobe.report.html import mark_bands_of
 from fairprobe.report.leaderboard import set_leaderboard, unranked_lines
 from fairprobe.report.runs import load_runs
 from fairprobe.report.severity import default_thresholds
-from fairprobe.runner import RunInterrupted, run
+from fairprobe.runner import RunInterrupted, RunOptions, run
 from test_cli_failures import fairprobe
 from test_runner import ScriptedBackend, options
 
@@ -176,3 +177,24 @@ def test_a_sampled_runs_label_names_its_temperature_in_words(tmp_path: Path) -> 
     run(options(out, limit=10, generation=GenerationConfig(temperature=1.0)), backend=ScriptedBackend())
     (loaded,) = load_runs([out], per_set=0)
     assert loaded.label == "scripted temperature=1"  # not an unexplained "T=1"
+
+
+def test_a_genderbench_report_draws_each_harm_types_marked_metrics_over_their_mark_bands(tmp_path: Path) -> None:
+    out = tmp_path / "gb"
+    sets = ["bbq-gender", "diversity-med-qa"]
+    opts = RunOptions(suite="genderbench", probes=sets, limit=12, data_dir=shared_data_dir(), out=out, use_cache=False)
+    run(opts, backend=ScriptedBackend())
+    harms = (out / "report.html").read_text().split('<section id="harms">', 1)[1].split("</section>", 1)[0]
+    assert re.findall(r"<h3>([^<]+)</h3>", harms) == ["Stereotypical reasoning", "Decision-making"]
+    assert harms.count('<figure class="fig harm-fig"><svg') == 2
+    drawn = re.findall(r">([a-z-]+ · [a-z_]+[^<]*)<", harms)
+    assert drawn == [
+        "bbq-gender · stereotype_rate",
+        "diversity-med-qa · diff_abs_success_rate",
+        "diversity-med-qa · diff_success_rate",
+    ]
+    gld = default_thresholds().for_metric("template", "gld")
+    assert mark_bands_of(gld) == [
+        ("A", 0.0, 0.1), ("A", -0.1, -0.0), ("B", 0.1, 0.25), ("B", -0.25, -0.1),
+        ("C", 0.25, 0.5), ("C", -0.5, -0.25), ("D", 0.5, 0.625), ("D", -0.625, -0.5),
+    ]  # fmt: skip

