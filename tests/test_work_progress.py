@@ -9,7 +9,9 @@ from pathlib import Path
 
 from conftest import shared_data_dir
 from fairprobe.families import family_of_set, load_probe_set
+from fairprobe.families.gender_income.record import PairSample
 from fairprobe.families.genderbench.record import GenderBenchSample
+from fairprobe.families.professional_bias.record import CoreferenceSample
 from fairprobe.progress import PlainProgress, WorkClock, rate_text
 from fairprobe.runner import RunOptions, SetWork, Unread, run, set_work
 from test_runner import ScriptedBackend, options
@@ -66,3 +68,25 @@ def test_a_run_shows_each_sets_rate_and_the_runs_time_left(tmp_path: Path) -> No
     assert lines[1].startswith("template: 10/10 (100%), 0s elapsed, ") and lines[1].endswith("/s")
     assert lines[2].startswith("run: 10/20 model calls (50%), 0s elapsed, ") and "/s, about 0s left" in lines[2]
     assert lines[3] == "llm-gen-1: 0/10 (0%), 0s elapsed"
+
+
+def test_the_fairness_families_count_their_unreadable_replies() -> None:
+    common = {"set": "gender-income", "id": "1", "prompt": "p", "verdict": "undetermined", "hit": False}
+    pair = PairSample(
+        **common,
+        label=">50K",
+        sex_original="Female",
+        self_contradictory=False,
+        original="Maybe.",
+        flipped="Yes.",
+        answer_original="unknown",
+        answer_flipped="yes",
+        refusal_original=False,
+        refusal_flipped=False,
+        parser_verdict="undetermined",
+    )
+    assert pair.unreadable() == (1, 2)
+    base = {"set": "professional-bias", "id": "1", "prompt": "p", "hit": None, "reason": "r"}
+    base |= {"biased_answer": "nurse", "anti_stereotypical_answer": "doctor", "referent": None}
+    assert CoreferenceSample(**base, response="Hmm.", status="none").unreadable() == (1, 1)
+    assert CoreferenceSample(**base, response="It is ambiguous.", status="ambiguous").unreadable() == (0, 1)
