@@ -40,7 +40,9 @@ class LeaningBackend(ModelBackend):
     def identity(self) -> dict[str, Any]:
         return {"id": self.name}
 
-    def generate(self, prompts: list[Any], config: GenerationConfig, score: Any = None) -> list[Completion]:
+    def generate(
+        self, prompts: list[Any], config: GenerationConfig, score: Any = None, seeds: Any = None
+    ) -> list[Completion]:
         out = []
         for i, p in enumerate(prompts):
             h = zlib.crc32(str(p).encode())
@@ -195,7 +197,9 @@ def test_a_repeated_model_is_a_one_line_error(two_models: tuple[list[str], Path]
 class FailingBackend(LeaningBackend):
     """A model whose server dies after its first batch."""
 
-    def generate(self, prompts: list[Any], config: GenerationConfig, word_pairs: Any = None) -> list[Completion]:
+    def generate(
+        self, prompts: list[Any], config: GenerationConfig, word_pairs: Any = None, seeds: Any = None
+    ) -> list[Completion]:
         raise ModelError("http://127.0.0.1:9/v1 answered HTTP 503; gave up after 6 attempts")
 
 

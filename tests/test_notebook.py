@@ -49,3 +49,24 @@ def test_the_notebook_runs_draws_its_plot_and_shows_the_outputs_it_claims(tmp_pa
     first = shown(executed.cells[1])
     assert first == ["Run(model='smollm2-135m-instruct', folder='runs/notebook/original', sets: template (n=16))"]
     assert (tmp_path / "runs" / "notebook" / "instruction" / "report.html").is_file()
+    (walk,) = [c for c in executed.cells if c.source.startswith("results = ")]
+    lines = "".join(shown(walk)).splitlines()
+    kinds = ["Run", "Comparison", "Sweep", "MitigationComparison"]
+    assert [line.split(",")[0] for line in lines] == [
+        f"{name}: {kind}"
+        for name, kind in zip(
+            [
+                "run",
+                "comparison",
+                "sweep",
+                "mitigation",
+                "run folder",
+                "many-models root",
+                "sweep folder",
+                "compare folder",
+            ],
+            kinds + kinds,
+            strict=True,
+        )
+    ]  # load, check, report and to_pandas on every kind of result and on every kind of folder
+    assert all(", report.html written, " in line for line in lines)

@@ -61,7 +61,7 @@ def test_escape_sequences_from_a_server_and_a_file_reach_the_console_escaped(tmp
             "first",
         ]
         done = _cli([*args, "--out", str(out)], env)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # the refused prompt is a failed item (exit 3)
     assert not raw_controls(done.stdout + done.stderr), done.stderr
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     # The server's words are kept, as text: its refusal of the nurse prompt names the escapes it sent.

@@ -52,7 +52,8 @@ def test_a_run_reads_back_with_tidy_frames_of_metrics_and_samples(tmp_path: Path
     assert len(run.samples) == 8 and run.samples[0]["set"] == "template"
     metrics = run.to_pandas()
     assert list(metrics.columns) == [
-        "model", "set", "subset", "metric", "value", "ci_low", "ci_high", "n", "bound_low", "bound_high",
+        "model", "set", "subset", "metric", "value", "ci_low", "ci_high", "n", "mark", "too_little_data", "note",
+        "bound_low", "bound_high",
     ]  # fmt: skip
     summary = json.loads((run.folder / "summary.json").read_text())["results"]["template"]
     gas = metrics[(metrics.subset == "all") & (metrics.metric == "gas")].iloc[0]
@@ -119,7 +120,10 @@ def test_score_without_a_folder_keeps_its_samples_in_memory(tmp_path: Path) -> N
             lambda tmp: fairprobe.run("openai:m", out=tmp / "r", model_args="base_url=x", progress=False),
             "model_args must be a dict of key: value (e.g. {'flip': 'vijil'}), got 'base_url=x'",
         ),
-        (lambda tmp: fairprobe.load(None), "fairprobe.load() needs a folder (a str or pathlib.Path), got None"),
+        (
+            lambda tmp: fairprobe.load(None),
+            "fairprobe.load() needs a folder (a str or pathlib.Path) or a fairprobe result, got None",
+        ),
         (
             lambda tmp: fairprobe.score(["professional-bias"], tmp / "replies.jsonl"),
             "fairprobe.score(): probes must be one probe set's name (a str), got ['professional-bias']",

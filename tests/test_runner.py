@@ -38,7 +38,11 @@ class ScriptedBackend(ModelBackend):
         return {"id": "scripted", "backend": "test"}
 
     def generate(
-        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None = None
+        self,
+        prompts: list[Prompt],
+        config: GenerationConfig,
+        score: list[tuple[str, ...]] | None = None,
+        seeds: list[int] | None = None,
     ) -> list[Completion]:
         self.calls.append([str(p) for p in prompts])
         if self.interrupt_on is not None and len(self.calls) == self.interrupt_on:

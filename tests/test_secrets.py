@@ -65,8 +65,9 @@ def test_an_echoing_server_leaves_no_key_in_files_or_output(tmp_path: Path) -> N
         args = ["run", "--model", "openai:test", "--base-url", url, "--probes", "template", "--limit", "12"]
         done = _cli([*args, "--out", str(out)], env)
         again = _cli([*args, "--out", str(out)], env)
-    assert done.returncode == 0, done.stderr
-    assert again.returncode == 0, again.stderr  # resumed from the run folder and the cache
+    # The refused "nurse" prompt is a failed item: exit 3, and the same command asks it (alone) again.
+    assert done.returncode == 3, done.stderr
+    assert again.returncode == 3, again.stderr  # resumed from the run folder and the cache
     assert set(seen.auth) == {f"Bearer {KEY}"}
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().split("\n") if line]
     assert len(samples) == 12
@@ -174,8 +175,8 @@ def test_no_prefix_of_the_key_reaches_any_file_a_run_writes(tmp_path: Path, give
         ]
         done = _cli([*args, "--out", str(out)], env)
         again = _cli([*args, "--out", str(out)], env)
-    assert done.returncode == 0, done.stderr
-    assert again.returncode == 0, again.stderr
+    assert done.returncode == 3, done.stderr  # the cut and the refused answers are failed items (exit 3)
+    assert again.returncode == 3, again.stderr
     assert set(seen.auth) == {f"Bearer {SHORT_KEY}"}  # -M api_key is sent, as the environment's key is
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     errors = " ".join(s.get("error", "") for s in samples)

@@ -1,6 +1,6 @@
 """fairprobe: disclose, measure and mitigate gender bias in large language models.
 
-The Python API (`fairprobe.run`, `compare`, `sweep`, `tune`, `score`, `check`, `load`) lives in `fairprobe.api`
+The Python API (`fairprobe.run`, `compare`, `sweep`, `tune`, `score`, `check`, `load`, `report`) lives in `fairprobe.api`
 and is imported on first use, so `import fairprobe` and the command line stay quick.
 """
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         check,
         compare,
         load,
+        report,
         run,
         score,
         sweep,
@@ -43,6 +44,7 @@ __all__ = [
     "check",
     "compare",
     "load",
+    "report",
     "run",
     "score",
     "sweep",

@@ -77,6 +77,44 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+def rate_text(done: float, seconds: float) -> str:
+    """Work per second, or per minute when slower than one a second: '3.2/s', '12/min'."""
+    per_second = done / seconds if seconds > 0 else 0.0
+    return f"{per_second:.1f}/s" if per_second >= 1 else f"{per_second * 60:.1f}/min"
+
+
+class WorkClock:
+    """A run's model work over all its steps: what it totals, what is done, and the time left at the pace of the
+    work asked in this session (work found already saved, on a resume, counts as done but not in the pace)."""
+
+    def __init__(self, total: int, unit: str = "model calls") -> None:
+        self.total, self.unit = total, unit
+        self.done = self.asked = 0
+        self.started = time.monotonic()
+        self.asking = 0.0  # seconds spent on asked work
+
+    def skipped(self, n: int) -> None:
+        """Work found done (saved by an earlier run)."""
+        self.done += n
+
+    def asked_for(self, n: int, seconds: float) -> None:
+        """Work asked of the model, and how long it took."""
+        self.done += n
+        self.asked += n
+        self.asking += seconds
+
+    def line(self) -> str:
+        """'run: 120/900 model calls (13%), 2m10s elapsed, 55.4/min, about 14m05s left'."""
+        elapsed = time.monotonic() - self.started
+        share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
+        text = f"run: {self.done:,}/{self.total:,} {self.unit}{share}, {_clock(elapsed)} elapsed"
+        if self.asked and self.done < self.total:
+            pace = self.asked / self.asking if self.asking > 0 else 0.0
+            left = (self.total - self.done) / pace if pace > 0 else 0.0
+            text += f", {rate_text(self.asked, self.asking)}, about {_clock(left)} left"
+        return text
+
+
 class PlainProgress:
     """Plain progress lines for logs: at a step's start and end, and at least every `heartbeat` seconds."""
 
@@ -104,6 +142,8 @@ class PlainProgress:
         if self.total:
             text += f" ({100 * self.done / self.total:.0f}%)"
         text += f", {_clock(elapsed)} elapsed"
+        if self.done and elapsed > 0:
+            text += f", {rate_text(self.done, elapsed)}"
         if 0 < self.done < self.total:
             text += f", about {_clock(elapsed / self.done * (self.total - self.done))} left"
         return text + (f", {self.extra}" if self.extra else "")

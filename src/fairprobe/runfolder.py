@@ -8,7 +8,8 @@ no race). A second process gets a one-line refusal naming the holder.
 A folder is written only when it is absent, empty, or holds a manifest of the same kind whose settings
 fingerprint matches; anything else (another run's settings, a `score` output, a run whose manifest was
 deleted, a manifest that is not one, unrelated files) is refused, and a refused run names each setting that
-differs with both values.
+differs with both values. A run folder that holds no answer yet (its run failed before the first) is taken over
+by a run of other settings: nothing in it was computed.
 """
 
 from __future__ import annotations
@@ -133,11 +134,20 @@ def check_folder(folder: Path, kind: str, fingerprint: str, settings: dict[str, 
             f"output folder {folder} holds a `fairprobe {found_kind}` output, not a {kind}: choose another --out or delete it"
         )
     if kind == "run" and manifest["fingerprint"] != fingerprint:
+        if nothing_computed(folder):
+            return None
         raise ConfigError(
             f"output folder {folder} holds a run with other settings ({differences(settings, _old_settings(manifest))}); "
             "choose another --out or delete it"
         )
     return manifest
+
+
+def nothing_computed(folder: Path) -> bool:
+    """Whether a run folder holds no answer (a run that failed before its first one, e.g. without a key): a run
+    with other settings may then take it over, as there is nothing to keep."""
+    samples = folder / "samples.jsonl"
+    return not (folder / "summary.json").exists() and (not samples.exists() or samples.stat().st_size == 0)
 
 
 def _old_settings(manifest: dict[str, Any]) -> dict[str, Any] | None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import time
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from fairprobe.models.base import Completion, ScoreRequest, row_seeds, stable_se
 from fairprobe.models.cached import CachedBackend, prompt_json
 from fairprobe.models.server_scoring import Abilities, replica_mismatch
 from fairprobe.options import RunOptions
-from fairprobe.progress import Progress, SilentProgress
+from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redact, redacted_command
 from fairprobe.runfolder import FolderLock, check_folder
@@ -180,6 +182,9 @@ class RunWriter:
         try:
             earlier = check_folder(out, "run", fingerprint, settings)
             resumed = earlier is not None
+            self.earlier: dict[str, Any] = earlier or {}
+            # A folder of other settings whose run saved no answer is taken over (check_folder allows it).
+            self.taken_over = not resumed and (out / "manifest.json").exists()
             # How the samples on disk were scored (a server's detected mode), and the model's answer to the fixed
             # probe when its server gave one, kept across resumes.
             self.scoring: str | None = earlier.get("scoring") if earlier else None
@@ -277,6 +282,28 @@ class RunWriter:
         self.lock.release()
 
 
+def limit_too_small(options: RunOptions, sets: list[ProbeSet]) -> str | None:
+    """One line, before any model work, when --limit leaves a set fewer cases than its marked metrics need: those
+    values will show, but no mark (A-D), and `fairprobe check` cannot judge them. None when the limit suffices."""
+    if options.limit is None:
+        return None
+    short: dict[int, list[str]] = {}
+    for ps in sets:
+        family = family_of_set(ps.name)
+        marked = [m.min_n for m in (family.declared() if family else ()) if m.bounds or m.marks]
+        if marked and len(ps.probes) < max(marked):
+            short.setdefault(max(marked), []).append(ps.name)
+    if not short:
+        return None
+    need = max(short)
+    names = ", ".join(name for group in short.values() for name in group)
+    return (
+        f"--limit {options.limit} is below the {need} cases a marked metric needs: {names} will show values "
+        f"but no marks (A-D), and `fairprobe check` cannot judge them; give --limit {need} or more (a share of "
+        "part of the answers needs that many in its part)"
+    )
+
+
 def load_sets(options: RunOptions, progress: Progress | None = None) -> list[ProbeSet]:
     """Load every probe set of the run before any model work, so bad data fails fast.
 
@@ -335,20 +362,33 @@ def run_set(
     options: RunOptions,
     writer: RunWriter | None = None,
     progress: Progress | None = None,
+    clock: WorkClock | None = None,
 ) -> Sequence[Sample]:
     """Ask the model every probe of one set (skipping batches already saved) and return its samples: read back
-    from the run's samples file when there is one (a set's records are never all in memory), else as made."""
+    from the run's samples file when there is one (a set's records are never all in memory), else as made.
+
+    Progress counts the model's work (generations and the scorings that are calls of their own), `clock` the
+    run's; replies the family cannot read are counted as they come, and said once when they are most."""
     progress = progress or SilentProgress()
     family_options = family.parse_options(options.probe_options, ps.name)
     gen = family.generation(options, family_options)
     by_id: dict[str, Sample] = {}
-    progress.start(ps.name, len(ps.probes))
+    work = set_work(family, ps, options, family_options)
+    if (cost := work.cost_line(ps.name, len(ps.probes), family.unit)) is not None:
+        progress.note(cost)
+    progress.start(ps.name, work.calls)
+    unread = Unread(ps.name)
     for index, whole in enumerate(batches_of(ps.probes, options.batch_size)):
         batch = [p for p in whole if writer is None or not writer.answered(ps.name, p)]
-        if not batch:
-            progress.advance(len(whole))
-            continue
         asked = [(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
+        calls = model_calls(asked)
+        if (skipped := batch_calls(family, ps, whole, options, family_options) - calls) > 0:
+            progress.advance(skipped)
+            if clock is not None:
+                clock.skipped(skipped)
+        if not batch:
+            continue
+        started = time.monotonic()
         seeds = [request_seed(options.seed, ps.name, probe, r) if isinstance(r, Request) else 0 for probe, r in asked]
         replies = ask(backend, asked, gen, seeds)
         samples = []
@@ -360,10 +400,111 @@ def run_set(
             writer.append(samples)
         else:
             by_id.update({s.id: s for s in samples})
-        progress.advance(len(whole))
+        progress.advance(calls)
+        if clock is not None:
+            clock.asked_for(calls, time.monotonic() - started)
+        if (said := unread.add(samples)) is not None:
+            progress.note(said)
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
+
+
+def batch_calls(
+    family: Family[Any, Any], ps: ProbeSet, batch: Sequence[Probe], options: RunOptions, family_options: Any
+) -> int:
+    """The model calls a whole batch of probes makes (those already answered included)."""
+    return model_calls([(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)])
+
+
+def model_calls(asked: list[tuple[str, Request | Scoring]]) -> int:
+    """The model calls a batch's requests make: each generation, and each scoring not read from a generation."""
+    return len(asked) - len(fused_calls(asked))
+
+
+def prompt_chars(prompt: Any) -> int:
+    """A prompt's length in characters (a chat prompt: its messages' contents)."""
+    if isinstance(prompt, str):
+        return len(prompt)
+    return sum(len(str(getattr(m, "content", m))) for m in prompt)
+
+
+@dataclass
+class SetWork:
+    """What a set asks of the model: generations, scorings of their own, and the prompts' characters."""
+
+    generations: int = 0
+    scorings: int = 0
+    chars: int = 0
+    prompts: int = 0
+
+    @property
+    def calls(self) -> int:
+        """Model calls: generations and the scorings that are calls of their own."""
+        return self.generations + self.scorings
+
+    def cost_line(self, name: str, items: int, unit: str) -> str | None:
+        """The set's expected cost before it starts, when it is large (long prompts, or many calls an item)."""
+        tokens = self.chars / max(self.prompts, 1) / CHARS_PER_TOKEN
+        if tokens < LONG_PROMPT_TOKENS and self.calls < MANY_CALLS_PER_ITEM * items:
+            return None
+        return (
+            f"{name}: {items:,} {unit}, {self.generations:,} generations and {self.scorings:,} scorings "
+            f"of ~{round(tokens, -1 if tokens < 1000 else -2):,.0f}-token prompts (about {CHARS_PER_TOKEN} "
+            "characters a token)"
+        )
+
+
+# A set's cost is said before it starts when its prompts average this many tokens or more, or it makes this many
+# model calls an item; tokens are estimated from characters.
+CHARS_PER_TOKEN = 4
+LONG_PROMPT_TOKENS = 500
+MANY_CALLS_PER_ITEM = 4
+
+
+def set_work(family: Family[Any, Any], ps: ProbeSet, options: RunOptions, family_options: Any) -> SetWork:
+    """What a set will ask of the model, counted from its requests before any is asked."""
+    work = SetWork()
+    for probe in ps.probes:
+        asked = [(probe.id, r) for r in family.requests(ps, probe, options, family_options)]
+        fused = fused_calls(asked)
+        for i, (_, request) in enumerate(asked):
+            if isinstance(request, Request):
+                work.generations += 1
+            elif i not in fused:
+                work.scorings += 1
+            else:
+                continue
+            work.chars += prompt_chars(request.prompt)
+            work.prompts += 1
+    return work
+
+
+class Unread:
+    """Replies a set's family could not read, counted as batches come; said once, while the run goes on, when
+    most of at least `UNREAD_AFTER` replies were unreadable (a model that does not follow the answer format)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.unread = self.replies = 0
+        self.said = False
+
+    def add(self, samples: list[Sample]) -> str | None:
+        """Count a batch; the line to say, the first time most replies so far are unreadable."""
+        for sample in samples:
+            unread, of = sample.unreadable()
+            self.unread += unread
+            self.replies += of
+        if self.said or self.replies < UNREAD_AFTER or self.unread * 2 <= self.replies:
+            return None
+        self.said = True
+        return (
+            f"{self.name}: {self.unread:,} of {self.replies:,} replies so far could not be read (the model does not "
+            "follow the answer format): the set's metrics will rest on the rest"
+        )
+
+
+UNREAD_AFTER = 20
 
 
 def fused_calls(asked: list[tuple[str, Request | Scoring]]) -> dict[int, int]:
@@ -541,6 +682,46 @@ def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBacken
     return backend
 
 
+def now() -> str:
+    """The time now in UTC, to the second, as the manifest records it."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_sets(
+    backend: ModelBackend,
+    sets: list[ProbeSet],
+    options: RunOptions,
+    writer: RunWriter,
+    progress: Progress,
+    family: Family | None = None,
+) -> tuple[dict[str, SetResult], dict[str, Sequence[Sample]]]:
+    """Each set's answers (asked or resumed) and its summary; a failure names the samples saved and how to resume."""
+    results: dict[str, SetResult] = {}
+    per_set: dict[str, Sequence[Sample]] = {}
+    clock = WorkClock(sum(run_work(ps, options, family) for ps in sets)) if len(sets) > 1 else None
+    for ps in sets:
+        own = family or family_of(ps.name)
+        try:
+            per_set[ps.name] = run_set(backend, own, ps, options, writer, progress, clock)
+        except (FairprobeError, OSError) as exc:
+            writer.close()
+            if isinstance(exc, OSError):  # a full disk, a file system gone read-only
+                raise cannot_write(exc, writer) from exc
+            raise type(exc)(f"{exc}; {writer.resume_hint()}") from exc
+        own_options = own.parse_options(options.probe_options, ps.name)
+        results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
+        results[ps.name].drawn = ps.drawn
+        if clock is not None and clock.done < clock.total:
+            progress.note(clock.line())
+    return results, per_set
+
+
+def run_work(ps: ProbeSet, options: RunOptions, family: Family | None = None) -> int:
+    """The model calls one set of a run makes."""
+    own = family or family_of(ps.name)
+    return set_work(own, ps, options, own.parse_options(options.probe_options, ps.name)).calls
+
+
 def run_with_samples(
     options: RunOptions,
     backend: ModelBackend | None = None,
@@ -558,6 +739,8 @@ def run_with_samples(
     sets = load_sets(options, progress)
     settings = run_settings(options, sets)
     writer = RunWriter(out, fingerprint(settings), settings)
+    if writer.taken_over:
+        progress.note(f"{out} held a run with other settings that saved no answer: it is reused for this run")
     try:
         if backend is None:
             progress.note(f"loading model {options.model}")
@@ -566,29 +749,20 @@ def run_with_samples(
             options = options.model_copy(update={"scoring": backend.scoring_mode()})
         writer.check_scoring(options.scoring or "local")
         writer.check_model(backend.answer_fingerprint())
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        manifest = build_manifest(options, backend, sets, started)
+        # A resumed run keeps its first start; a finished one resumed without new answers keeps its finish too.
+        manifest = build_manifest(options, backend, sets, writer.earlier.get("started") or now())
         if writer.model_answer is not None:
             manifest["model_fingerprint"] = writer.model_answer
         atomic_write_json(out / "manifest.json", manifest)
         for notice in backend.notices:
             progress.note(notice)
         preflight(sets, options, family)
-        results: dict[str, SetResult] = {}
-        per_set: dict[str, Sequence[Sample]] = {}
-        for ps in sets:
-            own = family or family_of(ps.name)
-            try:
-                per_set[ps.name] = run_set(backend, own, ps, options, writer, progress)
-            except (FairprobeError, OSError) as exc:
-                writer.close()
-                if isinstance(exc, OSError):  # a full disk, a file system gone read-only
-                    raise cannot_write(exc, writer) from exc
-                raise type(exc)(f"{exc}; {writer.resume_hint()}") from exc
-            own_options = own.parse_options(options.probe_options, ps.name)
-            results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
-            results[ps.name].drawn = ps.drawn
-        return finish_run(writer, manifest, backend, results, per_set, progress), per_set
+        if (too_small := limit_too_small(options, sets)) is not None:  # said once every setting has been checked
+            progress.note(too_small)
+        saved_before = writer.saved
+        results, per_set = run_sets(backend, sets, options, writer, progress, family)
+        finished = writer.earlier.get("finished") if writer.saved == saved_before else None
+        return finish_run(writer, manifest, backend, results, per_set, progress, finished), per_set
     except KeyboardInterrupt:
         writer.close()
         raise RunInterrupted(out, writer.saved) from None
@@ -608,8 +782,10 @@ def finish_run(
     results: dict[str, SetResult],
     per_set: dict[str, Sequence[Sample]],
     progress: Progress,
+    finished: str | None = None,
 ) -> Summary:
-    """Write a run's summary, samples in order, manifest (with the items that failed, said in one line) and report."""
+    """Write a run's summary, samples in order, manifest (with the items that failed, said in one line) and report.
+    `finished`: the earlier finish time of a run resumed without new answers, which it keeps."""
     if isinstance(backend, CachedBackend):
         progress.note(f"cache: {backend.hits} answers reused, {backend.misses} asked the model")
     summary = Summary(fairprobe_version=__version__, model=backend.name, results=results)
@@ -618,7 +794,7 @@ def finish_run(
         manifest["failed"] = failed
     writer.finish(order, summary)
     manifest["implicit"] = implicit_manifest(backend, results)
-    manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    manifest["finished"] = finished or now()
     atomic_write_json(writer.out / "manifest.json", manifest)
     write_report(writer.out)
     return summary

@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fairprobe.api.arguments import ArgumentError, mapping, names, path_or_none, public
-from fairprobe.api.results import Comparison, MitigationComparison, Run, Sweep, load, load_run
+from fairprobe.api.results import (
+    Comparison,
+    MitigationComparison,
+    Result,
+    Run,
+    Sweep,
+    load,
+    load_run,
+    report_folders,
+    summaries_of,
+)
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models import DEFAULT_MODEL
 from fairprobe.progress import Progress
@@ -38,6 +48,7 @@ __all__ = [
     "check",
     "compare",
     "load",
+    "report",
     "run",
     "score",
     "sweep",
@@ -201,8 +212,8 @@ def run_in_memory(model: Any, tokenizer: Any, label: str | None, settings: dict[
 def compare(
     model: str = DEFAULT_MODEL,
     *,
-    adapter: str | Path | None = None,
-    ablations: dict[str, str | Path] | str | Path | None = None,
+    adapter: str | Path | Adapter | None = None,
+    ablations: dict[str, str | Path | Adapter] | str | Path | None = None,
     hyper: str | None = "temperature=0.3",
     sweep: str | Path | Sweep | None = None,
     instruction: str | None = "paper",
@@ -222,8 +233,9 @@ def compare(
 
     Args:
         model: the model spec.
-        adapter: the Debias Tuning adapter folder.
-        ablations: more adapters, `{name: folder}`, or a `tune(ablations=True)` folder.
+        adapter: the Debias Tuning adapter (its folder, or the `Adapter` that `tune()` returned).
+        ablations: more adapters, `{name: folder or Adapter}` (what `tune(ablations=True)` returns), or a
+            `tune(ablations=True)` folder.
         hyper: the Hyperparameter method's decoding, e.g. `temperature=0.3` (None skips it).
         sweep: a sweep (folder or `Sweep`) whose best setting of its first set replaces `hyper`.
         instruction: the Instruction method's prefix (`"paper"`: the paper's text; None skips it).
@@ -260,13 +272,18 @@ def compare(
         compare_methods(
             options,
             folder,
-            adapter=None if adapter is None else str(adapter),
-            ablations={k: str(v) for k, v in (ablations or {}).items()},  # type: ignore[union-attr]
+            adapter=None if adapter is None else adapter_folder(adapter),
+            ablations={k: adapter_folder(v) for k, v in (ablations or {}).items()},  # type: ignore[union-attr]
             hyper=hyper or None,
             instruction=INSTRUCTION if instruction == "paper" else (instruction or ""),
             progress=display,
         )
     return load(folder)  # type: ignore[return-value]
+
+
+def adapter_folder(adapter: str | Path | Adapter) -> str:
+    """An adapter's folder, from the folder or from the `Adapter` that `tune()` returned."""
+    return str(adapter.folder if isinstance(adapter, Adapter) else adapter)
 
 
 # The run settings compare() and sweep() leave at the paper's (greedy, no instruction, the default words).
@@ -512,7 +529,7 @@ def score(
 
 @public
 def check(
-    run: str | Path | Run,
+    run: str | Path | Result,
     maximum: dict[str, float] | None = None,
     *,
     minimum: dict[str, float] | None = None,
@@ -525,7 +542,9 @@ def check(
     mark, and fails closed on what it cannot judge (n/a, unavailable, too little data).
 
     Args:
-        run: a run folder, a many-models comparison folder (every model is checked) or a `Run`.
+        run: any result fairprobe returns or folder it writes: a run (`Run`), a many-models comparison (its
+            folder, its root or the `Comparison`: every model is checked), a mitigation comparison (every
+            method's run) or a sweep (the greedy run and each setting's first seed).
         maximum: `{metric: largest allowed value}` for the upper 95% bound, e.g. `{"gld": 0.05}`.
         minimum: `{metric: smallest allowed value}` for the lower 95% bound.
         abs_max: `{metric: bound}`: both 95% bounds within +-bound (signed metrics).
@@ -536,7 +555,7 @@ def check(
     Returns:
         The check's result: `.ok`, `.failures` (one line each), `.notes`, `.message()`.
     """
-    from fairprobe.report.check import Gate, bounds_of, check_folder, check_runs, parse_mark
+    from fairprobe.report.check import Gate, bounds_of, check_runs, parse_mark
     from fairprobe.report.severity import load_thresholds
 
     for name, given in (("maximum", maximum), ("minimum", minimum), ("abs_max", abs_max)):
@@ -545,7 +564,37 @@ def check(
     bounds = bounds_of(maximum, minimum, abs_max)
     gate = Gate(bounds, parse_mark(mark_max), load_thresholds(path_or_none(thresholds, "thresholds")))
     chosen = names(sets, "sets")
-    if isinstance(run, Run) and run.folder is None:  # scored in memory: no folder to read
-        return check_runs({"": run.summary}, gate, chosen)
-    folder = run.folder if isinstance(run, Run) else path_or_none(run, "run")
-    return check_folder(Path(folder), gate, chosen)
+    return check_runs(summaries_of(load(run)), gate, chosen)
+
+
+@public
+def report(
+    result: str | Path | Result,
+    *,
+    format: Literal["html", "md", "csv"] = "html",
+    out: str | Path | None = None,
+    thresholds: str | Path | None = None,
+) -> Path | str:
+    """The report of any result fairprobe returns or folder it writes (as `fairprobe report`): a run, a
+    many-models comparison (its models side by side with the leaderboard), a mitigation comparison (its methods),
+    a sweep (the greedy run and each setting's first seed).
+
+    Args:
+        result: a result object or its folder.
+        format: `html` (figures, summary, samples), `md` (every table as Markdown) or `csv`.
+        out: the file to write (html default: report.html in the result's folder); for md and csv none returns
+            the text, and for csv it is a folder that gets one file per table.
+        thresholds: a severity thresholds JSON file (default: the families' own).
+
+    Returns:
+        The file written (for csv, the folder), or the Markdown/CSV text when `out` is None.
+    """
+    from fairprobe.report.export import export
+
+    found = load(result)
+    folders = report_folders(found)
+    target = path_or_none(out, "out")
+    if target is None and format == "html":
+        target = (found.folder or folders[0]) / "report.html"
+    text, written = export(folders, format, target, path_or_none(thresholds, "thresholds"))
+    return text if target is None else (target if format == "csv" else written[0])

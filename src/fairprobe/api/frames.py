@@ -7,14 +7,21 @@ from typing import Any
 
 from fairprobe.errors import ConfigError
 from fairprobe.records import MetricValue, Summary
+from fairprobe.report.severity import Thresholds, default_thresholds, too_little_data
 
 OVERALL = "all"  # the subset column of a set's own (not a subset's) metrics
 
 
-def metric_row(model: str, set_name: str, subset: str, n: int, name: str, metric: MetricValue) -> dict[str, Any]:
-    """One metric as a tidy row; `bound_low`/`bound_high` where the value is only known to lie in an interval."""
+def metric_row(
+    model: str, set_name: str, subset: str, n: int, name: str, metric: MetricValue, thresholds: Thresholds | None = None
+) -> dict[str, Any]:
+    """One metric as a tidy row, as the console shows it: value, 95% interval, its count, the severity mark (None
+    for an unmarked metric and for too little data), why the data is too little to judge, and the metric's note;
+    `bound_low`/`bound_high` where the value is only known to lie in an interval."""
     low, high = metric.ci95
     bounds = metric.bounds or (None, None)
+    count = metric.n if metric.n is not None else n
+    grade = (thresholds or default_thresholds()).grade(set_name, name, metric, n)
     return {
         "model": model,
         "set": set_name,
@@ -23,7 +30,10 @@ def metric_row(model: str, set_name: str, subset: str, n: int, name: str, metric
         "value": metric.value,
         "ci_low": low,
         "ci_high": high,
-        "n": metric.n if metric.n is not None else n,
+        "n": count,
+        "mark": None if grade is None or grade.too_little is not None else grade.label,
+        "too_little_data": too_little_data(set_name, name, metric, count),
+        "note": metric.note,
         "bound_low": bounds[0],
         "bound_high": bounds[1],
     }
@@ -32,13 +42,14 @@ def metric_row(model: str, set_name: str, subset: str, n: int, name: str, metric
 def summary_rows(summary: Summary, model: str | None = None) -> list[dict[str, Any]]:
     """Every metric of a run, set by set, the set's own first (subset "all"), then each subset's."""
     label = model or summary.model
+    thresholds = default_thresholds()
     rows = []
     for set_name, result in summary.results.items():
         for name, metric in result.metrics.items():
-            rows.append(metric_row(label, set_name, OVERALL, result.n, name, metric))
+            rows.append(metric_row(label, set_name, OVERALL, result.n, name, metric, thresholds))
         for subset, part in result.subsets.items():
             for name, metric in part.metrics.items():
-                rows.append(metric_row(label, set_name, subset, part.n, name, metric))
+                rows.append(metric_row(label, set_name, subset, part.n, name, metric, thresholds))
     return rows
 
 
@@ -54,15 +65,70 @@ def sample_row(model: str, sample: dict[str, Any]) -> dict[str, Any]:
 
 
 def method_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """A mitigation comparison (compare.json) as rows: set x method x metric with value and interval."""
+    """A mitigation comparison (compare.json) as rows, as its report shows it: set x method x measure, each
+    metric (`kind` "metric") and each drift measure ("drift") with value, interval, mark, and its paired test
+    against Original (`p`, `p_holm`, `relative_change`; `unchanged` where a decoding-only method cannot change
+    it), and each method's perplexity ("perplexity")."""
     rows = []
     for set_name, entry in result.get("sets", {}).items():
         methods = entry.get("methods", {})
         for method in result.get("method_order") or list(methods):
-            row = methods[method]
-            for name, obj in row.get("metrics", {}).items():
-                metric = metric_row("", set_name, OVERALL, row.get("n", 0), name, MetricValue.model_validate(obj))
-                rows.append({"method": method, **{k: v for k, v in metric.items() if k != "model"}})
+            rows += method_measure_rows(set_name, method, methods[method])
+    return rows
+
+
+def method_measure_rows(set_name: str, method: str, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """One method's rows of one set: its metrics, its drift measures and its perplexity."""
+    out = []
+    tests, drift_tests = row.get("vs_original", {}), row.get("drift_vs_original", {})
+    for kind, values, tested in (
+        ("metric", row.get("metrics", {}), tests),
+        ("drift", row.get("drift", {}), drift_tests),
+    ):
+        for name, obj in values.items():
+            metric = metric_row("", set_name, OVERALL, row.get("n", 0), name, MetricValue.model_validate(obj))
+            test = tested.get(name, {})
+            out.append(
+                {
+                    "method": method,
+                    "kind": kind,
+                    **{k: v for k, v in metric.items() if k != "model"},
+                    "p": test.get("p_mcnemar", test.get("p")),
+                    "p_holm": test.get("p_holm"),
+                    "relative_change": test.get("relative_change"),
+                    "unchanged": "unchanged_by_design" in test,
+                }
+            )
+    if row.get("perplexity") is not None:
+        change = row.get("perplexity_relative_change")
+        out.append({"method": method, "kind": "perplexity", "set": set_name, "subset": OVERALL, "metric": "perplexity"})
+        out[-1].update(value=row["perplexity"], n=row.get("n"), relative_change=change)
+    return out
+
+
+def pairwise_rows(leaderboard: dict[str, Any]) -> list[dict[str, Any]]:
+    """A many-models comparison's paired tests as rows: set x metric x model pair, B - A with its interval, the
+    test, p and Holm's p over every test of the comparison."""
+    rows = []
+    for t in leaderboard.get("pairwise", []):
+        difference = MetricValue.model_validate(t["difference"]) if t.get("difference") else None
+        low, high = difference.ci95 if difference is not None else (None, None)
+        rows.append(
+            {
+                "set": t["set"],
+                "metric": t["metric"],
+                "model_a": t["a"],
+                "model_b": t["b"],
+                "test": t.get("test"),
+                "n": t.get("n"),
+                "difference": difference.value if difference is not None else None,
+                "ci_low": low,
+                "ci_high": high,
+                "p": t.get("p"),
+                "p_holm": t.get("p_holm"),
+                "equal": bool(t.get("equal")),
+            }
+        )
     return rows
 
 

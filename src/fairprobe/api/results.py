@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fairprobe.api.arguments import ArgumentError
-from fairprobe.api.frames import frame, method_rows, sample_row, setting_rows, summary_rows
+from fairprobe.api.frames import frame, method_rows, pairwise_rows, sample_row, setting_rows, summary_rows
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.io import iter_jsonl, read_text
 from fairprobe.records import Summary
-from fairprobe.report.leaderboard import read_leaderboard
+from fairprobe.report.leaderboard import COMPARISON_FOLDER, read_leaderboard
 from fairprobe.report.runs import load_summary
 
 REPORT = "report.html"
@@ -98,13 +98,16 @@ class Comparison:
         """The comparison's report.html."""
         return report_in(self.folder)
 
-    def to_pandas(self, what: Literal["metrics", "samples"] = "metrics") -> Any:
-        """Every model's rows in one DataFrame (a `model` column tells them apart); needs `fairprobe[pandas]`."""
+    def to_pandas(self, what: Literal["metrics", "samples", "pairwise"] = "metrics") -> Any:
+        """Every model's rows in one DataFrame (a `model` column tells them apart), or with "pairwise" the paired
+        tests between the models (difference, interval, p and Holm's p); needs `fairprobe[pandas]`."""
         if what == "metrics":
             return frame([row for run in self.runs.values() for row in summary_rows(run.summary)])
         if what == "samples":
             return frame([sample_row(run.model, s) for run in self.runs.values() for s in run.samples])
-        raise ConfigError(f"to_pandas() takes 'metrics' or 'samples', got {what!r}")
+        if what == "pairwise":
+            return frame(pairwise_rows(self.leaderboard))
+        raise ConfigError(f"to_pandas() takes 'metrics', 'samples' or 'pairwise', got {what!r}")
 
 
 @dataclass
@@ -146,6 +149,14 @@ class Sweep:
             raise ConfigError(f"sweep {self.folder} has no set {set_name!r}: it has {', '.join(sets)}")
         return dict(sets[set_name or next(iter(sets))]["best"])
 
+    @property
+    def runs(self) -> dict[str, Run]:
+        """The greedy reference run and each setting's first seed, by setting (as its report shows them)."""
+        found = [self.folder / "greedy", *sorted(self.folder.glob("settings/*/seed0"))]
+        return {
+            p.parent.name if p.name == "seed0" else p.name: load_run(p) for p in found if (p / "summary.json").is_file()
+        }
+
     def to_pandas(self) -> Any:
         """One row per set x setting (greedy first) with GAS and its interval; needs `fairprobe[pandas]`."""
         return frame(setting_rows(self.result))
@@ -168,17 +179,26 @@ def load_comparison(folder: Path, leaderboard: dict[str, Any]) -> Comparison:
     return Comparison(folder=folder, runs=runs, leaderboard=leaderboard)
 
 
-def load(path: str | Path) -> Run | Comparison | MitigationComparison | Sweep:
-    """Read back any folder fairprobe wrote: a run (summary.json), a many-models comparison (leaderboard.json), a
-    mitigation comparison (compare.json) or a decoding sweep (sweep.json)."""
+Result = Run | Comparison | MitigationComparison | Sweep
+
+
+def load(path: str | Path | Result) -> Result:
+    """Read back any folder fairprobe wrote: a run (summary.json), a many-models comparison (leaderboard.json, or
+    the root a many-models run wrote, which holds it in comparison/), a mitigation comparison (compare.json) or a
+    decoding sweep (sweep.json). A result object is read again from its folder (as it is when it has none)."""
+    if isinstance(path, Run | Comparison | MitigationComparison | Sweep):
+        return path if path.folder is None else load(path.folder)
     if not isinstance(path, str | Path) or not str(path):
-        raise ArgumentError(f"fairprobe.load() needs a folder (a str or pathlib.Path), got {path!r}")
+        raise ArgumentError(
+            f"fairprobe.load() needs a folder (a str or pathlib.Path) or a fairprobe result, got {path!r}"
+        )
     folder = Path(path)
     if not folder.is_dir():
         raise DataError(f"no fairprobe folder at {folder}")
-    leaderboard = read_leaderboard(folder)
-    if leaderboard is not None:
-        return load_comparison(folder, leaderboard)
+    for where in (folder, folder / COMPARISON_FOLDER):
+        leaderboard = read_leaderboard(where) if where.is_dir() else None
+        if leaderboard is not None:
+            return load_comparison(where, leaderboard)
     if (folder / "compare.json").is_file():
         return MitigationComparison(folder=folder, result=read_object(folder / "compare.json", "compare.json"))
     if (folder / "sweep.json").is_file():
@@ -189,3 +209,21 @@ def load(path: str | Path) -> Run | Comparison | MitigationComparison | Sweep:
         f"{folder} holds no fairprobe result (summary.json, leaderboard.json, compare.json or sweep.json); "
         "an unfinished run is finished by running the same command again"
     )
+
+
+def summaries_of(result: Result) -> dict[str, Summary]:
+    """The run summaries a result holds, by label: a run's own (labelled ""), each model's of a comparison, each
+    method's of a mitigation comparison, the greedy run's and each setting's of a sweep."""
+    if isinstance(result, Run):
+        return {"": result.summary}
+    return {label: run.summary for label, run in result.runs.items()}
+
+
+def report_folders(result: Result) -> list[Path]:
+    """The folders a report of a result shows (a comparison folder brings its models' runs, a mitigation
+    comparison its methods'); a run scored in memory has none, so it cannot be reported."""
+    if isinstance(result, Sweep):
+        return [run.folder for run in result.runs.values()]
+    if result.folder is None:
+        raise ConfigError("this result was scored in memory: score it with out=FOLDER to report it")
+    return [result.folder]

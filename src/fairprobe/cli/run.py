@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from fairprobe.cli.common import (
     BatchSizeOpt,
@@ -64,9 +65,23 @@ FAILED_ITEMS = 3
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="ask the model again instead of reusing answers")]
 
 
-@app.command("run")
+class SuitesInHelp(TyperCommand):
+    """`fairprobe run --help` names every registered suite, read from the registry when the help is shown (so a
+    family's new suite is listed, and no other command pays for loading the families)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """Fill in the --suite help, then format as usual."""
+        from fairprobe.catalog import suite_names
+
+        for param in self.params:
+            if param.name == "suite":
+                param.help = f"suite to run: {', '.join(suite_names())}"  # type: ignore[attr-defined]
+        super().format_help(ctx, formatter)
+
+
+@app.command("run", cls=SuitesInHelp)
 def run_cmd(
-    suite: Annotated[str, typer.Option(help="suite to run: paper or fairness")] = "paper",
+    suite: Annotated[str, typer.Option(help="suite to run (each registered suite is listed here)")] = "paper",
     probes: Annotated[str | None, typer.Option(help="comma-separated probe sets (default: all of the suite)")] = None,
     model: ModelListOpt = None,
     models: ModelsFileOpt = None,
@@ -177,14 +192,17 @@ def show_comparison(summaries: dict[str, Any], out: Path | None) -> None:
     """The comparison's headline columns (or each model's table when there is no comparison), each model's verdict,
     and where the files with everything else are."""
     from fairprobe.report.console import leaderboard_table
-    from fairprobe.report.leaderboard import read_leaderboard
+    from fairprobe.report.leaderboard import read_leaderboard, unranked_lines
     from fairprobe.report.verdict import verdict
 
     if out is None:
         for summary in summaries.values():
             show_summary(summary, False)
         return
-    console.print(leaderboard_table(read_leaderboard(out) or {"sets": []}, console.width))
+    board = read_leaderboard(out) or {"sets": []}
+    console.print(leaderboard_table(board, console.width))
+    for line in unranked_lines(board):
+        console.print(f"{line}: the order may be chance", style="yellow", markup=False, highlight=False, soft_wrap=True)
     for summary in summaries.values():
         console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
     console.print(

@@ -7,13 +7,13 @@ Further schemes register with `register_scheme`, each with its typed settings (m
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
+from fairprobe.models.hub import hub_arguments, hub_offline
 from fairprobe.models.settings import BackendSettings, LocalSettings, OpenSettings
 from fairprobe.registry import Registry
 
@@ -58,11 +58,6 @@ def register_scheme(
     return wrap
 
 
-def hub_offline() -> bool:
-    """True when the Hugging Face hub must not be contacted."""
-    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
-
-
 def _load_embedded(name: str, settings: LocalSettings, adapter: str | None) -> ModelBackend:
     from fairprobe.io import sha256_file
     from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
@@ -75,7 +70,8 @@ def _load_embedded(name: str, settings: LocalSettings, adapter: str | None) -> M
         if hub_offline():
             raise ModelError(f"model {name!r} is not installed and the hub is offline: run `{entry.install_hint}`")
         info = {"id": name, "source": f"hf:{entry.hub_id}", "license": entry.license}
-        backend = load_hf(entry.hub_id, name=name, info=info, settings=settings, adapter=adapter)
+        hub_args = hub_arguments(entry.hub_id, settings.revision)
+        backend = load_hf(entry.hub_id, name=name, info=info, settings=settings, adapter=adapter, hub_args=hub_args)
         return with_hf_content(backend, entry.hub_id, settings.revision)
     sha = sha256_file(gguf)
     folder = converted_folder(entry, gguf, sha)
@@ -85,12 +81,13 @@ def _load_embedded(name: str, settings: LocalSettings, adapter: str | None) -> M
 
 @register_scheme("hf", settings=LocalSettings)
 def _load_hf_spec(rest: str, settings: LocalSettings, adapter: str | None) -> ModelBackend:
-    from fairprobe.models.hf import load_hf
-
     if not rest:
         raise ModelError("model spec 'hf:' needs a model id or path, e.g. hf:HuggingFaceTB/SmolLM2-360M")
+    hub_args = hub_arguments(rest, settings.revision)  # before transformers is imported: a missing model fails fast
+    from fairprobe.models.hf import load_hf
+
     info = {"id": f"hf:{rest}", "source": rest}
-    backend = load_hf(rest, name=f"hf:{rest}", info=info, settings=settings, adapter=adapter)
+    backend = load_hf(rest, name=f"hf:{rest}", info=info, settings=settings, adapter=adapter, hub_args=hub_args)
     return with_hf_content(backend, rest, settings.revision)
 
 

@@ -107,6 +107,16 @@ class GaveUp(EndpointError):
     scoring fails and the run goes on; for the capability probe, that endpoint is dropped."""
 
 
+def next_step(url: str, status: int | None = None) -> str:
+    """What to do about a server that never answered (or answered `status` 404 at a path): start it, or give
+    --base-url as the server's `/v1` root."""
+    if not url.endswith("/v1"):
+        return f"give --base-url as the server's /v1 root (e.g. {url}/v1)"
+    if status == 404:
+        return "check --base-url (the server's /v1 root) and the model name"
+    return "start the server (docs/vllm.md) or check --base-url"
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded retries: `attempts` tries per request, delays base*2^n (capped) with jitter, or Retry-After."""
@@ -345,6 +355,7 @@ class OpenAIBackend(ModelBackend):
         self._notices: list[str] = []
         self.requests_sent = 0
         self.scoring_requests = 0
+        self.reached = False  # any HTTP answer came: the server is there (a failure then needs no start hint)
         self._client: httpx.AsyncClient | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fairprobe-api", daemon=True)
@@ -405,15 +416,16 @@ class OpenAIBackend(ModelBackend):
         """Each endpoint's abilities; an unreachable one is dropped with a notice (all: EndpointError), and replicas
         that do not serve one model and tokenizer are refused."""
         found: list[Abilities] = []
+        dead: list[tuple[str, str]] = []
         for url in self.base_urls:
             try:
                 found.append(await self._abilities_of(url))
             except GaveUp as exc:
-                self._notices.append(
-                    f"{url} is unreachable ({clip(str(exc), 160)}): dropped, the run goes on without it"
-                )
+                dead.append((url, clip(str(exc), 160)))
         if not found:
-            raise EndpointError(f"no endpoint of {','.join(self.base_urls)} answers: {self._notices[-1]}")
+            urls = ",".join(self.base_urls)
+            raise EndpointError(f"no server answers at {urls} ({dead[-1][1]}): {next_step(self.base_urls[-1])}")
+        self._notices += [f"{url} is unreachable ({why}): dropped, the run goes on without it" for url, why in dead]
         self.base_urls = [a.url for a in found]
         self._abilities = found
         echoing = [a for a in found if a.echo]
@@ -548,6 +560,7 @@ class OpenAIBackend(ModelBackend):
         start = loop.time()
         try:
             answer = await self._post(url, body, limit)
+            self.reached = True
         except httpx.TimeoutException:
             return f"{TIMED_OUT} {url} within {limit:g} s"
         except httpx.TransportError as exc:
@@ -1083,13 +1096,15 @@ class OpenAIBackend(ModelBackend):
                 if status in REJECT_STATUS:
                     return Completion(text="", error=f"rejected by server (HTTP {status}): {detail}"), None
                 if status not in RETRY_STATUS and status < 500:
-                    hint = " (check $FAIRPROBE_API_KEY)" if status in (401, 403) else ""
-                    raise EndpointError(f"{base}{path} answered HTTP {status}{hint}: {detail}")
+                    hint = {401: "check $FAIRPROBE_API_KEY", 403: "check $FAIRPROBE_API_KEY", 404: next_step(base, 404)}
+                    shown = f" ({hint[status]})" if status in hint else ""
+                    raise EndpointError(f"{base}{path} answered HTTP {status}{shown}: {detail}")
                 failure = f"{base} answered HTTP {status}"
                 retry_after = retry_after_seconds(headers)
             if attempt < policy.attempts:
                 await self._back_off(policy.delay(attempt, retry_after))
-        raise GaveUp(f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts")
+        gave_up = f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts"
+        raise GaveUp(gave_up if self.reached else f"no server answers at {base} ({gave_up}): {next_step(base)}")
 
 
 def generated_tokens(content: bytes) -> int:

@@ -102,6 +102,7 @@ def dequantising_shown(name: str, progress: Progress) -> Iterator[None]:
     own_bar = getattr(reader_module, "tqdm", None)
 
     def counted(tensors: Any, *_args: Any, **_kwargs: Any) -> Iterator[Any]:
+        progress.advance(1)  # the step converted_folder started: the file is read, the tensors come next
         tensors = list(tensors)
         floats = sum(int(getattr(t, "n_elements", 0)) for t in tensors)
         progress.note(f"  {len(tensors)} tensors, about {file_size(4 * floats)} as float32 safetensors")
@@ -133,9 +134,11 @@ def converted_folder(entry: EmbeddedModel, gguf: Path, sha: str) -> Path:
     )
     progress.note(f"  into {target} (`fairprobe cache clear --models` removes it)")
     try:
-        progress.start(f"reading {gguf.name}", 1)
+        progress.start(f"reading the tokenizer from {gguf.name}", 1)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         progress.advance(1)
+        # Reading the file's layout and building the model takes most of the conversion before any tensor is shown.
+        progress.start(f"reading the model from {gguf.name}", 1)
         with dequantising_shown(entry.name, progress):
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except (OSError, ValueError, ImportError) as exc:

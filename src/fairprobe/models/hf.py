@@ -40,6 +40,7 @@ from fairprobe.models.continuations import (
     prompt_part,
     score_continuations,
 )
+from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings
 from fairprobe.records import message_dicts
@@ -453,16 +454,26 @@ def four_bit() -> dict[str, Any]:
 
 
 def load_hf(
-    path_or_id: str, name: str, info: dict[str, Any], settings: LocalSettings | None = None, adapter: str | None = None
+    path_or_id: str,
+    name: str,
+    info: dict[str, Any],
+    settings: LocalSettings | None = None,
+    adapter: str | None = None,
+    hub_args: dict[str, Any] | None = None,
 ) -> HFBackend:
-    """Load a causal LM and its tokenizer from a folder or hub id (optionally with a LoRA adapter)."""
+    """Load a causal LM and its tokenizer from a folder or hub id (optionally with a LoRA adapter); `hub_args` are
+    from_pretrained's extra arguments for a hub id (models/hub.py)."""
     settings = settings or LocalSettings()
     dev = resolve_device(settings.device)
     hub = {"revision": settings.revision} if settings.revision else {}
+    hub.update(hub_args or {})
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path_or_id, **hub)
-        weights = {**hub, **four_bit()} if settings.quantize == "4bit" else hub
-        model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=resolve_dtype(settings.dtype, dev), **weights)
+        with quiet_hub():
+            tokenizer = AutoTokenizer.from_pretrained(path_or_id, **hub)
+            weights = {**hub, **four_bit()} if settings.quantize == "4bit" else hub
+            model = AutoModelForCausalLM.from_pretrained(
+                path_or_id, dtype=resolve_dtype(settings.dtype, dev), **weights
+            )
     except (OSError, ValueError) as exc:
         first = first_line(str(exc)) or type(exc).__name__
         raise ModelError(f"cannot load model {path_or_id!r}: {first}") from exc

@@ -166,3 +166,48 @@ def gas_split(rows: list[tuple[str, MetricValue | None, MetricValue | None]]) ->
         ax.set_xlabel("share of gendered continuations")
         ax.legend(fontsize=8, ncols=2, loc="lower left", bbox_to_anchor=(0, 1.02))
         return to_svg(fig)
+
+
+# The report's mark colours (report.html.j2), as tinted bands behind a harm type's figure.
+MARK_COLOURS = {"A": "#1a9850", "B": "#91bd3a", "C": "#f08c00", "D": "#d7301f"}
+
+
+@dataclass(frozen=True)
+class BandRow:
+    """One marked metric of a harm type: its label, value and 95% interval, and the value ranges of each mark."""
+
+    label: str
+    value: float
+    ci: tuple[float | None, float | None]
+    bands: list[tuple[str, float, float]]
+    judged: bool = True
+
+
+def mark_bands(rows: list[BandRow]) -> str:
+    """A harm type at a glance: per marked metric its value and 95% interval (a hollow dot where the data is too
+    little to judge) over the tinted value ranges of its marks A-D; returns inline SVG."""
+    with matplotlib.rc_context({**STYLE, "axes.grid": False}):
+        fig = Figure(figsize=(6.4, 0.8 + 0.34 * len(rows)))
+        ax = fig.subplots()
+        y = np.arange(len(rows))[::-1]
+        for yi, row in zip(y, rows, strict=True):
+            for mark, start, end in row.bands:
+                ax.barh(yi, end - start, left=start, height=0.8, color=MARK_COLOURS[mark], alpha=0.3, linewidth=0)
+            lo, hi = (row.value if c is None else c for c in row.ci)
+            face = "#222222" if row.judged else "white"
+            ax.errorbar(
+                [row.value],
+                [yi],
+                xerr=[[max(row.value - lo, 0)], [max(hi - row.value, 0)]],
+                fmt="o",
+                color="#222222",
+                markerfacecolor=face,
+                markersize=4,
+                elinewidth=1,
+                capsize=2.5,
+            )
+        ax.set_yticks(y, [row.label if row.judged else f"{row.label} (too little data)" for row in rows])
+        ends = [x for row in rows for _, a, b in row.bands for x in (a, b)]
+        ax.set_xlim(min(ends), max(ends))
+        ax.set_xlabel("value, 95% interval; bands: the values of marks A (green) to D (red)")
+        return to_svg(fig)

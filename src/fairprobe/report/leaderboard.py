@@ -138,7 +138,31 @@ def build_leaderboard(run_dirs: list[Path], sort_by: str | None = None, folder: 
     }
 
 
-def set_leaderboard(entry: dict[str, Any]) -> Table:
+def unranked(entry: dict[str, Any], pairwise: list[dict[str, Any]]) -> list[str]:
+    """Each neighbour pair of a set's ranking whose order by the sort metric is not significant (its paired test's
+    Holm p at least 0.05, or equal on every prompt), as 'A above B by gld (p (Holm) = 1.000)'."""
+    metric, rows = entry["sort_by"], entry["rows"]
+    found: list[str] = []
+    for upper, lower in itertools.pairwise(rows):
+        pair = {upper["model"], lower["model"]}
+        test = next(
+            (t for t in pairwise if t["set"] == entry["set"] and t["metric"] == metric and {t["a"], t["b"]} == pair),
+            None,
+        )
+        if test is None or (not test.get("equal") and (test.get("p_holm") is None or test["p_holm"] < 0.05)):
+            continue
+        why = "equal on every prompt" if test.get("equal") else f"p (Holm) = {format_p(test['p_holm'])}"
+        found.append(f"{upper['model']} above {lower['model']} by {metric} ({why})")
+    return found
+
+
+def unranked_lines(obj: dict[str, Any]) -> list[str]:
+    """Every set's rankings that the paired tests do not support, one line each, for the console."""
+    pairwise = obj.get("pairwise", [])
+    return [f"{e['set']}: {line} is not significant" for e in obj["sets"] for line in unranked(e, pairwise)]
+
+
+def set_leaderboard(entry: dict[str, Any], pairwise: list[dict[str, Any]] | None = None) -> Table:
     """One set's leaderboard: models as rows (rank, model, n, every metric), or, where that is narrower (fewer
     models than metrics), models as columns in rank order with a row per metric."""
     set_name, models = entry["set"], entry["rows"]
@@ -147,6 +171,7 @@ def set_leaderboard(entry: dict[str, Any]) -> Table:
     caption = (
         f"Sorted by {entry['sort_by']} (best first by its declared direction, n/a last); value [95% CI]."
         + "".join(f" Limited run: {d}." for d in drawn)
+        + "".join(f" Not significant, the order may be chance: {line}." for line in unranked(entry, pairwise or []))
     )
     name, title = f"leaderboard_{set_name}", f"Leaderboard: {set_name}"
     if len(models) < len(metrics):
@@ -163,7 +188,7 @@ def set_leaderboard(entry: dict[str, Any]) -> Table:
 
 def leaderboard_tables(obj: dict[str, Any]) -> list[Table]:
     """One leaderboard table per set and the pairwise tests table."""
-    tables = [set_leaderboard(entry) for entry in obj["sets"]]
+    tables = [set_leaderboard(entry, obj["pairwise"]) for entry in obj["sets"]]
     pair_rows: list[list[Cell]] = [
         [
             t["set"],

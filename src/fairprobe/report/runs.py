@@ -123,7 +123,7 @@ def _run_details(run: RunData) -> list[str]:
     ):
         details.append("instruction")
     if decoding.get("temperature"):
-        details.append(f"T={decoding['temperature']:g}")
+        details.append(f"temperature={decoding['temperature']:g}")
     if decoding.get("top_p", 1.0) != 1.0:
         details.append(f"top-p={decoding['top_p']:g}")
     if decoding.get("top_k"):

@@ -7,6 +7,7 @@ Each family declares its metrics' bounds (`Metric.bounds`); `--thresholds FILE` 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,17 +131,19 @@ class Thresholds(BaseModel):
             return None
         return Threshold(bounds=info.bounds, ranges=info.marks, what=info.what)
 
-    def rows(self) -> list[dict[str, Any]]:
-        """Every threshold in force, as the report lists them: the families' own, then the user's overrides."""
+    def rows(self, families: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """Every threshold in force, as the report lists them: the families' own (only those named in `families`,
+        the families of the report's sets, when given), then the user's overrides."""
+        shown = [f for f in all_families() if families is None or f.name in families]
         rows = [
             {"scope": family.name, "metric": m.name, "bounds": m.bounds, "what": m.what}
-            for family in all_families()
+            for family in shown
             for m in family.declared()
             if m.bounds is not None
         ]
         rows += [
             {"scope": family.name, "metric": m.name, "bounds": ranges_text(m.marks), "what": m.what}
-            for family in all_families()
+            for family in shown
             for m in family.declared()
             if m.marks is not None
         ]

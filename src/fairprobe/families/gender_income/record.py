@@ -41,3 +41,7 @@ class PairSample(Sample):
         """same / differ / undetermined (or error), '(hit)' when the answers differ."""
         text = "error" if self.error else self.verdict
         return text + (" (hit)" if self.hit else "")
+
+    def unreadable(self) -> tuple[int, int]:
+        """The replies read as neither yes nor no (unknown), of the pair's two."""
+        return sum(a == "unknown" for a in (self.answer_original, self.answer_flipped)), 2

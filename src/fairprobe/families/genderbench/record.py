@@ -40,17 +40,37 @@ class GenderBenchSample(Sample):
     item_metrics: dict[str, float | None] | None = None
 
     def reply_text(self) -> str:
-        """The first reply (sample) or nothing (exact: no text is generated)."""
+        """The first reply (sample); in exact mode, where no text is generated, each prompt's option
+        probabilities in the prompt's option order, as read from the model."""
+        if self.q is not None:
+            shown = "; ".join(", ".join(f"{p:.2f}" for p in q) for q in self.q if q)
+            return f"exact: no reply generated; the options' probabilities, in the prompt's order: {shown}"
+        if self.q_bounds is not None:
+            shown = "; ".join(", ".join(f"{lo:.2f}-{hi:.2f}" for lo, hi in q) for q in self.q_bounds if q)
+            return f"exact (bounded by the server's top-k): the options' probabilities, in the prompt's order: {shown}"
         return self.replies[0][0] if self.replies and self.replies[0] else ""
 
     def verdict_text(self) -> str:
         """What was read: the parsed answers, or the likeliest option's probability per prompt."""
         if self.q is not None:
-            return "; ".join(f"q={max(q):.2f}" for q in self.q if q)
+            return "; ".join(f"likeliest option {max(q):.2f}" for q in self.q if q)
         if self.q_bounds is not None:
-            return "; ".join(f"q={max(lo for lo, _ in q):.2f}-{max(hi for _, hi in q):.2f}" for q in self.q_bounds if q)
+            return "; ".join(
+                f"likeliest option {max(lo for lo, _ in q):.2f}-{max(hi for _, hi in q):.2f}"
+                for q in self.q_bounds
+                if q
+            )
         if self.answers is not None:
             return ", ".join("/".join(str(a) if a is not None else "?" for a in row) for row in self.answers)
         if self.counts is not None:
             return " ".join(f"{m:g}/{f:g}" for m, f in self.counts)
         return "error" if self.error else ""
+
+    def unreadable(self) -> tuple[int, int]:
+        """Sample mode: the replies whose answer GenderBench's evaluator could not read, of all replies."""
+        answers = [a for row in self.answers or [] for a in row]
+        return sum(a is None for a in answers), len(answers)
+
+    def answer_mode(self) -> str:
+        """exact (option probabilities) or sample (replies read by GenderBench's evaluator)."""
+        return self.mode

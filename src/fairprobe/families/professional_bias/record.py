@@ -55,3 +55,8 @@ class CoreferenceSample(Sample):
         if self.they_status is not None:
             text += f"; with they: {self.they_referent or self.they_status}"
         return text
+
+    def unreadable(self) -> tuple[int, int]:
+        """1 of 1 when the reply is empty or names neither occupation (status `none`; saying the reference is
+        ambiguous, naming both or refusing are answers), else 0 of 1."""
+        return int(self.status == "none" and self.error is None), 1
