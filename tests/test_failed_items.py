@@ -82,12 +82,15 @@ def echoed_texts(prompt: Any) -> list[str]:
     return [p if isinstance(p, str) else "".join(chr(t) for t in p) for p in prompts]
 
 
-def exact_direct(url: str, out: Path, limit: int = 4, cache: Path | None = None) -> Any:
-    """GenderBench's direct set scored exactly over the server at `url`: through the cache when one is given, else
-    straight to the server with quick retries."""
+def exact_direct(
+    url: str, out: Path, limit: int = 4, cache: Path | None = None, sampled: dict[str, str] | None = None
+) -> Any:
+    """GenderBench's direct set scored exactly over the server at `url` (or, with `sampled` options, sampled over a
+    server told to give top-k logprobs only): through the cache when one is given, else straight to the server
+    with quick retries."""
     options = RunOptions(
         model="openai:test",
-        model_args={"base_url": url},
+        model_args={"base_url": url, **({"implicit": "topk"} if sampled else {})},
         suite="genderbench",
         probes=["direct"],
         limit=limit,
@@ -95,7 +98,7 @@ def exact_direct(url: str, out: Path, limit: int = 4, cache: Path | None = None)
         out=out,
         use_cache=cache is not None,
         cache=cache,
-        probe_options={"mode": "exact"},
+        probe_options={"mode": "sample", **sampled} if sampled else {"mode": "exact"},
     )
     return run(options, backend=None if cache else open_endpoint("test", base_url=url, retry=FAST, timeout=5.0))
 
@@ -224,27 +227,32 @@ def test_sampled_items_that_failed_are_asked_again_with_the_seeds_they_had(tmp_p
         return (200, ok[: len(ok) // 2], {}) if state["down"] and bad in prompt_text(body) else (200, ok, {})
 
     with serve(answer) as (url, seen):
-        options = RunOptions(
-            model="openai:test",
-            model_args={"base_url": url, "implicit": "topk"},
-            suite="genderbench",
-            probes=["direct"],
-            limit=3,
-            limit_order="first",
-            out=tmp_path / "run",
-            use_cache=False,
-            probe_options={"mode": "sample", "repetitions": "2"},
-        )
-        run(options, backend=open_endpoint("test", base_url=url, retry=FAST, timeout=5.0))
+        exact_direct(url, tmp_path / "run", limit=3, sampled={"repetitions": "2"})
         failed_seeds = sorted({b["seed"] for b in seen.bodies if bad in prompt_text(b)})
         assert failed_in(tmp_path / "run") == (
             "1 of 3 items failed (1: malformed response: answer is not valid JSON; malformed response: answer is not "
             "valid JSON): run the same command again to ask them again"
         )  # the item's reason: each of its two replies' errors
         state["down"], start = False, seen.count
-        run(options, backend=open_endpoint("test", base_url=url, retry=FAST, timeout=5.0))
+        exact_direct(url, tmp_path / "run", limit=3, sampled={"repetitions": "2"})
         again = seen.bodies[start:]
     assert all(bad in prompt_text(b) for b in again) and len(again) == 2
     assert sorted(b["seed"] for b in again) == failed_seeds and len(failed_seeds) == 2
     records = read_samples(tmp_path / "run" / "samples.jsonl")
     assert [r.error for r in records] == [None] * 3 and records[1].answers == [["yes", "yes"]]  # type: ignore[attr-defined]
+
+
+def test_a_prompt_whose_scoring_failed_is_asked_again_by_the_same_command(tmp_path: Path) -> None:
+    # The paper family keeps a continuation whose scoring failed (`scoring_error`); that item counts as failed, and
+    # the same command asks it again (its generation from the cache, its scoring from the server).
+    from test_api_exact import BAD, exact_run
+
+    state = {"down": True}
+    with echo_server(lambda text: "500" if state["down"] and BAD in text else "ok") as (url, _):
+        exact_run(url, tmp_path)
+        line = failed_in(tmp_path / "run")
+        assert line is not None and line.startswith("1 of 6 items failed (1: scoring failed: ")
+        state["down"] = False
+        exact_run(url, tmp_path)
+    assert failed_in(tmp_path / "run") is None
+    assert [s.scoring_error for s in read_samples(tmp_path / "run" / "samples.jsonl")] == [None] * 6  # type: ignore[attr-defined]

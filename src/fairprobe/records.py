@@ -108,6 +108,10 @@ class Sample(BaseModel):
         """The subsets of its set this sample belongs to."""
         return self.subsets
 
+    def failure(self) -> str | None:
+        """Why a model call of this sample failed (then a rerun of the same command asks it again), or None."""
+        return self.error
+
     def reply_text(self) -> str:
         """The model's reply (or replies) as shown in the report."""
         return ""

@@ -100,7 +100,7 @@ def whole_records(path: Path, failed: set[tuple[str, str]] | None = None) -> Ite
             except (ValueError, RecursionError):
                 continue
             if failed is not None:
-                (failed.add if sample.error else failed.discard)((sample.set, sample.id))
+                (failed.add if sample.failure() else failed.discard)((sample.set, sample.id))
             yield (sample.set, sample.id), (line + "\n").encode("utf-8")
 
 
@@ -251,7 +251,7 @@ class RunWriter:
             line = (redact(s.model_dump_json()) + "\n").encode("utf-8")
             self.file.add(key, self._handle.tell(), len(line))
             self._handle.write(line)
-            (self.failed.add if s.error else self.failed.discard)(key)
+            (self.failed.add if s.failure() else self.failed.discard)(key)
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
@@ -261,7 +261,7 @@ class RunWriter:
         for key in keys:
             if key in self.failed:
                 sample = self.file.read(key)
-                reason = first_line((sample.error if sample else None) or "unreadable record")[:REASON_CHARS]
+                reason = first_line((sample.failure() if sample else None) or "unreadable record")[:REASON_CHARS]
                 reasons[reason] = reasons.get(reason, 0) + 1
         return reasons
 

@@ -52,6 +52,10 @@ class PaperSample(Sample):
     p_groups_upper: dict[str, list[float]] | None = None
     likeliest_group: str | None = None
 
+    def failure(self) -> str | None:
+        """The failed call, or the failed scoring of a continuation that came (asked again on a rerun)."""
+        return self.error or self.scoring_error
+
     def reply_text(self) -> str:
         """The continuation."""
         return self.continuation
