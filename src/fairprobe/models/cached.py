@@ -19,6 +19,7 @@ from fairprobe.models.base import (
     Prompt,
     ScoreRequest,
     Scores,
+    generate_seeded,
     row_seeds,
 )
 from fairprobe.models.content import model_content
@@ -185,15 +186,20 @@ class CachedBackend:
     ) -> list[Completion]:
         """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch; sampled
         prompts are given their seeds (greedy calls none)."""
-        drawn = {} if seeds is None else {"seeds": seeds}
+
+        def generate(**kwargs: Any) -> list[Completion]:
+            if seeds is None:
+                return self.inner.generate(prompts, config, score, **kwargs)
+            return generate_seeded(self.inner, prompts, config, score, seeds, **kwargs)
+
         if getattr(self.inner, "streams_results", False):
 
             def keep(index: int, completion: Completion) -> None:
                 if cacheable(completion):
                     self.cache.put(keys[index], completion_json(completion), "generation", self._model_label)
 
-            return self.inner.generate(prompts, config, score, on_result=keep, **drawn)  # type: ignore[call-arg]
-        fresh = self.inner.generate(prompts, config, score, **drawn)
+            return generate(on_result=keep)
+        fresh = generate()
         stored = [(k, completion_json(c)) for k, c in zip(keys, fresh, strict=True) if cacheable(c)]
         self.cache.put_many(stored, "generation", self._model_label)
         return fresh
