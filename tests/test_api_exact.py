@@ -84,8 +84,12 @@ def test_exact_scoring_sends_token_ids_in_one_request_per_four_prompts(tmp_path:
     m = result["metrics"]
     gld = float(gld_per_prompt(probs[:, 0], probs[:, 1]))
     add = float(add_per_prompt(probs[:, 0], probs[:, 1]))
-    assert m["gld"]["value"] == pytest.approx(gld) and m["gld"]["ci95"] == [pytest.approx(gld), pytest.approx(gld)]
-    assert m["gld"]["too_little_data"].startswith("every resample of the 6 items")  # one value, too few items
+    # The same distribution after every prompt: six equal values, an interval of zero width, too little data.
+    assert m["gld"] == {
+        "value": pytest.approx(gld),
+        "ci95": [pytest.approx(gld), pytest.approx(gld)],
+        "too_little_data": f"every resample of the 6 items gives {gld:.3g}: no spread to judge",
+    }
     assert m["add"]["value"] == pytest.approx(add) and m["log_add"]["value"] == pytest.approx(math.log(add))
     assert "bounds" not in m["gld"] and "coverage" not in m
     assert result["implicit"] == {"mode": "exact"}

@@ -73,9 +73,9 @@ def test_a_set_whose_options_hold_under_half_is_flagged_and_its_marks_are_not_gr
     console = Console(width=400, record=True)
     console.print(summary_table(summary, width=400))
     table = console.export_text()
-    # The off-option share beside the option mass (the same on each of the 12 items: their own spread, no width);
-    # ~ on the mark that is not graded.
-    assert "│ direct    │ 12 │ 0.700 [0.70, 0.70] │ 0.300 [0.30, 0.30] │ 0.333 [0.33, 0.34]~ │" in table
+    # The off-option share beside the option mass; ~ where no mark is graded (the mass is the same on every item:
+    # its interval has no width).
+    assert "│ direct    │ 12 │ 0.700 [0.70, 0.70]~ │ 0.300 [0.30, 0.30]~ │ 0.333 [0.33, 0.34]~ │" in table
 
 
 def test_a_set_whose_options_hold_most_of_the_probability_is_graded(tmp_path: Path) -> None:

@@ -79,6 +79,7 @@ def test_interval_value_widens_to_the_point_and_flags_zero_width() -> None:
     flat = interval_value(0.431, 0.431, 0.431, 5)
     assert flat.too_little_data == "every resample of the 5 items gives 0.431: no spread to judge"
     assert interval_value(0.2, 0.1, 0.3, 5) == MetricValue(value=0.2, ci95=(0.1, 0.3))
+    assert interval_value(0.0, 0.0, 0.0, 30).too_little_data is None  # 30 items alike: their spread is 0
     # Forty prompts that each give GLD 0 are the data's own spread, not too little of it.
     assert bootstrap_statistic(np.zeros(40)) == MetricValue(value=0.0, ci95=(0.0, 0.0))
 

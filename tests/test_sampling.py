@@ -21,7 +21,7 @@ import torch
 
 from fairprobe.families import family_of_set
 from fairprobe.families.genderbench.record import GenderBenchSample
-from fairprobe.models.base import GenerationConfig, stable_seed
+from fairprobe.models.base import Completion, GenerationConfig, generate_seeded, stable_seed
 from fairprobe.models.sampling import draw, generators_for, nucleus
 from fairprobe.options import RunOptions
 from fairprobe.runner import read_samples, run, run_with_samples
@@ -106,6 +106,28 @@ def test_a_row_draws_from_its_own_generator_with_the_models_probabilities() -> N
     beside = [int(draw(other, generators_for([s + 100, s], cpu), config)[1]) for s in range(40)]
     alone = [int(draw(row, generators_for([s], cpu), config)[0]) for s in range(40)]
     assert beside == alone and len(set(alone)) == 3
+
+
+def test_a_backend_that_takes_no_seeds_is_asked_prompt_by_prompt_with_each_seed() -> None:
+    """A model written before per-prompt seeds (a plugin, a model in memory) samples each prompt from its own seed
+    as `config.seed`, one call per prompt, and streamed answers keep their index in the whole call."""
+    calls: list[tuple[list[str], int]] = []
+
+    class OldBackend:
+        def generate(self, prompts, config, score=None, on_result=None):
+            calls.append((list(prompts), config.seed))
+            out = [Completion(text=f"{p}|{config.seed}") for p in prompts]
+            for i, c in enumerate(out):
+                on_result(i, c)
+            return out
+
+    seen: list[tuple[int, str]] = []
+    config = GenerationConfig(temperature=1.0)
+    got = generate_seeded(
+        OldBackend(), ["a", "b"], config, None, [7, 9], on_result=lambda i, c: seen.append((i, c.text))
+    )
+    assert [c.text for c in got] == ["a|7", "b|9"] and calls == [(["a"], 7), (["b"], 9)]
+    assert seen == [(0, "a|7"), (1, "b|9")]
 
 
 @pytest.mark.slow

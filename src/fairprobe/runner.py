@@ -25,7 +25,7 @@ from fairprobe.families import Family, family_of_set, load_probe_set
 from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
 from fairprobe.io import atomic_write_json, fingerprint, split_lines
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
-from fairprobe.models.base import Completion, ScoreRequest, row_seeds, stable_seed
+from fairprobe.models.base import Completion, ScoreRequest, generate_seeded, row_seeds, stable_seed
 from fairprobe.models.cached import CachedBackend, prompt_json
 from fairprobe.models.server_scoring import Abilities, replica_mismatch
 from fairprobe.options import RunOptions
@@ -553,10 +553,13 @@ def ask(
         cfg = config if length is None else config.model_copy(update={"max_new_tokens": length})
         score = [continuations_of(asked[riders[i]][1]) if i in riders else () for i in indices]
         prompts = [asked[i][1].prompt for i in indices]
-        drawn = {} if cfg.greedy else {"seeds": [seeds[i] for i in indices]}
-        for i, reply in zip(
-            indices, backend.generate(prompts, cfg, score if any(score) else None, **drawn), strict=True
-        ):
+        wanted = score if any(score) else None
+        answers = (
+            backend.generate(prompts, cfg, wanted)
+            if cfg.greedy
+            else generate_seeded(backend, prompts, cfg, wanted, [seeds[i] for i in indices])
+        )
+        for i, reply in zip(indices, answers, strict=True):
             probe, request = asked[i]
             replies[probe].completions[request.key] = Completion(text=reply.text, error=reply.error)
             if i in riders and reply.error is None and reply.scores is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -56,6 +57,38 @@ def row_seeds(config: GenerationConfig, count: int, seeds: Sequence[int] | None)
             raise ValueError(f"{len(seeds)} seeds for {count} prompts")
         return list(seeds)
     return [stable_seed(config.seed, i) for i in range(count)]
+
+
+def takes_seeds(backend: Any) -> bool:
+    """Whether a backend's `generate` takes a seed per prompt (`seeds=`): fairprobe's own do; a model written
+    before they did (a plugin, a model passed in memory) may not."""
+    try:
+        parameters = inspect.signature(backend.generate).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "seeds" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def generate_seeded(
+    backend: Any,
+    prompts: list[Prompt],
+    config: GenerationConfig,
+    score: Sequence[tuple[str, ...]] | None,
+    seeds: Sequence[int],
+    **kwargs: Any,
+) -> list[Completion]:
+    """Sampled completions, prompt i drawn from `seeds[i]`: in one call where the backend takes `seeds`, else one
+    call per prompt with the prompt's seed as `config.seed` (never one seed for every prompt of a call)."""
+    if takes_seeds(backend):
+        return backend.generate(prompts, config, score, seeds=list(seeds), **kwargs)
+    out: list[Completion] = []
+    on_result = kwargs.pop("on_result", None)
+    for i, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
+        one = None if score is None else [score[i]]
+        if on_result is not None:  # the answer's index in the whole call, not in this one-prompt call
+            kwargs["on_result"] = lambda _, completion, at=i: on_result(at, completion)
+        out.extend(backend.generate([prompt], config.model_copy(update={"seed": seed}), one, **kwargs))
+    return out
 
 
 ScoreStatus = Literal["exact", "upper_bound", "unavailable"]

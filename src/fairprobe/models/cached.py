@@ -19,6 +19,7 @@ from fairprobe.models.base import (
     Prompt,
     ScoreRequest,
     Scores,
+    generate_seeded,
     row_seeds,
 )
 from fairprobe.models.content import model_content
@@ -223,15 +224,17 @@ class CachedBackend(ModelBackend):
     ) -> list[Completion]:
         """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch; sampled
         prompts are given their seeds (greedy calls none)."""
-        drawn = {} if seeds is None else {"seeds": seeds}
         if self.inner.streams_results:
 
             def keep(index: int, completion: Completion) -> None:
                 if cacheable(completion):
                     self.cache.put(keys[index], completion_json(completion), "generation", self._model_label)
 
-            return self.inner.generate_streamed(prompts, config, score, keep, **drawn)
-        fresh = self.inner.generate(prompts, config, score, **drawn)
+            return self.inner.generate_streamed(prompts, config, score, keep, seeds)
+        if seeds is None:
+            fresh = self.inner.generate(prompts, config, score)
+        else:
+            fresh = generate_seeded(self.inner, prompts, config, score, seeds)
         stored = [(k, completion_json(c)) for k, c in zip(keys, fresh, strict=True) if cacheable(c)]
         self.cache.put_many(stored, "generation", self._model_label)
         return fresh

@@ -56,23 +56,21 @@ WIDENED = (
 )
 
 
-# Fewer items than this that all give one value are too few to show a spread: their zero-width interval is too
-# little data. From this many on, identical values are the data's own spread (a model whose GLD is 0 on each of
-# 40 prompts), shown as they are.
-SPREAD_NEEDS = 10
+# Fewer items than this whose resamples all give one value (an interval of zero width) show no spread, not certainty.
+FLAT_ITEMS = 30
 
 
 def interval_value(point: float, lo: float, hi: float, n: int) -> MetricValue:
     """A value with its percentile-bootstrap interval, made honest: an interval that misses the value is widened to
     hold it (with a note saying so: resampled maxima lie above the maximum of the data), and an interval of zero
-    width (every resample gave the same value) from fewer than `SPREAD_NEEDS` items is flagged as too little data
+    width from fewer than FLAT_ITEMS items (every resample gave the same value) is flagged as too little data
     rather than shown as certainty."""
     if not (np.isfinite(lo) and np.isfinite(hi)):  # no resample where the statistic is defined
         return MetricValue(value=point)
     note = WIDENED if not lo <= point <= hi else None
     lo, hi = min(lo, point), max(hi, point)
     flat = None
-    if lo == hi and n < SPREAD_NEEDS:
+    if lo == hi and n < FLAT_ITEMS:
         flat = f"every resample of the {n} item{'s' if n != 1 else ''} gives {point:.3g}: no spread to judge"
     return MetricValue(value=point, ci95=(lo, hi), note=note, too_little_data=flat)
 
