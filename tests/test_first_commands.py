@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fairprobe.errors import SmallLimitWarning
 from fairprobe.records import MetricValue
 from fairprobe.report.severity import default_thresholds
 from fairprobe.runner import limit_too_small, load_sets, run
@@ -20,7 +21,7 @@ DOCS = Path(__file__).parents[1] / "docs"
 
 
 def test_a_limit_below_a_marked_metrics_need_is_told_before_the_run(tmp_path: Path) -> None:
-    with pytest.warns(UserWarning) as seen:
+    with pytest.warns(SmallLimitWarning) as seen:
         run(options(tmp_path / "small", limit=8), backend=ScriptedBackend())
     assert [str(w.message) for w in seen] == [
         "--limit 8 is below the 10 cases a marked metric needs: template, llm-gen-1 will show values but no marks "

@@ -28,6 +28,11 @@ class ConfigError(FairprobeError):
     """An option value is out of range or inconsistent."""
 
 
+class SmallLimitWarning(UserWarning):
+    """A --limit below what a set's marked metrics need: the run gives values but no marks (a category of its own,
+    so a caller that limits on purpose, such as a test, can filter it)."""
+
+
 class RunInterrupted(Exception):
     """Ctrl-C during a run: samples so far are saved and the same command resumes."""
 

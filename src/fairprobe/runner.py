@@ -20,7 +20,7 @@ from typing import Any
 from fairprobe import __version__
 from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
-from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted
+from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted, SmallLimitWarning
 from fairprobe.families import Family, family_of_set, load_probe_set
 from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
 from fairprobe.io import atomic_write_json, fingerprint, split_lines
@@ -678,7 +678,7 @@ def run_with_samples(
     check_out_dir(out)
     sets = load_sets(options, progress)
     if (too_small := limit_too_small(options, sets)) is not None:
-        warnings.warn(too_small, stacklevel=2)
+        warnings.warn(too_small, SmallLimitWarning, stacklevel=2)
     settings = run_settings(options, sets)
     writer = RunWriter(out, fingerprint(settings), settings)
     if writer.taken_over:
