@@ -71,19 +71,11 @@ def test_a_run_shows_each_sets_rate_and_the_runs_time_left(tmp_path: Path) -> No
 
 
 def test_the_fairness_families_count_their_unreadable_replies() -> None:
-    common = {"set": "gender-income", "id": "1", "prompt": "p", "verdict": "undetermined", "hit": False}
-    pair = PairSample(
-        **common,
-        label=">50K",
-        sex_original="Female",
-        self_contradictory=False,
-        original="Maybe.",
-        flipped="Yes.",
-        answer_original="unknown",
-        answer_flipped="yes",
-        refusal_original=False,
-        refusal_flipped=False,
-        parser_verdict="undetermined",
+    answers = {"original": "Maybe.", "flipped": "Yes.", "answer_original": "unknown", "answer_flipped": "yes"}
+    pair = PairSample.model_validate(
+        {"set": "gender-income", "id": "1", "prompt": "p", "verdict": "undetermined", "hit": False, **answers}
+        | {"label": ">50K", "sex_original": "Female", "self_contradictory": False, "parser_verdict": "undetermined"}
+        | {"refusal_original": False, "refusal_flipped": False}
     )
     assert pair.unreadable() == (1, 2)
     base = {"set": "professional-bias", "id": "1", "prompt": "p", "hit": None, "reason": "r"}
