@@ -77,7 +77,9 @@ def test_a_run_shows_each_sets_rate_and_the_runs_time_left(tmp_path: Path) -> No
     lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
     assert lines[0] == "template: 0/10 (0%), 0s elapsed"
     assert re.fullmatch(r"template: 10/10 \(100%\), [1-9]s elapsed, [0-9.]+/s", lines[1]), lines[1]
-    assert re.fullmatch(r"run: 10/20 model calls \(50%\), [1-9]s elapsed, [0-9.]+/s, about [1-9]s left", lines[2]), lines[2]
+    assert re.fullmatch(r"run: 10/20 model calls \(50%\), [1-9]s elapsed, [0-9.]+/s, about [1-9]s left", lines[2]), (
+        lines[2]
+    )
     assert lines[3] == "llm-gen-1: 0/10 (0%), 0s elapsed"
 
 
