@@ -124,3 +124,18 @@ def test_the_mitigation_frame_holds_every_measure_with_its_test_and_drift(result
     assert garbage.p == stored["Instruction"]["drift_vs_original"]["garbage"]["p"]
     hyper_gld = frame[(frame.method == "Hyperparameter") & (frame.metric == "gld")].iloc[0]
     assert bool(hyper_gld.unchanged)  # a decoding-only method cannot move GLD: not tested, said so
+
+
+def test_the_sweeps_drift_frame_holds_each_measure_with_its_test_against_greedy(results: dict[str, Any]) -> None:
+    grid = results["sweep"]
+    drift = grid.to_pandas("drift")
+    stored = grid.result["sets"]["template"]
+    assert drift.drop_duplicates("setting").setting.tolist() == ["greedy", "temperature=0.5"]
+    assert set(drift[drift.setting == "greedy"].measure) == set(stored["greedy_drift"])
+    own = stored["settings"]["temperature=0.5"]
+    for measure, test in own["drift_vs_greedy"].items():
+        row = drift[(drift.setting == "temperature=0.5") & (drift.measure == measure)].iloc[0]
+        assert row.value == own["drift"][measure]["value"]
+        assert row.p == test["p"] if test.get("p") is not None else pd.isna(row.p)
+    with pytest.raises(ConfigError, match="to_pandas\\(\\) takes 'settings' or 'drift', got 'pairwise'"):
+        grid.to_pandas("pairwise")

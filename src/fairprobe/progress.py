@@ -142,7 +142,7 @@ class PlainProgress:
         if self.total:
             text += f" ({100 * self.done / self.total:.0f}%)"
         text += f", {_clock(elapsed)} elapsed"
-        if self.done and elapsed > 0:
+        if self.done and elapsed >= 1:  # under a second: work found saved (a resume), no pace to tell
             text += f", {rate_text(self.done, elapsed)}"
         if 0 < self.done < self.total:
             text += f", about {_clock(elapsed / self.done * (self.total - self.done))} left"

@@ -166,6 +166,26 @@ def setting_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def sweep_drift_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A decoding sweep's drift as rows: set x setting (greedy first) x measure, with value, interval, n and the
+    setting's paired test against greedy (`p`)."""
+    rows = []
+    for set_name, entry in result.get("sets", {}).items():
+        settings = [("greedy", entry.get("greedy_drift", {}), {})]
+        settings += [
+            (k, v.get("drift", {}), v.get("drift_vs_greedy", {})) for k, v in entry.get("settings", {}).items()
+        ]
+        for label, drift, tests in settings:
+            for name, obj in drift.items():
+                m = MetricValue.model_validate(obj)
+                test = tests.get(name, {})
+                rows.append(
+                    {"set": set_name, "setting": label, "measure": name, "value": m.value, "ci_low": m.ci95[0]}
+                    | {"ci_high": m.ci95[1], "n": obj.get("n"), "p": test.get("p"), "p_holm": test.get("p_holm")}
+                )
+    return rows
+
+
 def frame(rows: list[dict[str, Any]]) -> Any:
     """A pandas DataFrame of the rows; without pandas, a one-line error saying how to get it."""
     try:

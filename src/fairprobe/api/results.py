@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fairprobe.api.arguments import ArgumentError
-from fairprobe.api.frames import frame, method_rows, pairwise_rows, sample_row, setting_rows, summary_rows
+from fairprobe.api.frames import (
+    frame,
+    method_rows,
+    pairwise_rows,
+    sample_row,
+    setting_rows,
+    summary_rows,
+    sweep_drift_rows,
+)
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.io import iter_jsonl, read_text
 from fairprobe.records import Summary
@@ -157,9 +165,14 @@ class Sweep:
             p.parent.name if p.name == "seed0" else p.name: load_run(p) for p in found if (p / "summary.json").is_file()
         }
 
-    def to_pandas(self) -> Any:
-        """One row per set x setting (greedy first) with GAS and its interval; needs `fairprobe[pandas]`."""
-        return frame(setting_rows(self.result))
+    def to_pandas(self, what: Literal["settings", "drift"] = "settings") -> Any:
+        """One row per set x setting (greedy first) with GAS and its interval, or with "drift" one per set x setting
+        x drift measure with its test against greedy; needs `fairprobe[pandas]`."""
+        if what == "settings":
+            return frame(setting_rows(self.result))
+        if what == "drift":
+            return frame(sweep_drift_rows(self.result))
+        raise ConfigError(f"to_pandas() takes 'settings' or 'drift', got {what!r}")
 
 
 def load_run(folder: Path) -> Run:
