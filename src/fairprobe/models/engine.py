@@ -8,7 +8,7 @@ the first come from the packed kernels (the same float32 products summed in anot
 order 1e-6 in the logits, which choose the same greedy tokens on every prompt we measured).
 
 Memory: a batch's keys and values, and the activations of its prompt pass, grow with its rows times its tokens;
-`rows_within` splits a batch so that they stay within a budget derived from the model's shape (twice its
+`rows_within` splits a batch so that they stay within a budget derived from the model's shape (as much as its
 weights by default, `-M memory=2GB` to set it), and long prompts are prefilled in chunks.
 
 This module imports only torch and transformers (the GPU benchmark loads it on a machine without fairprobe's
@@ -59,8 +59,9 @@ class Shape:
         )
 
     def default_budget(self) -> int:
-        """Twice the weights, at least 256 MiB: the working memory a batch may take besides the weights."""
-        return max(2 * self.weights, 2**28)
+        """As much as the weights, at least 256 MiB: the working memory a batch may take besides the weights
+        (and, on CPU, their packed copy)."""
+        return max(self.weights, 2**28)
 
     def row_bytes(self, prompt_tokens: int, new_tokens: int, copies: int = 1, chunked: bool = True) -> int:
         """Peak working bytes of one row: its cache (`copies` of the prompt's part when scoring passes repeat it),

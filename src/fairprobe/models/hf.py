@@ -104,7 +104,7 @@ class HFBackend:
             "backend": "hf",
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "device": str(self.device),
-            "memory": f"{self.memory / 1e9:.2f} GB" + ("" if self.memory_given else " (default: twice the weights)"),
+            "memory": f"{self.memory / 1e9:.2f} GB" + ("" if self.memory_given else " (default: the weights' size)"),
         }
 
     def packed_linears(self) -> PackedLinears | None:

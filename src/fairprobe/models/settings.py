@@ -63,7 +63,7 @@ class LocalSettings(BackendSettings):
     `device` auto, cpu, cuda, cuda:N or mps; `dtype` auto (bfloat16 on CUDA, float32 on CPU), float32, float16 or
     bfloat16; `batch_size` prompts per forward pass; `revision` a hub revision (branch, tag or commit); `quantize`
     4bit loads the weights in 4 bits (bitsandbytes NF4 on CUDA, as QLoRA does); `memory` the working memory a
-    batch may take besides the weights (e.g. 2GB; by default twice the weights): a batch whose keys, values and
+    batch may take besides the weights (e.g. 2GB; by default as much as the weights): a batch whose keys, values and
     activations would exceed it runs in parts (the manifest records it under the model).
     """
 
