@@ -44,12 +44,16 @@ def first_requests(family_name: str, tmp_path: Path) -> list[tuple[str, Request 
 
 
 def forward_logprob(backend: HFBackend, prompt: object, text: str) -> float:
-    """log P(text | prompt) from one unpadded forward pass of the prompt and the text (no cache, no batch)."""
-    prompt_ids = backend.encode([prompt])["input_ids"][0].tolist()
-    tokens = backend.tokenizer.encode(text, add_special_tokens=False)
+    """log P(text | prompt) by the chain rule: one unpadded forward pass per token of the prompt and the text's
+    tokens before it, each reading its last position only (as generate's prompt pass does); no cache, no batch."""
+    ids = backend.encode([prompt])["input_ids"]
+    total = 0.0
     with torch.inference_mode():
-        logits = backend.model(torch.tensor([prompt_ids + tokens])).logits[0, len(prompt_ids) - 1 : -1]
-    return float(logits.float().log_softmax(-1)[torch.arange(len(tokens)), tokens].sum())
+        for token in backend.tokenizer.encode(text, add_special_tokens=False):
+            logits = backend.model(input_ids=ids, logits_to_keep=1).logits[0, -1]
+            total += float(logits.float().log_softmax(-1)[token])
+            ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
+    return total
 
 
 @pytest.mark.slow

@@ -75,11 +75,11 @@ class LocalSettings(BackendSettings):
     batch_size: PositiveInt = 32
     revision: str | None = None
     quantize: Literal["none", "4bit"] = "none"
-    memory: str | None = None
+    memory: str | int | None = None
 
     @field_validator("memory")
     @classmethod
-    def _memory_size(cls, value: str | None) -> str | None:
+    def _memory_size(cls, value: str | int | None) -> str | int | None:
         """A size parse_memory reads (checked before any model loads)."""
         if value is not None:
             parse_memory(value)
