@@ -127,15 +127,9 @@ def test_memory_sizes_and_the_setting() -> None:
 
 def test_row_sizes_follow_the_model_shape() -> None:
     # SmolLM2-135M's shape: 30 layers, 3 key/value heads of 64, hidden 576, 9 heads, MLP 1536, vocab 49152.
-    config = SimpleNamespace(
-        hidden_size=576,
-        num_attention_heads=9,
-        head_dim=64,
-        num_key_value_heads=3,
-        num_hidden_layers=30,
-        intermediate_size=1536,
-        vocab_size=49152,
-    )
+    names = ("hidden_size", "num_attention_heads", "head_dim", "num_key_value_heads", "num_hidden_layers")
+    config = SimpleNamespace(**dict(zip(names, (576, 9, 64, 3, 30), strict=True)), intermediate_size=1536)
+    config.vocab_size = 49152
     model = torch.nn.Linear(10, 10)
     model.config = config  # type: ignore[assignment]
     shape = Shape.of(model)
