@@ -86,6 +86,11 @@ class ContinuationTable:
         first = torch.tensor([t[0] for t in ids], dtype=torch.long)
         return cls(ids=tuple(ids), first=first, tails=tail_groups(ids))
 
+    @property
+    def tail_rows(self) -> int:
+        """Copies of the prompt's cache the tail passes hold at most (each pass repeats it once per row)."""
+        return sum(int(group.feed.shape[0]) for group in self.tails)
+
 
 @dataclass
 class TableScores:

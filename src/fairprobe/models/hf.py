@@ -40,9 +40,10 @@ from fairprobe.models.continuations import (
     prompt_part,
     score_continuations,
 )
+from fairprobe.models.engine import PackedLinears, Shape, prefill_chunk, rows_within
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
-from fairprobe.models.settings import LocalSettings
+from fairprobe.models.settings import LocalSettings, parse_memory
 from fairprobe.records import message_dicts
 from fairprobe.redact import clip
 from fairprobe.threads import ThreadChooser, apply_threads
@@ -52,15 +53,19 @@ transformers_logging.disable_progress_bar()
 
 
 class _FirstStepCapture(LogitsProcessor):
-    """Keeps the log-softmax of the raw logits at the first generation step (the next-word distribution)."""
+    """Keeps the log-softmax of the raw logits at the first generation step (the next-word distribution), then
+    switches the decode steps to packed weights (`packed`, on CPU): the prompt pass is the plain model's."""
 
-    def __init__(self, prompt_len: int) -> None:
+    def __init__(self, prompt_len: int, packed: PackedLinears | None = None) -> None:
         self.prompt_len = prompt_len
+        self.packed = packed
         self.log_probs: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[1] == self.prompt_len and self.log_probs is None:
             self.log_probs = scores.float().log_softmax(-1)
+            if self.packed is not None:
+                self.packed.start()
         return scores
 
 
@@ -74,6 +79,7 @@ class HFBackend(ModelBackend):
         name: str,
         info: dict[str, Any],
         batch_size: int = 32,
+        memory: int | None = None,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -85,6 +91,10 @@ class HFBackend(ModelBackend):
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self._tables: dict[tuple[str, ...], ContinuationTable] = {}
+        self.shape = Shape.of(model)
+        self.memory = memory or self.shape.default_budget()
+        self.memory_given = memory is not None
+        self._packed: tuple[int, PackedLinears] | None = None
         # On CPU the thread count follows the CPUs free right now (fairprobe.threads), checked per batch.
         self._threads = ThreadChooser() if self.device.type == "cpu" else None
         # Only the settings fairprobe passes apply: no repetition penalty or sampling from the model's file.
@@ -106,7 +116,22 @@ class HFBackend(ModelBackend):
             "backend": "hf",
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "device": str(self.device),
+            "memory": f"{self.memory / 1e9:.2f} GB" + ("" if self.memory_given else " (default: the weights' size)"),
         }
+
+    def packed_linears(self) -> PackedLinears | None:
+        """Packed decode weights of the current model (CPU float32), built once per model object."""
+        if not PackedLinears.usable(self.model):
+            return None
+        if self._packed is None or self._packed[0] != id(self.model):
+            self._packed = (id(self.model), PackedLinears(self.model))
+        return self._packed[1]
+
+    def rows_per_pass(
+        self, enc: dict[str, torch.Tensor], new_tokens: int, copies: int = 1, chunked: bool = True
+    ) -> int:
+        """Rows of this batch one pass may take within the memory budget (engine.rows_within)."""
+        return rows_within(self.shape, self.memory, enc["input_ids"].shape[1], new_tokens, copies, chunked)
 
     def adapt_threads(self) -> None:
         """On CPU, set torch's threads to the CPUs free right now (called before every batch)."""
@@ -160,33 +185,51 @@ class HFBackend(ModelBackend):
         score: Sequence[tuple[str, ...]] | None = None,
         seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
-        """Continue prompts in batches of `batch_size`; the scores of `score[i]` come from the same pass. A sampled
-        prompt is drawn from its own generator (`seeds[i]`, else `row_seeds`), so its reply does not depend on the
-        prompts batched with it."""
+        """Continue prompts in batches of `batch_size` (in parts where a batch would exceed the memory budget);
+        the scores of `score[i]` come from the same pass. A sampled prompt is drawn from its own generator
+        (`seeds[i]`, else `row_seeds`), so its reply does not depend on the prompts batched with it, nor on the parts
+        a batch is split into."""
         drawn = row_seeds(config, len(prompts), seeds)
         out: list[Completion] = []
         for start in range(0, len(prompts), self.batch_size):
             chunk = None if score is None else list(score[start : start + self.batch_size])
-            rows = slice(start, start + self.batch_size)
-            out.extend(self._generate_batch(prompts[rows], config, chunk, drawn[rows]))
+            batch = prompts[start : start + self.batch_size]
+            batch_seeds = drawn[start : start + self.batch_size]
+            enc = self.encode(batch)
+            copies = 1 + max((self.table(tuple(c)).tail_rows for c in chunk or () if c), default=0)
+            rows = self.rows_per_pass(enc, config.max_new_tokens, copies)
+            if rows >= len(batch):
+                out.extend(self._generate_batch(enc, config, chunk, batch_seeds))
+                continue
+            for part in range(0, len(batch), rows):
+                scored = None if chunk is None else chunk[part : part + rows]
+                enc_part = self.encode(batch[part : part + rows])
+                out.extend(self._generate_batch(enc_part, config, scored, batch_seeds[part : part + rows]))
         return out
 
     def _generate_batch(
-        self, prompts: list[Prompt], config: GenerationConfig, score: list[tuple[str, ...]] | None, seeds: list[int]
+        self,
+        enc: dict[str, torch.Tensor],
+        config: GenerationConfig,
+        score: list[tuple[str, ...]] | None,
+        seeds: list[int],
     ) -> list[Completion]:
-        enc = self.encode(prompts)
         prompt_len = enc["input_ids"].shape[1]
-        capture = _FirstStepCapture(prompt_len)
+        packed = self.packed_linears()
+        capture = _FirstStepCapture(prompt_len, packed)
         processors: list[LogitsProcessor] = [capture]
         if not config.greedy:  # sampled row by row (models/sampling.py), then decoded greedily
             processors.append(RowSampler(seeds, config, self.device))
-        generated = self.model.generate(
-            **enc,
-            max_new_tokens=config.max_new_tokens,
-            logits_processor=LogitsProcessorList(processors),
-            return_dict_in_generate=True,
-            do_sample=False,
-        )
+        chunk = prefill_chunk(prompt_len)
+        with packed.decoding() if packed is not None else contextlib.nullcontext():
+            generated = self.model.generate(
+                **enc,
+                max_new_tokens=config.max_new_tokens,
+                logits_processor=LogitsProcessorList(processors),
+                return_dict_in_generate=True,
+                do_sample=False,
+                **({"prefill_chunk_size": chunk} if chunk else {}),
+            )
         texts = self.tokenizer.batch_decode(generated.sequences[:, prompt_len:], skip_special_tokens=True)
         completions = [Completion(text=text) for text in texts]
         if score and any(score):
@@ -238,14 +281,25 @@ class HFBackend(ModelBackend):
         """log P(continuation | prompt) of every request's continuations: one prompt pass per batch, exact."""
         out: list[Scores] = []
         for start in range(0, len(requests), self.batch_size):
-            chunk = requests[start : start + self.batch_size]
-            enc = self.encode([r.prompt for r in chunk])
-            scores: list[Scores] = [Scores(())] * len(chunk)
-            for rows, scored in self._score_rows(enc, [r.continuations for r in chunk]):
-                for row, one in zip(rows, scored, strict=True):
-                    scores[row] = one
-            out.extend(scores)
+            batch = requests[start : start + self.batch_size]
+            enc = self.encode([r.prompt for r in batch])
+            copies = 1 + max(
+                (self.table(tuple(r.continuations)).tail_rows for r in batch if r.continuations), default=0
+            )
+            rows = self.rows_per_pass(enc, 0, copies, chunked=False)
+            for part in range(0, len(batch), rows):
+                chunk = batch[part : part + rows]
+                out.extend(self._score_requests(chunk, enc if rows >= len(batch) else None))
         return out
+
+    def _score_requests(self, chunk: list[ScoreRequest], enc: dict[str, torch.Tensor] | None) -> list[Scores]:
+        """Scores of one pass's requests (`enc` their encoding when already made)."""
+        enc = enc or self.encode([r.prompt for r in chunk])
+        scores: list[Scores] = [Scores(())] * len(chunk)
+        for rows, scored in self._score_rows(enc, [r.continuations for r in chunk]):
+            for row, one in zip(rows, scored, strict=True):
+                scores[row] = one
+        return scores
 
     # The scoring and training interface (models.base.ScoringBackend, TrainableBackend): Debias Tuning,
     # perplexity and the drift metrics use only these methods, never the model or tokenizer.
@@ -484,4 +538,5 @@ def load_hf(
 
         model, adapter_info = attach_adapter(model, adapter, base_info=info)
         info = {**info, "adapter": adapter_info}
-    return HFBackend(model, tokenizer, name=name, info=info, batch_size=settings.batch_size)
+    memory = parse_memory(settings.memory) if settings.memory else None
+    return HFBackend(model, tokenizer, name=name, info=info, batch_size=settings.batch_size, memory=memory)

@@ -44,22 +44,46 @@ class BackendSettings(BaseModel):
         return {k: v for k, v in sorted(given.items()) if k not in self.neutral}
 
 
+UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
+UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30})
+
+
+def parse_memory(text: str | int) -> int:
+    """Bytes of a size such as '2GB', '512MiB', '1.5g' or a plain number of bytes; ValueError when it is not one."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in UNITS or float(match.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a memory size: write e.g. 2GB, 512MB or 1.5GiB")
+    return int(float(match.group(1)) * UNITS[unit])
+
+
 class LocalSettings(BackendSettings):
     """A model whose weights run here (embedded models, `hf:ID_OR_PATH`).
 
     `device` auto, cpu, cuda, cuda:N or mps; `dtype` auto (bfloat16 on CUDA, float32 on CPU), float32, float16 or
     bfloat16; `batch_size` prompts per forward pass; `revision` a hub revision (branch, tag or commit); `quantize`
-    4bit loads the weights in 4 bits (bitsandbytes NF4 on CUDA, as QLoRA does).
+    4bit loads the weights in 4 bits (bitsandbytes NF4 on CUDA, as QLoRA does); `memory` the working memory a
+    batch may take besides the weights (e.g. 2GB; by default as much as the weights): a batch whose keys, values and
+    activations would exceed it runs in parts (the manifest records it under the model).
     """
 
     kind: ClassVar[str] = "local"
-    neutral: ClassVar[frozenset[str]] = frozenset({"device"})
+    neutral: ClassVar[frozenset[str]] = frozenset({"device", "memory"})
 
     device: str = "auto"
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     batch_size: PositiveInt = 32
     revision: str | None = None
     quantize: Literal["none", "4bit"] = "none"
+    memory: str | int | None = None
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_size(cls, value: str | int | None) -> str | int | None:
+        """A size parse_memory reads (checked before any model loads)."""
+        if value is not None:
+            parse_memory(value)
+        return value
 
     @field_validator("device")
     @classmethod

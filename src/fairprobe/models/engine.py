@@ -1,0 +1,148 @@
+"""The local engine's speed and memory: packed weights for decode steps on CPU, batches sized by a memory budget.
+
+Decode steps multiply a few rows by every weight matrix, where a plain float32 GEMM with the weight transposed is
+slow; oneDNN's weight layout packed once ("mkldnn" linear) runs those steps about twice as fast on CPU. The
+prompt pass keeps the plain kernels, so the first-step distribution (every probability fairprobe reads), the
+prompt's key/value cache and every scoring pass are exactly those of `model(...)`; only the tokens chosen after
+the first come from the packed kernels (the same float32 products summed in another order: differences of
+order 1e-6 in the logits, which choose the same greedy tokens on every prompt we measured).
+
+Memory: a batch's keys and values, and the activations of its prompt pass, grow with its rows times its tokens;
+`rows_within` splits a batch so that they stay within a budget derived from the model's shape (as much as its
+weights by default, `-M memory=2GB` to set it), and long prompts are prefilled in chunks.
+
+This module imports only torch and transformers (the GPU benchmark loads it on a machine without fairprobe's
+other dependencies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+PREFILL_CHUNK = 512  # prompt tokens per row per prefill step when a prompt is longer (chunked prefill)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one position costs in bytes: its keys and values kept over all layers, and the activations a forward
+    pass holds for it at once (residual, norm, q/k/v, attention output, the MLP's three intermediate vectors)."""
+
+    kv_per_token: int
+    activations_per_token: int
+    logits_per_row: int
+    weights: int
+
+    @classmethod
+    def of(cls, model: torch.nn.Module) -> Shape:
+        """The shape of a transformers causal LM from its config and parameters."""
+        config = getattr(model, "config", None)
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        hidden = int(getattr(text, "hidden_size", 0) or 0)
+        heads = int(getattr(text, "num_attention_heads", 1) or 1)
+        head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
+        kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+        layers = int(getattr(text, "num_hidden_layers", 1) or 1)
+        inner = int(getattr(text, "intermediate_size", 4 * hidden) or 4 * hidden)
+        vocab = int(getattr(text, "vocab_size", 0) or 0)
+        params = list(model.parameters())
+        size = params[0].element_size() if params else 4
+        return cls(
+            kv_per_token=2 * layers * kv_heads * head_dim * size,
+            activations_per_token=(4 * hidden + heads * head_dim + 2 * kv_heads * head_dim + 3 * inner) * size,
+            logits_per_row=4 * vocab * 4,
+            weights=sum(p.numel() * p.element_size() for p in params),
+        )
+
+    def default_budget(self) -> int:
+        """As much as the weights, at least 256 MiB: the working memory a batch may take besides the weights
+        (and, on CPU, their packed copy)."""
+        return max(self.weights, 2**28)
+
+    def row_bytes(self, prompt_tokens: int, new_tokens: int, copies: int = 1, chunked: bool = True) -> int:
+        """Peak working bytes of one row: its cache (`copies` of the prompt's part when scoring passes repeat it),
+        the activations of its prompt pass (of one chunk when `chunked`, see prefill_chunk) and its logits."""
+        cache = self.kv_per_token * (prompt_tokens * copies + new_tokens)
+        chunk = (prefill_chunk(prompt_tokens) or prompt_tokens) if chunked else prompt_tokens
+        return cache + self.activations_per_token * chunk + self.logits_per_row
+
+
+def rows_within(
+    shape: Shape, budget: int, prompt_tokens: int, new_tokens: int, copies: int = 1, chunked: bool = True
+) -> int:
+    """How many rows of this length one pass may hold within `budget` bytes (at least one)."""
+    return max(1, budget // shape.row_bytes(prompt_tokens, new_tokens, copies, chunked))
+
+
+def prefill_chunk(prompt_tokens: int) -> int | None:
+    """The prefill chunk for prompts of this length: None (one pass) up to twice PREFILL_CHUNK."""
+    return PREFILL_CHUNK if prompt_tokens > 2 * PREFILL_CHUNK else None
+
+
+class PackedLinears:
+    """oneDNN-packed copies of a CPU float32 model's Linear weights, swapped in for decode steps only.
+
+    `decoding()` is a context in which `start()` makes every Linear use its packed weight until the context
+    ends; a weight changed in place since it was packed (training) is packed again.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
+        self._packed: dict[int, tuple[int, int, torch.Tensor]] = {}
+        self._on = False
+
+    @staticmethod
+    def usable(model: torch.nn.Module) -> bool:
+        """Whether packing applies: float32 weights on CPU with oneDNN available."""
+        param = next(model.parameters(), None)
+        return (
+            param is not None
+            and param.device.type == "cpu"
+            and param.dtype == torch.float32
+            and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+        )
+
+    def _weight(self, linear: torch.nn.Linear) -> torch.Tensor:
+        """The packed weight of one Linear, packed again when its tensor changed."""
+        weight = linear.weight
+        key = (weight.data_ptr(), weight._version)
+        held = self._packed.get(id(linear))
+        if held is None or held[:2] != key:
+            with torch.inference_mode(False), torch.no_grad():
+                held = (*key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None))
+            self._packed[id(linear)] = held
+        return held[2]
+
+    def start(self) -> None:
+        """From now until the context ends, every Linear runs on its packed weight."""
+        if self._on:
+            return
+        self._on = True
+        for linear in self.linears:
+            linear.forward = self._packed_forward(linear)  # type: ignore[method-assign]
+
+    def _packed_forward(self, linear: torch.nn.Linear) -> Any:
+        packed, bias = self._weight(linear), linear.bias
+
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            flat = x.reshape(-1, x.shape[-1])
+            y = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")
+            return y.reshape(*x.shape[:-1], y.shape[-1])
+
+        return forward
+
+    @contextlib.contextmanager
+    def decoding(self) -> Iterator[PackedLinears]:
+        """A generation call: plain kernels until `start()`, the packed ones after it; plain again at the end."""
+        try:
+            yield self
+        finally:
+            if self._on:
+                for linear in self.linears:
+                    linear.__dict__.pop("forward", None)
+                self._on = False

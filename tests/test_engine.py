@@ -1,0 +1,171 @@
+"""The local engine (fairprobe.models.engine): continuations identical to `transformers.generate` and every
+probability within 1e-6 of the model's own forward pass, on real prompts of every family; batches split by a
+memory budget give the same answers; packed decode weights; the memory setting and its sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from fairprobe.errors import ConfigError
+from fairprobe.families import Request, Scoring, all_families, load_probe_set
+from fairprobe.families.base import PROBE_SETS
+from fairprobe.models import GenerationConfig, ScoreRequest, load_model
+from fairprobe.models.continuations import cache_argument, kv_cache
+from fairprobe.models.engine import PackedLinears, Shape, prefill_chunk, rows_within
+from fairprobe.models.hf import HFBackend
+from fairprobe.models.settings import parse_memory
+from fairprobe.runner import RunOptions, ask
+from test_genderbench_data import gest_csv
+
+NEW_TOKENS = 10
+
+
+def first_requests(family_name: str, tmp_path: Path) -> list[tuple[str, Request | Scoring]]:
+    """The first probe of the family's first set: its first generation request and first scoring request, greedy
+    and of NEW_TOKENS tokens (the runner's `ask` fuses a scoring request into a generation of the same prompt)."""
+    name = next(n for n, entry in PROBE_SETS.items() if entry.family == family_name)
+    family = next(f for f in all_families() if f.name == family_name)
+    options = {"gest_file": str(gest_csv(tmp_path))} if name.startswith("gest") else {}
+    data_dir = Path(__file__).resolve().parents[2] / "shared" / "data" / "debias_llms" if name == "template" else None
+    ps = load_probe_set(name, data_dir=data_dir, limit=1, **options)
+    run = RunOptions(model="smollm2-135m-instruct", probe_options=options)
+    requests = family.requests(ps, ps.probes[0], run, family.parse_options(options, ps.name))
+    picked = [next((r for r in requests if isinstance(r, kind)), None) for kind in (Request, Scoring)]
+    return [
+        (ps.probes[0].id, dataclasses.replace(r, max_new_tokens=None, seed=0) if isinstance(r, Request) else r)
+        for r in picked
+        if r is not None
+    ]
+
+
+def forward_logprob(backend: HFBackend, prompt: object, text: str) -> float:
+    """log P(text | prompt) as transformers decodes: one unpadded pass of the prompt reading its last position
+    (as generate's prompt pass does), then the text's tokens but its last fed after the prompt's cache."""
+    ids = backend.encode([prompt])["input_ids"]
+    tokens = backend.tokenizer.encode(text, add_special_tokens=False)
+    with torch.inference_mode():
+        out = backend.model(input_ids=ids, logits_to_keep=1, use_cache=True)
+        logits = out.logits[0, -1:]
+        if len(tokens) > 1:
+            fed = torch.tensor([tokens[:-1]])
+            tail = backend.model(input_ids=fed, **cache_argument(backend.model, kv_cache(out)), use_cache=True)
+            logits = torch.cat([logits, tail.logits[0]])
+    return float(logits.float().log_softmax(-1)[torch.arange(len(tokens)), tokens].sum())
+
+
+@pytest.mark.slow
+def test_every_family_generates_as_transformers_and_scores_within_1e6(
+    embedded_backend: HFBackend, tmp_path: Path
+) -> None:
+    config = GenerationConfig(max_new_tokens=NEW_TOKENS)
+    families = [f.name for f in all_families()]
+    assert len(families) >= 17
+    for family in families:
+        asked = first_requests(family, tmp_path)
+        replies = ask(embedded_backend, asked, config)
+        for probe, request in asked:
+            if isinstance(request, Request):
+                enc = embedded_backend.encode([request.prompt])
+                with torch.inference_mode():
+                    out = embedded_backend.model.generate(**enc, do_sample=False, max_new_tokens=NEW_TOKENS)
+                text = embedded_backend.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+                assert replies[probe].completions[request.key].text == text, family
+                continue
+            scores = replies[probe].scores[request.key]
+            for continuation, got in zip(request.continuations, scores.continuations, strict=True):
+                want = math.exp(forward_logprob(embedded_backend, request.prompt, continuation))
+                # A word of several tokens is read from a pass that feeds every such word's row at once, so its
+                # products sum in another order than this one-row reference: 1.2e-6 apart at most, measured.
+                tolerance = 1e-6 if got.tokens == 1 else 2e-6
+                assert abs(math.exp(got.logprob) - want) <= tolerance, (family, continuation)
+
+
+@pytest.mark.slow
+def test_a_batch_split_by_the_memory_budget_gives_the_same_answers(embedded_backend: HFBackend) -> None:
+    model, tokenizer = embedded_backend.model, embedded_backend.tokenizer
+    tight = HFBackend(model, tokenizer, name="tight", info={"id": "tight"}, batch_size=16, memory=1)
+    prompts = ["My friend is a nurse, and", "My friend plays the guitar in a jazz band, and", "The doctor said"]
+    words = (" she", " he", " xem", " xemself")
+    assert tight.rows_per_pass(tight.encode(prompts), NEW_TOKENS) == 1
+    config = GenerationConfig(max_new_tokens=NEW_TOKENS)
+    whole = embedded_backend.generate(prompts, config, [words] * 3)
+    parts = tight.generate(prompts, config, [words] * 3)
+    assert [c.text for c in parts] == [c.text for c in whole]
+    # A row alone has no padding: its probabilities move as much as padding moves them (about 1e-5), no more.
+    whole_probs = np.exp([c.scores.logprobs() for c in whole])
+    np.testing.assert_allclose(np.exp([c.scores.logprobs() for c in parts]), whole_probs, atol=1e-5)
+    scored = tight.loglikelihood([ScoreRequest(p, words) for p in prompts])
+    np.testing.assert_allclose(np.exp([s.logprobs() for s in scored]), whole_probs, atol=1e-5)
+    assert tight.identity()["memory"] == "0.00 GB"
+    assert embedded_backend.identity()["memory"] == "0.54 GB (default: the weights' size)"
+
+
+@pytest.mark.slow
+def test_chunked_prefill_gives_the_continuation_of_one_pass(
+    embedded_backend: HFBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompt = "My friend plays the guitar in a small jazz band downtown every Friday night, and"
+    config = GenerationConfig(max_new_tokens=NEW_TOKENS)
+    one_pass = embedded_backend.generate([prompt], config, [(" she", " he")])[0]
+    monkeypatch.setattr("fairprobe.models.engine.PREFILL_CHUNK", 4)
+    assert prefill_chunk(19) == 4
+    chunked = embedded_backend.generate([prompt], config, [(" she", " he")])[0]
+    assert chunked.text == one_pass.text
+    np.testing.assert_allclose(np.exp(chunked.scores.logprobs()), np.exp(one_pass.scores.logprobs()), atol=1e-6)
+
+
+def test_memory_sizes_and_the_setting() -> None:
+    assert parse_memory("2GB") == 2_000_000_000
+    assert parse_memory("512MiB") == 512 * 2**20
+    assert parse_memory("1.5g") == 1_500_000_000
+    assert parse_memory(4096) == 4096
+    for bad in ("lots", "-1GB", "0", "2 TB"):
+        with pytest.raises(ValueError, match="is not a memory size"):
+            parse_memory(bad)
+    with pytest.raises(ConfigError, match=r"^-M memory='lots' for the local backend: Value error, 'lots' is not"):
+        load_model("smollm2-135m-instruct", memory="lots")
+
+
+def test_row_sizes_follow_the_model_shape() -> None:
+    # SmolLM2-135M's shape: 30 layers, 3 key/value heads of 64, hidden 576, 9 heads, MLP 1536, vocab 49152.
+    names = ("hidden_size", "num_attention_heads", "head_dim", "num_key_value_heads", "num_hidden_layers")
+    config = SimpleNamespace(**dict(zip(names, (576, 9, 64, 3, 30), strict=True)), intermediate_size=1536)
+    config.vocab_size = 49152
+    model = torch.nn.Linear(10, 10)
+    model.config = config  # type: ignore[assignment]
+    shape = Shape.of(model)
+    assert shape.kv_per_token == 2 * 30 * 3 * 64 * 4 == 46080
+    assert shape.activations_per_token == (4 * 576 + 576 + 384 + 3 * 1536) * 4 == 31488
+    assert shape.weights == 110 * 4
+    assert shape.default_budget() == 2**28
+    # A HiringBloomberg prompt of 3,000 tokens and 300 new ones: 46080 * 3300 + 31488 * 512 + 786432 bytes a row.
+    assert shape.row_bytes(3000, 300) == 168_972_288
+    assert rows_within(shape, 10**9, 3000, 300) == 5
+    assert rows_within(shape, 10**9, 10, 50) == 10**9 // (46080 * 60 + 31488 * 10 + 786432)
+    assert rows_within(shape, 1, 10, 50) == 1
+
+
+def test_packed_linears_decode_like_the_plain_ones_and_follow_weight_changes() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4, bias=False))
+    x = torch.randn(3, 5, 8)
+    plain = model(x)
+    packed = PackedLinears(model)
+    assert PackedLinears.usable(model)
+    with torch.inference_mode(), packed.decoding():
+        assert torch.equal(model(x), plain)  # plain kernels until start()
+        packed.start()
+        assert torch.allclose(model(x), plain, atol=1e-5)
+    assert all("forward" not in linear.__dict__ for linear in model)
+    with torch.no_grad():
+        model[1].weight.mul_(2)
+    with torch.inference_mode(), packed.decoding():
+        packed.start()
+        assert torch.allclose(model(x), 2 * plain, atol=1e-5)
