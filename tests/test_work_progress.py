@@ -16,7 +16,8 @@ from fairprobe.families.gender_income.record import PairSample
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.professional_bias.record import CoreferenceSample
 from fairprobe.progress import PlainProgress, WorkClock, rate_text
-from fairprobe.runner import RunOptions, SetWork, Unread, run, set_work
+from fairprobe.runner import RunOptions, run
+from fairprobe.setwork import SetWork, Unread, set_work
 from test_runner import ScriptedBackend, options
 
 

@@ -8,22 +8,20 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fairprobe import __version__
+from fairprobe import __version__, runfolder
 from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
-from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted, first_line
+from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted
 from fairprobe.families import Family, family_of_set, load_probe_set
 from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
-from fairprobe.io import atomic_write_json, fingerprint, split_lines
+from fairprobe.io import atomic_write_json, fingerprint
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
 from fairprobe.models.base import Completion, ScoreRequest, generate_seeded, row_seeds, stable_seed
 from fairprobe.models.cached import CachedBackend, prompt_json
@@ -31,15 +29,12 @@ from fairprobe.models.server_scoring import Abilities, replica_mismatch
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
-from fairprobe.redact import redact, redacted_command
-from fairprobe.runfolder import FolderLock, check_folder
+from fairprobe.redact import redacted_command
+from fairprobe.runfolder import RunWriter
+from fairprobe.setwork import Unread, batch_calls, fused_calls, model_calls, set_work
 from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
-
-
-# A failure's reason as the manifest and the final line keep it: its first line, cut to this many characters.
-REASON_CHARS = 160
 
 
 def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:
@@ -63,223 +58,20 @@ def family_of(set_name: str) -> Family:
     return family
 
 
-def parse_sample(line: str) -> Sample:
-    """One samples.jsonl line as its family's record (the base record when its family is not registered)."""
-    obj = json.loads(line)
-    if not isinstance(obj, dict):
-        raise ValueError("a sample is a JSON object")
+def record_type(obj: dict[str, Any]) -> type[Sample]:
+    """A samples.jsonl object's record class: its family's (the base record when its family is not registered)."""
     family = family_of_set(str(obj.get("set", "")))
-    return (family.record if family else Sample).model_validate(obj)
+    return family.record if family else Sample
 
 
 def read_samples(path: Path) -> list[Sample]:
-    """Samples of an earlier (possibly killed) run; a torn or damaged line is dropped (its batch is redone)."""
-    if not path.is_file():
-        return []
-    out: list[Sample] = []
-    for line in split_lines(path.read_bytes().decode("utf-8", errors="replace")):
-        try:
-            out.append(parse_sample(line))
-        except (ValueError, RecursionError):
-            continue
-    return out
+    """Samples of an earlier (possibly killed) run as their families' records (runfolder.read_samples)."""
+    return runfolder.read_samples(path, record_type)
 
 
-def whole_records(path: Path, failed: set[tuple[str, str]] | None = None) -> Iterator[tuple[tuple[str, str], bytes]]:
-    """Each whole, readable record of a samples.jsonl as ((set, id), its line), one line in memory at a time;
-    `failed` collects the keys whose last record is a failed item (a model call that failed: asked again)."""
-    if not path.is_file():
-        return
-    with path.open("rb") as handle:
-        for raw in handle:
-            line = raw.decode("utf-8", errors="replace").strip()
-            if not raw.endswith(b"\n") or not line:
-                continue  # a torn last line (a power loss) is dropped: its batch is redone
-            try:
-                sample = parse_sample(line)
-            except (ValueError, RecursionError):
-                continue
-            if failed is not None:
-                (failed.add if sample.failure() else failed.discard)((sample.set, sample.id))
-            yield (sample.set, sample.id), (line + "\n").encode("utf-8")
-
-
-class SampleFile:
-    """samples.jsonl with an index of where each (set, id) record lies: records are appended batch by batch and
-    read back one at a time, so a run holds no more of them in memory than a batch (and the set's ids)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.where: dict[tuple[str, str], tuple[int, int]] = {}
-
-    def rewrite(self, records: Iterable[tuple[tuple[str, str], bytes]]) -> None:
-        """Replace the file with these records (atomically), indexing them: a later record of a key (a failed item
-        asked again) is the one the index holds."""
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        where: dict[tuple[str, str], tuple[int, int]] = {}
-        with tmp.open("wb") as handle:
-            for key, line in records:
-                where[key] = (handle.tell(), len(line))
-                handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
-        self.where = where
-
-    def add(self, key: tuple[str, str], offset: int, length: int) -> None:
-        """Index a record just appended."""
-        self.where[key] = (offset, length)
-
-    def read(self, key: tuple[str, str]) -> Sample | None:
-        """The record of (set, id), read from the file, or None."""
-        if key not in self.where:
-            return None
-        offset, length = self.where[key]
-        with self.path.open("rb") as handle:
-            handle.seek(offset)
-            return parse_sample(handle.read(length).decode("utf-8"))
-
-    def lines(self, keys: Iterable[tuple[str, str]]) -> Iterator[tuple[tuple[str, str], bytes]]:
-        """The raw lines of these records, in this order."""
-        with self.path.open("rb") as handle:
-            for key in keys:
-                if key in self.where:
-                    offset, length = self.where[key]
-                    handle.seek(offset)
-                    yield key, handle.read(length)
-
-
-class SetRecords(Sequence[Sample]):
-    """A set's records in probe order, read from the run's samples file when asked (summaries, callers)."""
-
-    def __init__(self, file: SampleFile, set_name: str, ids: list[str]) -> None:
-        self.file, self.set_name, self.ids = file, set_name, ids
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        return self.file.read((self.set_name, self.ids[index]))
-
-    def __iter__(self) -> Iterator[Sample]:
-        for _, line in self.file.lines((self.set_name, i) for i in self.ids):
-            yield parse_sample(line.decode("utf-8"))
-
-
-class RunWriter:
-    """Owns a run directory: resumable samples.jsonl, manifest.json and summary.json."""
-
-    def __init__(self, out: Path, fingerprint: str, settings: dict[str, Any] | None = None) -> None:
-        self.out = out
-        self.samples_path = out / "samples.jsonl"
-        self.fingerprint = fingerprint
-        self.file = SampleFile(self.samples_path)
-        settings = settings or {}
-        check_folder(out, "run", fingerprint, settings)  # before locking: leave nothing in a foreign folder
-        self.lock = FolderLock(out).acquire()
-        try:
-            earlier = check_folder(out, "run", fingerprint, settings)
-            resumed = earlier is not None
-            self.earlier: dict[str, Any] = earlier or {}
-            # A folder of other settings whose run saved no answer is taken over (check_folder allows it).
-            self.taken_over = not resumed and (out / "manifest.json").exists()
-            # How the samples on disk were scored (a server's detected mode), and the model's answer to the fixed
-            # probe when its server gave one, kept across resumes.
-            self.scoring: str | None = earlier.get("scoring") if earlier else None
-            self.model_answer: Any = earlier.get("model_fingerprint") if earlier else None
-            if not resumed:  # mark the folder as this run's before anything else is written in it
-                atomic_write_json(
-                    out / "manifest.json", {"kind": "run", "fingerprint": fingerprint, "settings": settings}
-                )
-            # Keep only whole records: a power loss can leave a torn last line. Failed items are asked again.
-            self.failed: set[tuple[str, str]] = set()
-            self.file.rewrite(whole_records(self.samples_path, self.failed) if resumed else ())
-            self._handle = self.samples_path.open("ab")
-        except BaseException:
-            self.lock.release()
-            raise
-
-    @property
-    def saved(self) -> int:
-        """How many records are on disk."""
-        return len(self.file.where)
-
-    def check_scoring(self, mode: str) -> None:
-        """Refuse to resume samples scored one way ("exact", "topk", "local") with a backend that scores another
-        (a server that echoed prompt logprobs before and gives only top-k now): one set would hold both."""
-        if self.saved and self.scoring is not None and self.scoring != mode:
-            raise ConfigError(
-                f"the samples in {self.out} were scored {self.scoring!r}, this model scores {mode!r}: resuming "
-                "would mix the two in one set; give an endpoint that scores as before, or another --out"
-            )
-        self.scoring = mode
-
-    def resume_hint(self) -> str:
-        """How many samples are saved where, and how to go on."""
-        return f"{self.saved} samples saved in {self.out}: run the same command again to resume"
-
-    def check_model(self, found: dict[str, Any] | None) -> None:
-        """Refuse to resume samples whose server answered the fixed probe otherwise than it does now (a model or
-        tokenizer swapped under the same name): the run would mix two models."""
-        before = self.model_answer
-        if self.saved and found is not None and isinstance(before, dict):
-            try:
-                why = replica_mismatch(probe_answer(before), probe_answer(found))
-            except (KeyError, TypeError, ValueError):
-                why = "the manifest's record of the model's answer is damaged"
-            if why is not None:
-                raise ConfigError(
-                    f"the samples in {self.out} came from another model than the server serves now: {why}; "
-                    "resuming would mix two models in one run: serve the model as before, or give another --out"
-                )
-        self.model_answer = found
-
-    def answered(self, set_name: str, probe: Probe) -> bool:
-        """Whether a probe's sample is saved and its model calls came back (a failed item is asked again)."""
-        key = (set_name, probe.id)
-        return key in self.file.where and key not in self.failed
-
-    def append(self, samples: Iterable[Sample]) -> None:
-        """Append samples not yet answered and force them there before going on: a sample is written once, a failed
-        item again when it is asked again (its new record replaces the old one)."""
-        for s in samples:
-            key = (s.set, s.id)
-            if key in self.file.where and key not in self.failed:
-                continue
-            line = (redact(s.model_dump_json()) + "\n").encode("utf-8")
-            self.file.add(key, self._handle.tell(), len(line))
-            self._handle.write(line)
-            (self.failed.add if s.failure() else self.failed.discard)(key)
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-
-    def failures(self, keys: Iterable[tuple[str, str]]) -> dict[str, int]:
-        """Why the failed items among these keys failed: each reason (its first line) with how many items."""
-        reasons: dict[str, int] = {}
-        for key in keys:
-            if key in self.failed:
-                sample = self.file.read(key)
-                reason = first_line((sample.failure() if sample else None) or "unreadable record")[:REASON_CHARS]
-                reasons[reason] = reasons.get(reason, 0) + 1
-        return reasons
-
-    def records(self, set_name: str, ids: list[str]) -> SetRecords:
-        """A set's saved records, in the order of `ids`, read from disk when asked."""
-        return SetRecords(self.file, set_name, ids)
-
-    def finish(self, order: list[tuple[str, str]], summary: Summary) -> None:
-        """Rewrite samples in canonical order (streamed from the file), then write the summary atomically."""
-        self._handle.close()
-        self.file.rewrite(self.file.lines(order))
-        atomic_write_json(self.out / "summary.json", summary.to_json_obj())
-
-    def close(self) -> None:
-        """Close the samples file and give the folder up (on success, error or interrupt)."""
-        if not self._handle.closed:
-            self._handle.close()
-        self.lock.release()
+def answers_differ(before: dict[str, Any], found: dict[str, Any]) -> str | None:
+    """How two manifest records of a server's answer to the probe prompt differ (None: the same model)."""
+    return replica_mismatch(probe_answer(before), probe_answer(found))
 
 
 def limit_too_small(options: RunOptions, sets: list[ProbeSet]) -> str | None:
@@ -408,125 +200,6 @@ def run_set(
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
-
-
-def batch_calls(
-    family: Family[Any, Any], ps: ProbeSet, batch: Sequence[Probe], options: RunOptions, family_options: Any
-) -> int:
-    """The model calls a whole batch of probes makes (those already answered included)."""
-    return model_calls([(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)])
-
-
-def model_calls(asked: list[tuple[str, Request | Scoring]]) -> int:
-    """The model calls a batch's requests make: each generation, and each scoring not read from a generation."""
-    return len(asked) - len(fused_calls(asked))
-
-
-def prompt_chars(prompt: Any) -> int:
-    """A prompt's length in characters (a chat prompt: its messages' contents)."""
-    if isinstance(prompt, str):
-        return len(prompt)
-    return sum(len(str(getattr(m, "content", m))) for m in prompt)
-
-
-@dataclass
-class SetWork:
-    """What a set asks of the model: generations, scorings of their own, and the prompts' characters."""
-
-    generations: int = 0
-    scorings: int = 0
-    chars: int = 0
-    prompts: int = 0
-
-    @property
-    def calls(self) -> int:
-        """Model calls: generations and the scorings that are calls of their own."""
-        return self.generations + self.scorings
-
-    def cost_line(self, name: str, items: int, unit: str) -> str | None:
-        """The set's expected cost before it starts, when it is large (long prompts, or many calls an item)."""
-        tokens = self.chars / max(self.prompts, 1) / CHARS_PER_TOKEN
-        if tokens < LONG_PROMPT_TOKENS and self.calls < MANY_CALLS_PER_ITEM * items:
-            return None
-        return (
-            f"{name}: {items:,} {unit}, {self.generations:,} generations and {self.scorings:,} scorings "
-            f"of ~{round(tokens, -1 if tokens < 1000 else -2):,.0f}-token prompts (about {CHARS_PER_TOKEN} "
-            "characters a token)"
-        )
-
-
-# A set's cost is said before it starts when its prompts average this many tokens or more, or it makes this many
-# model calls an item; tokens are estimated from characters.
-CHARS_PER_TOKEN = 4
-LONG_PROMPT_TOKENS = 500
-MANY_CALLS_PER_ITEM = 4
-
-
-def set_work(family: Family[Any, Any], ps: ProbeSet, options: RunOptions, family_options: Any) -> SetWork:
-    """What a set will ask of the model, counted from its requests before any is asked."""
-    work = SetWork()
-    for probe in ps.probes:
-        asked = [(probe.id, r) for r in family.requests(ps, probe, options, family_options)]
-        fused = fused_calls(asked)
-        for i, (_, request) in enumerate(asked):
-            if isinstance(request, Request):
-                work.generations += 1
-            elif i not in fused:
-                work.scorings += 1
-            else:
-                continue
-            work.chars += prompt_chars(request.prompt)
-            work.prompts += 1
-    return work
-
-
-class Unread:
-    """Replies a set's family could not read, counted as batches come; said once, while the run goes on, when
-    most of at least `UNREAD_AFTER` replies were unreadable (a model that does not follow the answer format)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.unread = self.replies = 0
-        self.said = False
-
-    def add(self, samples: list[Sample]) -> str | None:
-        """Count a batch; the line to say, the first time most replies so far are unreadable."""
-        for sample in samples:
-            unread, of = sample.unreadable()
-            self.unread += unread
-            self.replies += of
-        if self.said or self.replies < UNREAD_AFTER or self.unread * 2 <= self.replies:
-            return None
-        self.said = True
-        return (
-            f"{self.name}: {self.unread:,} of {self.replies:,} replies so far could not be read (the model does not "
-            "follow the answer format): the set's metrics will rest on the rest"
-        )
-
-
-UNREAD_AFTER = 20
-
-
-def fused_calls(asked: list[tuple[str, Request | Scoring]]) -> dict[int, int]:
-    """Which scoring requests ride on a generation request (scoring index -> generation index): the first
-    generation request of the same probe with the same prompt, one scoring request each."""
-    taken: set[int] = set()
-    out: dict[int, int] = {}
-    for i, (probe, request) in enumerate(asked):
-        if not isinstance(request, Scoring):
-            continue
-        host = next(
-            (
-                j
-                for j, (other, r) in enumerate(asked)
-                if other == probe and isinstance(r, Request) and r.prompt == request.prompt and j not in taken
-            ),
-            None,
-        )
-        if host is not None:
-            taken.add(host)
-            out[i] = host
-    return out
 
 
 def ask(
@@ -741,7 +414,7 @@ def run_with_samples(
     check_out_dir(out)
     sets = load_sets(options, progress)
     settings = run_settings(options, sets)
-    writer = RunWriter(out, fingerprint(settings), settings)
+    writer = RunWriter(out, fingerprint(settings), settings, record_type)
     if writer.taken_over:
         progress.note(f"{out} held a run with other settings that saved no answer: it is reused for this run")
     try:
@@ -751,7 +424,7 @@ def run_with_samples(
         if asks_scores(options, sets, family):
             options = options.model_copy(update={"scoring": backend.scoring_mode()})
         writer.check_scoring(options.scoring or "local")
-        writer.check_model(backend.answer_fingerprint())
+        writer.check_model(backend.answer_fingerprint(), answers_differ)
         # A resumed run keeps its first start; a finished one resumed without new answers keeps its finish too.
         manifest = build_manifest(options, backend, sets, writer.earlier.get("started") or now())
         if writer.model_answer is not None:

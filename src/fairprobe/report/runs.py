@@ -65,7 +65,7 @@ def load_summary(path: Path) -> Summary:
         raise DataError(f"malformed summary.json in {path}: {where}: {first.get('msg')}") from None
 
 
-def read_samples(path: Path, summary: Summary, per_set: int | None) -> list[dict[str, Any]]:
+def browse_samples(path: Path, summary: Summary, per_set: int | None) -> list[dict[str, Any]]:
     """samples.jsonl's records, read one line at a time: all of them (`per_set` None), none (0), or at most
     `per_set` of each set, evenly spread over it (every k-th, k from the set's n in the summary)."""
     if per_set == 0 or not path.is_file() or not path.stat().st_size:
@@ -84,7 +84,7 @@ def read_samples(path: Path, summary: Summary, per_set: int | None) -> list[dict
 
 def load_run(path: Path, per_set: int | None = BROWSE_PER_SET) -> RunData:
     """A run folder: summary.json (required unless the folder holds compare.json), manifest and samples if there
-    (`per_set`: see `read_samples`)."""
+    (`per_set`: see `browse_samples`)."""
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"run folder not found: {path}")
@@ -97,7 +97,7 @@ def load_run(path: Path, per_set: int | None = BROWSE_PER_SET) -> RunData:
     manifest = (
         document_dict(read_document(manifest_path, RunManifest, "manifest.json")) if manifest_path.is_file() else {}
     )
-    samples = read_samples(path / "samples.jsonl", summary, per_set)
+    samples = browse_samples(path / "samples.jsonl", summary, per_set)
     summary.results = dict(sorted(summary.results.items(), key=lambda item: set_order(item[0], manifest)))
     return RunData(path=path, label=summary.model, summary=summary, manifest=manifest, samples=samples, compare=compare)
 
