@@ -48,7 +48,7 @@ def test_load_takes_every_folder_and_every_object(results: dict[str, Any]) -> No
         assert type(again) is type(results[kind]) and again.folder == results[kind].folder
     scored_in_memory = fairprobe.Run(folder=None, summary=results["run"].summary)  # type: ignore[arg-type]
     assert fairprobe.load(scored_in_memory) is scored_in_memory
-    with pytest.raises(ConfigError, match="load\\(\\) takes a folder or a fairprobe result, got int"):
+    with pytest.raises(ConfigError, match=r"needs a folder \(a str or pathlib.Path\) or a fairprobe result, got 3"):
         fairprobe.load(3)  # type: ignore[arg-type]
 
 
@@ -58,7 +58,9 @@ def test_check_takes_every_folder_and_every_object(results: dict[str, Any]) -> N
     assert uppers["obj-a"] == 0.0 and uppers["obj-b"] > 0.1
     for given in (both, both.folder, root / "many"):
         result = fairprobe.check(given, {"gld": 0.1})
-        assert not result.ok and len(result.failures) == 1 and "obj-b" in result.failures[0]
+        # obj-b is over the bound; obj-a's 16 prompts are alike (GLD 0 each): no spread, judged too little data.
+        assert not result.ok and [f.split(":")[0] for f in sorted(result.failures)] == ["FAIL obj-a", "FAIL obj-b"]
+        assert "upper 95% bound" in sorted(result.failures)[1] and "no spread" in sorted(result.failures)[0]
     methods, grid = results["mitigation"], results["sweep"]
     assert set(methods.runs) == {"original", "hyperparameter", "instruction"}
     assert set(grid.runs) == {"greedy", "temperature=0.5"}
@@ -92,8 +94,11 @@ def test_frames_carry_the_mark_too_little_data_the_note_and_the_paired_tests(res
     assert gas.n == 8 and gas.mark is None
     assert gas.too_little_data == "8 cases, fewer than the 10 this metric needs"
     both = results["comparison"].to_pandas()
-    row = both[(both.model == "obj-a") & (both.subset == "all") & (both.metric == "gld")].iloc[0]
-    assert (row.value, row.n, row.mark) == (0.0, 16, "A") and pd.isna(row.too_little_data)
+    flat = both[(both.model == "obj-a") & (both.subset == "all") & (both.metric == "gld")].iloc[0]
+    assert (flat.value, flat.n) == (0.0, 16) and pd.isna(flat.mark)  # 16 prompts alike: no spread (issue 28)
+    assert flat.too_little_data == "every resample of the 16 items gives 0: no spread to judge"
+    row = both[(both.model == "obj-b") & (both.subset == "all") & (both.metric == "gld")].iloc[0]
+    assert row.n == 16 and row.mark == "A–B?" and pd.isna(row.too_little_data)  # its interval spans two marks
     following = both[(both.model == "obj-a") & (both.subset == "all") & (both.metric == "stereotype_following")]
     assert following.iloc[0].too_little_data == "2 cases, fewer than the 10 this metric needs"
     assert following.iloc[0].note.startswith("female first word in 100% of gendered continuations")

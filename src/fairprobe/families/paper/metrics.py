@@ -235,12 +235,15 @@ def implicit_metrics(probs: np.ndarray) -> dict[str, MetricValue]:
     gld = bootstrap_statistic(gld_per_prompt(probs[..., 0], probs[..., 1]))
     lean = bootstrap_statistic(lean_per_prompt(probs[..., 0], probs[..., 1]))
     add = bootstrap_statistic(add_per_prompt(probs[..., 0], probs[..., 1]))
-    lo, hi = add.ci95
-    log_add = MetricValue(
-        value=None if not add.value else math.log(add.value),
-        ci95=(None if not lo else math.log(lo), None if not hi else math.log(hi)),
-    )
+    log_add = MetricValue(value=None if not add.value else math.log(add.value), ci95=log_interval(add.ci95))
     return {"gld": gld, "implicit_lean": lean, "add": add, "log_add": log_add}
+
+
+def log_interval(ci95: tuple[float | None, float | None]) -> tuple[float | None, float | None]:
+    """ln of an interval of positive values; none where an end is 0 or unknown (ln 0 is -inf: the interval would
+    have one end, which a summary cannot hold)."""
+    lo, hi = ci95
+    return (math.log(lo), math.log(hi)) if lo and hi else (None, None)
 
 
 def _over_box(fn, lo_f, hi_f, lo_m, hi_m) -> tuple[np.ndarray, np.ndarray]:
@@ -301,7 +304,7 @@ def bounded_implicit_metrics(lower: np.ndarray, upper: np.ndarray, note: str) ->
     log_add = MetricValue(
         value=None,
         bounds=(log(float(add_low.mean())), log(float(add_high.mean()))),
-        ci95=(log(add.ci95[0]), log(add.ci95[1])),
+        ci95=log_interval(add.ci95),
         note=note,
     )
     return {
