@@ -184,15 +184,13 @@ class Thresholds(BaseModel):
 
 
 def too_little_data(set_name: str, metric: str, m: MetricValue, n: int | None) -> str | None:
-    """Why a metric's value cannot be judged (degenerate data it flags itself, or fewer cases than its declared
-    minimum), or None."""
-    if m.too_little_data:
-        return m.too_little_data
+    """Why a metric's value cannot be judged (fewer cases than its declared minimum, said first as the plainer
+    reason, or degenerate data it flags itself), or None."""
     info = metric_info(set_name, metric)
     minimum = info.min_n if info is not None else 0
     if n is not None and n < minimum:
         return f"{n} case{'s' if n != 1 else ''}, fewer than the {minimum} this metric needs"
-    return None
+    return m.too_little_data or None
 
 
 def ranges_text(marks: MarkRanges) -> tuple[str, str, str]:
