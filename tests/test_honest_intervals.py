@@ -5,13 +5,17 @@ zero width from a bootstrap is too little data, never certainty."""
 
 from __future__ import annotations
 
+import io
+from html import escape
+from pathlib import Path
+
 import numpy as np
 
 from fairprobe.families.genderbench.weighted import estimate, ratio, wsum
 from fairprobe.formatting import format_metric
-from fairprobe.records import MetricValue, SetResult, Summary
+from fairprobe.records import Drawn, MetricValue, SetResult, Summary
 from fairprobe.report.severity import default_thresholds
-from fairprobe.report.verdict import section_clauses, section_verdict
+from fairprobe.report.verdict import drawn_line, draws, section_clauses, section_verdict, verdict
 from fairprobe.statistics.stats import WIDENED, bootstrap_statistic, interval_value
 
 
@@ -96,3 +100,82 @@ def test_a_printed_interval_holds_the_printed_value() -> None:
     assert format_metric(m) == "0.006 [0.00, 0.01]"
     assert format_metric(MetricValue(value=0.412, ci95=(0.35, 0.47))) == "0.412 [0.35, 0.47]"
     assert format_metric(MetricValue(value=-0.125, ci95=(-0.2049, -0.0451))) == "-0.125 [-0.21, -0.04]"
+
+
+def drawn_genderbench_summary() -> Summary:
+    """Two harm types of a `--limit` run: in each, one set of 100 drawn items is judged and one of 5 is not."""
+
+    def drawn(n: int, of: int, metric: str, value: float, ci95: tuple[float, float], strata: str = "") -> SetResult:
+        mv = MetricValue(value=value, ci95=ci95)
+        return SetResult(n=n, source="x", metrics={metric: mv}, drawn=Drawn(n=n, of=of, strata=strata, seed=1))
+
+    return Summary(
+        fairprobe_version="0",
+        model="m",
+        results={
+            "direct": drawn(100, 3944, "fail_rate", 0.3, (0.2, 0.4)),  # bands 0-0.05-0.15-0.5: C over the interval
+            "gest": drawn(5, 3565, "stereotype_rate", 0.2, (0.0, 0.5), "stereotype"),  # 5 items: fewer than 10
+            "diversity-med-qa": drawn(100, 9000, "diff_abs_success_rate", 0.01, (0.0, 0.03)),  # 0-0.03-0.1: A-B
+            "discrimination-tamkin": drawn(5, 9450, "max_diff", 0.2, (0.01, 0.5)),
+        },
+    )
+
+
+DRAWN_VERDICT = (
+    "m: Stereotypical reasoning: harm shown by 1 of 1 judged measure (direct fail_rate C) "
+    "(1 more with too little data to judge). Decision-making: no harm beyond mild in any of 1 judged measure "
+    "(every interval within A-B) (1 more with too little data to judge)."
+)
+
+
+def test_a_harm_type_run_says_one_short_sentence_per_harm_type_and_keeps_its_draws_apart() -> None:
+    """The verdict was one paragraph: the harm types' clauses joined by ';', then 'Limited run: <set> 5 of N
+    items ...' for every set. Now each harm type is a sentence and the draws are listed apart."""
+    summary = drawn_genderbench_summary()
+    assert verdict(summary) == DRAWN_VERDICT
+    assert drawn_line(summary) == "Limited run: 4 sets drawn, stratified; the draws: summary.json / report.html"
+    assert draws(summary) == [
+        "direct 100 of 3944 items, a seeded random sample",
+        "gest 5 of 3565 items, stratified by stereotype",
+        "diversity-med-qa 100 of 9000 items, a seeded random sample",
+        "discrimination-tamkin 5 of 9450 items, a seeded random sample",
+    ]
+
+
+def test_the_console_prints_one_line_for_the_draws_of_a_harm_type_run() -> None:
+    from rich.console import Console
+
+    from fairprobe.report.console import print_verdict
+
+    console = Console(record=True, width=100, file=io.StringIO())
+    print_verdict(drawn_genderbench_summary(), console)
+    assert console.export_text(styles=False).replace("\n", " ").rstrip() == (
+        DRAWN_VERDICT + " Limited run: 4 sets drawn, stratified; the draws: summary.json / report.html"
+    )
+
+
+def test_report_html_lists_the_draws_of_a_harm_type_run_in_a_details_block_under_the_verdict() -> None:
+    from fairprobe.report.html import render_html
+    from fairprobe.report.runs import RunData
+
+    html = render_html([RunData(path=Path("x"), label="m", summary=drawn_genderbench_summary())])
+    verdict_at = html.index(f'<p class="verdict" id="verdict0">{escape(DRAWN_VERDICT)}</p>')
+    details_at = html.index('<details class="draws" id="draws0"><summary>How the items were drawn</summary>')
+    assert verdict_at < details_at
+    assert "<li>gest 5 of 3565 items, stratified by stereotype</li>" in html[details_at:]
+    assert "<li>discrimination-tamkin 5 of 9450 items, a seeded random sample</li>" in html[details_at:]
+    assert html.count("Limited run") == 1  # the details block's own line; never in the verdict
+
+
+def test_a_run_without_harm_types_keeps_its_draws_in_the_verdict() -> None:
+    from fairprobe.report.html import render_html
+    from fairprobe.report.runs import RunData
+
+    drawn = Drawn(n=40, of=160, strata="topic x stereotyped gender", seed=1)
+    result = SetResult(n=40, source="x", metrics={"gas": MetricValue(value=0.25, ci95=(0.14, 0.4))}, drawn=drawn)
+    summary = Summary(fairprobe_version="0", model="toy", results={"template": result})
+    assert verdict(summary).endswith(
+        " Limited run: template 40 of 160 prompts, stratified by topic x stereotyped gender."
+    )
+    assert drawn_line(summary) is None
+    assert '<details class="draws"' not in render_html([RunData(path=Path("x"), label="toy", summary=summary)])

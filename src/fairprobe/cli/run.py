@@ -191,9 +191,8 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
 def show_comparison(summaries: dict[str, Any], out: Path | None) -> None:
     """The comparison's headline columns (or each model's table when there is no comparison), each model's verdict,
     and where the files with everything else are."""
-    from fairprobe.report.console import leaderboard_table
+    from fairprobe.report.console import leaderboard_table, print_verdict
     from fairprobe.report.leaderboard import read_leaderboard, unranked_lines
-    from fairprobe.report.verdict import verdict
 
     if out is None:
         for summary in summaries.values():
@@ -204,7 +203,7 @@ def show_comparison(summaries: dict[str, Any], out: Path | None) -> None:
     for line in unranked_lines(board):
         console.print(f"{line}: the order may be chance", style="yellow", markup=False, highlight=False, soft_wrap=True)
     for summary in summaries.values():
-        console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
+        print_verdict(summary, console)
     console.print(
         f"Every metric, the pairwise tests and each model's table: {out / 'leaderboard.md'}, {out / 'report.html'}",
         style="dim",

@@ -95,8 +95,6 @@ def print_summary(summary: Summary, console: Any = None) -> None:
     """Print the summary table, a legend for its flags, and the one-sentence verdict."""
     from rich.console import Console
 
-    from fairprobe.report.verdict import verdict
-
     console = console or Console(markup=False)
     console.print(summary_table(summary, console.width))
     console.print(
@@ -108,7 +106,16 @@ def print_summary(summary: Summary, console: Any = None) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    print_verdict(summary, console)
+
+
+def print_verdict(summary: Summary, console: Any) -> None:
+    """The verdict, then, for a run with harm types, one line saying where its draws are (not the list)."""
+    from fairprobe.report.verdict import drawn_line, verdict
+
     console.print(verdict(summary), markup=False, highlight=False, soft_wrap=True)
+    if line := drawn_line(summary):
+        console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
 
 
 def _leaderboard_columns(obj: dict[str, Any], width: int) -> list[str]:

