@@ -15,10 +15,12 @@ import pytest
 
 from fairprobe.errors import ConfigError
 from fairprobe.families import load_probe_set
+from fairprobe.models import SCHEMES, register_scheme
 from fairprobe.models.api import RetryPolicy, open_endpoint
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.runner import RunOptions, failed_in, read_samples, run
 from openai_servers import CANNED_TOP, canned_text, completion_json, echo_server, prompt_text, scripted, serve
+from test_cli_failures import fairprobe
 
 FAST = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.02)
 PROMPTS = [p.prompt for p in load_probe_set("template", limit=6, limit_order="first").probes]
@@ -176,6 +178,34 @@ def test_a_local_run_asks_exactly_its_failed_items_again(tmp_path: Path) -> None
     assert sorted(map(str, backend.prompts)) == sorted(DOWN)
     assert failed_in(tmp_path / "run") is None
     assert summary.results["template"].n == 6
+
+
+def test_many_models_exit_3_naming_each_model_whose_run_has_failed_items(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Two models in one command; one of them fails 2 of its 6 items: the comparison is written, one line names that
+    # model with its count, the command exits 3, and the same command asks exactly those two items of it again.
+    flaky, steady = FlakyLocal(), FlakyLocal()
+    steady.down = False
+    register_scheme("flaky")(lambda rest, **kw: flaky)
+    register_scheme("steady")(lambda rest, **kw: steady)
+    args = ["run", "--model", "steady:x", "--model", "flaky:x", "--probes", "template", "--limit", "6"]
+    args += ["--limit-order", "first", "-o", "implicit=off", "--no-cache", "--batch-size", "4"]
+    args += ["--out", str(tmp_path / "runs")]
+    try:
+        code, _, err = fairprobe(capsys, *args)
+        assert code == 3, err
+        assert [line for line in err.splitlines() if line.startswith("error:")] == [
+            "error: model flaky:x: 2 of 6 items failed (2: out of memory): run the same command again to ask them again"
+        ]
+        assert (tmp_path / "runs" / "comparison" / "leaderboard.json").is_file()
+        flaky.down, flaky.prompts, asked_steady = False, [], len(steady.prompts)
+        code, _, err = fairprobe(capsys, *args)
+    finally:
+        SCHEMES.unregister("flaky")
+        SCHEMES.unregister("steady")
+    assert code == 0 and "error:" not in err
+    assert sorted(map(str, flaky.prompts)) == sorted(DOWN) and len(steady.prompts) == asked_steady == 6
 
 
 @pytest.mark.parametrize("fault", ["floor", "nan"])
