@@ -831,10 +831,11 @@ def failed_record(reasons: dict[str, int], total: int, progress: Progress) -> di
     return record
 
 
-def failure_line(failed: dict[str, Any]) -> str:
-    """'3 of 36 items failed (3: server error 503): run the same command again to ask them again'."""
+def failure_line(failed: dict[str, Any], again: str = "run the same command again") -> str:
+    """'3 of 36 items failed (3: server error 503): run the same command again to ask them again' (`again`: how
+    to ask them again, the Python API's words in its warning)."""
     why = "; ".join(f"{n}: {reason}" for reason, n in failed["reasons"].items())
-    return f"{failed['items']} of {failed['of']} items failed ({why}): run the same command again to ask them again"
+    return f"{failed['items']} of {failed['of']} items failed ({why}): {again} to ask them again"
 
 
 def failed_in(out: Path) -> str | None:
