@@ -14,8 +14,18 @@ from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models.base import ContinuationScore, GenerationConfig, ModelBackend, ScoreRequest, Scores
 from fairprobe.models.cached import CachedBackend
-from fairprobe.runner import read_samples
-from openai_servers import echo_answer, echo_server, rendered_chat, scripted, serve
+from fairprobe.runner import RunOptions, read_samples, run
+from openai_servers import (
+    CANNED_TOP,
+    canned_text,
+    completion_json,
+    echo_answer,
+    echo_server,
+    prompt_text,
+    rendered_chat,
+    scripted,
+    serve,
+)
 from test_failed_items import exact_direct
 
 OPTIONS = ("yes", "Yes", "no", "No")
@@ -131,3 +141,71 @@ def test_replicas_that_render_chat_prompts_differently_are_refused_before_anythi
             exact_direct(f"{a},{b}", tmp_path / "same", limit=3, cache=tmp_path / "cache.sqlite").results["direct"].n
             == 3
         )
+
+
+def swappable_model(state: dict[str, Any]):
+    """The scripted server's answers, with the fingerprint probe's continuation `state["text"]` and every listed
+    logprob moved down by `state["shift"]`: a model that can be swapped under the same name and URL."""
+
+    def answer(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+        top = {token: value - state["shift"] for token, value in CANNED_TOP.items()}
+        text = state["text"] if number < 0 else canned_text(prompt_text(body))
+        return 200, json.dumps(completion_json(body, text, top)).encode(), {}
+
+    return serve(answer)
+
+
+def server_run(url: str, out: Path, **model_args: str) -> Any:
+    """Four template prompts over the server at `url`, uncached: generated only (`implicit` off), or with scores."""
+    generate_only = not model_args
+    options = RunOptions(
+        model="openai:test",
+        model_args={"base_url": url, **model_args},
+        probes=["template"],
+        limit=4,
+        out=out,
+        use_cache=False,
+        probe_options={"implicit": "off"} if generate_only else {},
+    )
+    return run(options)
+
+
+def test_a_run_that_only_generates_refuses_to_resume_when_the_greedy_probe_answers_otherwise(tmp_path: Path) -> None:
+    state = {"text": " she is kind.", "shift": 0.0}
+    out = tmp_path / "run"
+    with swappable_model(state) as (url, seen):
+        server_run(url, out)
+        recorded = json.loads((out / "manifest.json").read_text())["model_fingerprint"]
+        assert "tokens" not in recorded  # nothing echoed: the greedy probe is the whole fingerprint
+        assert recorded["greedy"]["text"] == " she is kind." and recorded["greedy"]["tokens"] == [" she"]
+        assert recorded["greedy"]["top"][0][" he"] == pytest.approx(math.log(0.1))
+        assert len(seen.probes) == 1 and seen.probes[0]["max_tokens"] == 8 and seen.probes[0]["logprobs"] == 5
+        assert not any(b.get("logprobs") for b in seen.bodies)  # the run itself asks no logprobs
+        server_run(url, out)  # the same model: resumes (the probe asked once more, when the run started again)
+        assert len(seen.probes) == 2
+        state["text"], asked = " he went home.", seen.count  # another model under the same name and URL
+        with pytest.raises(ConfigError) as refused:
+            server_run(url, out)
+        assert seen.count == asked  # refused before any item was asked
+    assert str(refused.value) == (
+        f"the samples in {out} came from another model than the server serves now: the probe prompt's greedy "
+        "continuation is ' he went home.' now, ' she is kind.' before; resuming would mix two models in one run: "
+        "serve the model as before, or give another --out"
+    )
+
+
+def test_a_top_k_only_server_refuses_to_resume_when_its_probe_logprobs_moved_beyond_tolerance(tmp_path: Path) -> None:
+    state = {"text": " she is kind.", "shift": 0.0}
+    out = tmp_path / "run"
+    with swappable_model(state) as (url, seen):
+        server_run(url, out, implicit="topk")
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["scoring"] == "topk" and manifest["model_fingerprint"]["greedy"]["text"] == " she is kind."
+        state["shift"] = 0.05  # within tolerance (batching and hardware move logprobs this much): resumes
+        server_run(url, out, implicit="topk")
+        state["shift"] = 0.3  # the same greedy text, each listed logprob 0.3 lower: another model
+        with pytest.raises(ConfigError) as refused:
+            server_run(url, out, implicit="topk")
+    message = str(refused.value)
+    assert "the probe prompt's greedy logprobs differ by up to 0.3 from before;" in message and "\n" not in message
+    assert len(seen.probes) == 3

@@ -27,7 +27,7 @@ from fairprobe.io import atomic_write_json, fingerprint, split_lines
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
 from fairprobe.models.base import Completion, ScoreRequest, generate_seeded, row_seeds, stable_seed
 from fairprobe.models.cached import CachedBackend, prompt_json
-from fairprobe.models.server_scoring import Abilities, replica_mismatch
+from fairprobe.models.fingerprint import fingerprint_change
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
@@ -222,11 +222,11 @@ class RunWriter:
 
     def check_model(self, found: dict[str, Any] | None) -> None:
         """Refuse to resume samples whose server answered the fixed probe otherwise than it does now (a model or
-        tokenizer swapped under the same name): the run would mix two models."""
+        tokenizer swapped under the same name, models/fingerprint.py): the run would mix two models."""
         before = self.model_answer
         if self.saved and found is not None and isinstance(before, dict):
             try:
-                why = replica_mismatch(probe_answer(before), probe_answer(found))
+                why = fingerprint_change(before, found)
             except (KeyError, TypeError, ValueError):
                 why = "the manifest's record of the model's answer is damaged"
             if why is not None:
@@ -234,7 +234,8 @@ class RunWriter:
                     f"the samples in {self.out} came from another model than the server serves now: {why}; "
                     "resuming would mix two models in one run: serve the model as before, or give another --out"
                 )
-        self.model_answer = found
+        if found is not None:  # the first record stays (no drift within tolerance adds up), new parts join it
+            self.model_answer = {**found, **before} if isinstance(before, dict) else found
 
     def answered(self, set_name: str, probe: Probe) -> bool:
         """Whether a probe's sample is saved and its model calls came back (a failed item is asked again)."""
@@ -618,14 +619,6 @@ def asks_scores(options: RunOptions, sets: list[ProbeSet], family: Family | None
         if ps.probes and any(isinstance(r, Scoring) for r in own.requests(ps, ps.probes[0], options, own_options)):
             return True
     return False
-
-
-def probe_answer(record: dict[str, Any]) -> Abilities:
-    """A manifest's record of a server's answer to the probe prompt, as the endpoint abilities it compares."""
-    tokens = tuple(record["tokens"])
-    return Abilities(
-        str(record["url"]), True, False, fingerprint=tokens, probe_logprobs=tuple(map(float, record["logprobs"]))
-    )
 
 
 def probe_set_record(ps: ProbeSet) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from fairprobe.models.base import (
     Scores,
     row_seeds,
 )
+from fairprobe.models.fingerprint import greedy_body, greedy_record
 from fairprobe.models.pace import MEASURED_TOKENS, Pace
 from fairprobe.models.server_scoring import (
     CHAT_PROBE,
@@ -353,6 +354,8 @@ class OpenAIBackend(ModelBackend):
         self._ids: dict[tuple[str, bool], list[int]] = {}
         self._turn = itertools.count()  # echo requests take the endpoints in turn
         self._notices: list[str] = []
+        self._greedy: dict[str, Any] | None = None  # the greedy probe's answer (answer_fingerprint), asked once
+        self._greedy_asked = False
         self.requests_sent = 0
         self.scoring_requests = 0
         self.reached = False  # any HTTP answer came: the server is there (a failure then needs no start hint)
@@ -468,14 +471,41 @@ class OpenAIBackend(ModelBackend):
         return chat_mismatch(rendered) if len(rendered) > 1 else None
 
     def answer_fingerprint(self) -> dict[str, Any] | None:
-        """The model's answer to the fixed probe prompt, as the first endpoint that echoes gave it when its
-        abilities were asked (its token ids and their logprobs): a resumed run compares it with the one its
-        manifest recorded. None before that, or where no endpoint echoes."""
+        """The model's answers to the fixed probe prompt (models/fingerprint.py), which a resumed run compares with
+        those its manifest recorded: its greedy continuation with each position's top logprobs (`greedy`, asked
+        once, one request), and where the abilities were asked of an endpoint that echoes, the prompt's token ids
+        and their logprobs as it echoed them. None where the server gave neither."""
+        if not self._greedy_asked:
+            self._greedy = self._run(self._greedy_probe())
+            self._greedy_asked = True
+        found: dict[str, Any] = {"greedy": self._greedy} if self._greedy is not None else {}
         echoing = [a for a in self._abilities if a.echo]
-        if not echoing:
-            return None
-        first = echoing[0]
-        return {"url": first.url, "tokens": list(first.fingerprint), "logprobs": list(first.probe_logprobs)}
+        if echoing:
+            first = echoing[0]
+            found.update(url=first.url, tokens=list(first.fingerprint), logprobs=list(first.probe_logprobs))
+        return found or None
+
+    async def _greedy_probe(self) -> dict[str, Any] | None:
+        """The first endpoint's greedy continuation of the probe prompt (completions, else chat for a chat-only
+        server); None where it answers neither (a refusal, a 5xx, a malformed answer). A server that never
+        answered is the run's one-line error, before any item is asked."""
+        url = self.base_urls[0]
+        for chat in (False, True):
+            path = "/chat/completions" if chat else "/completions"
+            try:
+                status, data, _ = await self._post_retrying(
+                    url, path, greedy_body(self.model, PROBE_PROMPT, chat), True
+                )
+            except GaveUp as exc:
+                if self.reached:
+                    return None
+                raise EndpointError(f"no server answers at {url} ({clip(str(exc), 160)}): {next_step(url)}") from None
+            if status == 200:
+                try:
+                    return {"url": url, **greedy_record(data, chat)}
+                except MalformedResponse:
+                    return None
+        return None
 
     async def _abilities_of(self, url: str) -> Abilities:
         """Ask one endpoint to echo a prompt's logprobs with its token ids, to tokenize it, and to give the
