@@ -12,6 +12,7 @@ import pytest
 
 from fairprobe.cache import Cache
 from fairprobe.errors import ConfigError, ModelError
+from fairprobe.models.api import open_endpoint
 from fairprobe.models.base import ContinuationScore, GenerationConfig, ModelBackend, ScoreRequest, Scores
 from fairprobe.models.cached import CachedBackend
 from fairprobe.runner import RunOptions, read_samples, run
@@ -209,3 +210,19 @@ def test_a_top_k_only_server_refuses_to_resume_when_its_probe_logprobs_moved_bey
     message = str(refused.value)
     assert "the probe prompt's greedy logprobs differ by up to 0.3 from before;" in message and "\n" not in message
     assert len(seen.probes) == 3
+
+
+def test_a_chat_only_server_is_fingerprinted_through_chat_completions() -> None:
+    # A server without /completions (a chat model): the greedy probe is asked again as a chat turn, once.
+    def chat_only(number: int, body: dict[str, Any], auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+        if "messages" not in body:
+            return 404, b'{"error": {"message": "This is a chat model"}}', {}
+        return 200, json.dumps(completion_json(body, " she is kind.", CANNED_TOP)).encode(), {}
+
+    with serve(chat_only) as (url, seen):
+        backend = open_endpoint("test", base_url=url)
+        found = backend.answer_fingerprint()
+        assert backend.answer_fingerprint() == found  # asked once
+    assert [("messages" in b, b["logprobs"]) for b in seen.probes] == [(False, 5), (True, True)]
+    assert found is not None and found["greedy"]["text"] == " she is kind." and found["greedy"]["tokens"] == [" she"]
+    assert found["greedy"]["top"][0] == pytest.approx({t: v for t, v in CANNED_TOP.items()})
