@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from fairprobe.models.fingerprint import GREEDY_TOKENS
+from fairprobe.models.fingerprint import GREEDY_TOKENS, GREEDY_TOP
 from fairprobe.models.server_scoring import PROBE_PROMPT
 
 # Seconds between the bytes of a trickling answer (status -3).
@@ -31,10 +31,11 @@ def canned_text(prompt: str) -> str:
 
 
 def is_fingerprint_probe(body: dict[str, Any]) -> bool:
-    """Whether a request is the greedy probe a run asks once when it starts (models/fingerprint.py)."""
-    return (
-        body.get("max_tokens") == GREEDY_TOKENS and body.get("temperature") == 0.0 and prompt_text(body) == PROBE_PROMPT
-    )
+    """Whether a request is the greedy probe a run asks once when it starts (models/fingerprint.py): the probe
+    prompt, GREEDY_TOKENS tokens at temperature 0 with GREEDY_TOP logprobs (a run's own requests ask 20 or none)."""
+    listed = body.get("top_logprobs") if "messages" in body else body.get("logprobs")
+    probe = (body.get("max_tokens"), body.get("temperature"), listed, prompt_text(body))
+    return probe == (GREEDY_TOKENS, 0.0, GREEDY_TOP, PROBE_PROMPT)
 
 
 @dataclass
