@@ -27,7 +27,7 @@ from openai_servers import (
     scripted,
     serve,
 )
-from test_failed_items import exact_direct
+from test_failed_items import FAST, exact_direct
 
 OPTIONS = ("yes", "Yes", "no", "No")
 
@@ -226,3 +226,16 @@ def test_a_chat_only_server_is_fingerprinted_through_chat_completions() -> None:
     assert [("messages" in b, b["logprobs"]) for b in seen.probes] == [(False, 5), (True, True)]
     assert found is not None and found["greedy"]["text"] == " she is kind." and found["greedy"]["tokens"] == [" she"]
     assert found["greedy"]["top"][0] == pytest.approx({t: v for t, v in CANNED_TOP.items()})
+
+
+def test_the_greedy_probe_goes_past_a_dead_replica_and_a_server_that_never_answers_is_one_line() -> None:
+    dead = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, the connection is refused
+    with scripted() as (url, seen):
+        found = open_endpoint("test", base_url=f"{dead},{url}", retry=FAST, timeout=5.0).answer_fingerprint()
+    assert found is not None and found["greedy"]["url"] == url and len(seen.probes) == 1
+    with pytest.raises(ModelError) as refused:
+        open_endpoint("test", base_url=dead, retry=FAST, timeout=5.0).answer_fingerprint()
+    assert str(refused.value) == (
+        f"no server answers at {dead} (connection to {dead}/completions failed (ConnectError); gave up after 2 "
+        "attempts): start the server (docs/vllm.md) or check --base-url"
+    )

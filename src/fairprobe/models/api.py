@@ -486,20 +486,26 @@ class OpenAIBackend(ModelBackend):
         return found or None
 
     async def _greedy_probe(self) -> dict[str, Any] | None:
-        """The first endpoint's greedy continuation of the probe prompt (completions, else chat for a chat-only
-        server); None where it answers neither (a refusal, a 5xx, a malformed answer). A server that never
-        answered is the run's one-line error, before any item is asked."""
-        url = self.base_urls[0]
+        """The probe prompt's greedy continuation at the first endpoint that answers (None where it refuses the
+        probe); when no endpoint answers at all, the run's one-line error, before any item is asked."""
+        gave_up = ""
+        for url in self.base_urls:
+            try:
+                return await self._greedy_at(url)
+            except GaveUp as exc:
+                gave_up = clip(str(exc), 160)
+        if self.reached:
+            return None
+        urls = ",".join(self.base_urls)
+        raise EndpointError(f"no server answers at {urls} ({gave_up}): {next_step(self.base_urls[-1])}")
+
+    async def _greedy_at(self, url: str) -> dict[str, Any] | None:
+        """One endpoint's greedy continuation of the probe prompt through completions, else chat (a chat-only
+        server); None where it answers neither (a refusal, a 5xx, a malformed answer)."""
         for chat in (False, True):
             path = "/chat/completions" if chat else "/completions"
-            try:
-                status, data, _ = await self._post_retrying(
-                    url, path, greedy_body(self.model, PROBE_PROMPT, chat), True
-                )
-            except GaveUp as exc:
-                if self.reached:
-                    return None
-                raise EndpointError(f"no server answers at {url} ({clip(str(exc), 160)}): {next_step(url)}") from None
+            body = greedy_body(self.model, PROBE_PROMPT, chat)
+            status, data, _ = await self._post_retrying(url, path, body, probe=True)
             if status == 200:
                 try:
                     return {"url": url, **greedy_record(data, chat)}
