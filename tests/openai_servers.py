@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fairprobe.models.fingerprint import GREEDY_TOKENS, GREEDY_TOP
+from fairprobe.models.server_scoring import PROBE_PROMPT
+
 # Seconds between the bytes of a trickling answer (status -3).
 TRICKLE_PAUSE = 0.2
 
@@ -27,10 +30,21 @@ def canned_text(prompt: str) -> str:
     return " she is kind." if any(w in prompt for w in ("nurse", "teacher", "dancer")) else " he went home."
 
 
+def is_fingerprint_probe(body: dict[str, Any]) -> bool:
+    """Whether a request is the greedy probe a run asks once when it starts (models/fingerprint.py): the probe
+    prompt, GREEDY_TOKENS tokens at temperature 0 with GREEDY_TOP logprobs (a run's own requests ask 20 or none)."""
+    listed = body.get("top_logprobs") if "messages" in body else body.get("logprobs")
+    probe = (body.get("max_tokens"), body.get("temperature"), listed, prompt_text(body))
+    return probe == (GREEDY_TOKENS, 0.0, GREEDY_TOP, PROBE_PROMPT)
+
+
 @dataclass
 class Seen:
-    """What a server received: request bodies and Authorization headers, in order."""
+    """What a server received: request bodies and Authorization headers, in order. The greedy fingerprint probe a
+    run asks once when it starts is kept apart in `probes` (and answered as request number -1), so the bodies,
+    counts and request numbers the tests script by are the run's own requests."""
 
+    probes: list[dict[str, Any]] = field(default_factory=list)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     auth: list[str | None] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
@@ -39,13 +53,16 @@ class Seen:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, path: str, body: dict[str, Any], auth: str | None) -> int:
-        """Record one request (now in flight); returns its 0-based number."""
+        """Record one request (now in flight); returns its 0-based number (-1 for the fingerprint probe)."""
         with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if is_fingerprint_probe(body):
+                self.probes.append(body)
+                return -1
             self.bodies.append(body)
             self.auth.append(auth)
             self.paths.append(path)
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return len(self.bodies) - 1
 
     def done(self) -> None:

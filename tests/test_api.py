@@ -60,11 +60,14 @@ def options(url: str, out: Path, words: Path | bool | None = True, **kw) -> RunO
 
 
 def first_attempt(action: str):
-    """A script that answers `action` to the first request of every prompt and succeeds afterwards."""
+    """A script that answers `action` to the first request of every prompt and succeeds afterwards (the run's
+    fingerprint probe, request number -1, is answered as it comes)."""
     seen: set[str] = set()
     lock = threading.Lock()
 
     def script(number: int, body: dict) -> str:
+        if number < 0:
+            return "ok"
         with lock:
             key = prompt_text(body)
             if key in seen:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,12 @@ import pytest
 
 from fairprobe.errors import ConfigError
 from fairprobe.families import load_probe_set
+from fairprobe.models import SCHEMES, register_scheme
 from fairprobe.models.api import RetryPolicy, open_endpoint
 from fairprobe.models.base import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
 from fairprobe.runner import RunOptions, failed_in, read_samples, run
 from openai_servers import CANNED_TOP, canned_text, completion_json, echo_server, prompt_text, scripted, serve
+from test_cli_failures import fairprobe
 
 FAST = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.02)
 PROMPTS = [p.prompt for p in load_probe_set("template", limit=6, limit_order="first").probes]
@@ -135,8 +138,9 @@ class FlakyLocal(ModelBackend):
     name = "local-test"
     has_chat_template = False
 
-    def __init__(self) -> None:
+    def __init__(self, failing: set[str] = DOWN) -> None:
         self.down = True
+        self.failing = failing
         self.prompts: list[Prompt] = []
 
     def identity(self) -> dict[str, Any]:
@@ -146,7 +150,7 @@ class FlakyLocal(ModelBackend):
         self.prompts.extend(prompts)
         return [
             Completion(text="", error="out of memory")
-            if self.down and p in DOWN
+            if self.down and p in self.failing
             else Completion(text=canned_text(str(p)))
             for p in prompts
         ]
@@ -176,6 +180,70 @@ def test_a_local_run_asks_exactly_its_failed_items_again(tmp_path: Path) -> None
     assert sorted(map(str, backend.prompts)) == sorted(DOWN)
     assert failed_in(tmp_path / "run") is None
     assert summary.results["template"].n == 6
+
+
+def test_many_models_exit_3_naming_each_model_whose_run_has_failed_items(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Two models in one command; one of them fails 2 of its 6 items: the comparison is written, one line names that
+    # model with its count, the command exits 3, and the same command asks exactly those two items of it again.
+    flaky, steady = FlakyLocal(), FlakyLocal()
+    steady.down = False
+    register_scheme("flaky")(lambda rest, **kw: flaky)
+    register_scheme("steady")(lambda rest, **kw: steady)
+    args = ["run", "--model", "steady:x", "--model", "flaky:x", "--probes", "template", "--limit", "6"]
+    args += ["--limit-order", "first", "-o", "implicit=off", "--no-cache", "--batch-size", "4"]
+    args += ["--out", str(tmp_path / "runs")]
+    try:
+        code, _, err = fairprobe(capsys, *args)
+        assert code == 3, err
+        assert [line for line in err.splitlines() if line.startswith("error:")] == [
+            "error: model flaky:x: 2 of 6 items failed (2: out of memory): run the same command again to ask them again"
+        ]
+        assert (tmp_path / "runs" / "comparison" / "leaderboard.json").is_file()
+        flaky.down, flaky.prompts, asked_steady = False, [], len(steady.prompts)
+        code, _, err = fairprobe(capsys, *args)
+    finally:
+        SCHEMES.unregister("flaky")
+        SCHEMES.unregister("steady")
+    assert code == 0 and "error:" not in err
+    assert sorted(map(str, flaky.prompts)) == sorted(DOWN) and len(steady.prompts) == asked_steady == 6
+
+
+def test_the_python_api_warns_once_and_gives_the_failed_items_of_a_run_and_a_comparison(tmp_path: Path) -> None:
+    import fairprobe
+
+    drawn = [str(p.prompt) for p in load_probe_set("template", limit=6).probes]  # the API's stratified draw
+    flaky, steady = FlakyLocal(set(drawn[:2])), FlakyLocal()
+    flaky.name, steady.name, steady.down = "flaky", "steady", False
+    register_scheme("flaky-api")(lambda rest, **kw: flaky)
+    register_scheme("steady-api")(lambda rest, **kw: steady)
+    same = {"probes": "template", "limit": 6, "options": {"implicit": "off"}, "use_cache": False, "progress": False}
+    try:
+        with pytest.warns(fairprobe.FailedItems) as said:
+            one = fairprobe.run("flaky-api:x", out=tmp_path / "one", **same)
+        assert [str(w.message) for w in said] == [
+            "2 of 6 items failed (2: out of memory): call fairprobe.run again with the same arguments to ask them again"
+        ]
+        assert said[0].filename == __file__  # the warning points at the caller's line
+        assert (
+            one.failed == {"items": 2, "of": 6, "reasons": {"out of memory": 2}}
+            and one.summary.results["template"].n == 6
+        )
+        with pytest.warns(fairprobe.FailedItems) as said:
+            both = fairprobe.run(["steady-api:x", "flaky-api:x"], out=tmp_path / "both", **same)
+        assert len(said) == 1 and str(said[0].message).startswith(
+            "model flaky implicit=off: 2 of 6 items failed (2: out"
+        )
+        assert both.failed == {"flaky implicit=off": one.failed} and both.runs["steady implicit=off"].failed is None
+        flaky.down, flaky.prompts = False, []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", fairprobe.FailedItems)
+            again = fairprobe.run("flaky-api:x", out=tmp_path / "one", **same)
+    finally:
+        SCHEMES.unregister("flaky-api")
+        SCHEMES.unregister("steady-api")
+    assert sorted(map(str, flaky.prompts)) == sorted(drawn[:2]) and again.failed is None
 
 
 @pytest.mark.parametrize("fault", ["floor", "nan"])

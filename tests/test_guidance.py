@@ -57,7 +57,8 @@ def test_a_dead_local_server_names_the_start_and_the_v1_root(
         "2",
     ]
     line = one_error_line(*fairprobe(capsys, *args, "--out", str(tmp_path / "b"))[::2])
-    assert line.startswith(f"error: no server answers at {root} (connection to {root}/chat/completions failed")
+    # The run's first request is the fingerprint probe (models/fingerprint.py), a completions request.
+    assert line.startswith(f"error: no server answers at {root} (connection to {root}/completions failed")
     assert f"give --base-url as the server's /v1 root (e.g. {root}/v1)" in line
 
 

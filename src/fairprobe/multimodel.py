@@ -9,7 +9,8 @@ Everything is resolved before the first model runs: every spec (an unknown schem
 each model's options, the probe sets, `--sort-by`, and the run folders, which must all differ (also on a file
 system that ignores case, and from the comparison folder). A model that fails while it runs (a dead server, a
 model that does not load) is reported and the others still run; the comparison holds those that finished, and
-the command exits non-zero at the end.
+the command exits non-zero at the end. A model whose run finished with failed items (model calls that failed,
+asked again by the same command) is named with its count in `failed_items`.
 """
 
 from __future__ import annotations
@@ -24,16 +25,18 @@ from fairprobe.models import scheme_of
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Summary
 from fairprobe.report.leaderboard import COMPARISON_FOLDER, check_sort_by, write_comparison
-from fairprobe.runner import RunOptions, load_sets, run
+from fairprobe.runner import RunOptions, failed_in, load_sets, run
 
 
 @dataclass
 class ModelRuns:
-    """What a many-model run gave: each finished model's summary, each failed model's one-line reason, and the
-    comparison folder (None when fewer than two models finished)."""
+    """What a many-model run gave: each finished model's summary, each failed model's one-line reason, the line of
+    each finished model whose run has failed items (how many, of how many, why), and the comparison folder (None
+    when fewer than two models finished)."""
 
     summaries: dict[str, Summary] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
+    failed_items: dict[str, str] = field(default_factory=dict)
     comparison: Path | None = None
 
 
@@ -118,6 +121,8 @@ def run_models(
         progress.note(f"model {spec}: run folder {model_options.output_dir()}")
         try:
             result.summaries[spec] = run(model_options, progress=progress)
+            if (line := failed_in(model_options.output_dir())) is not None:
+                result.failed_items[spec] = line
         except (RunInterrupted, KeyboardInterrupt):
             raise
         except Exception as exc:

@@ -389,8 +389,8 @@ class RunWriter:
         self, found: dict[str, Any] | None, differ: Callable[[dict[str, Any], dict[str, Any]], str | None]
     ) -> None:
         """Refuse to resume samples whose server answered the fixed probe otherwise than it does now (a model or
-        tokenizer swapped under the same name): the run would mix two models. `differ(before, now)` says how two
-        records of the answer differ (None: alike)."""
+        tokenizer swapped under the same name, models/fingerprint.py): the run would mix two models.
+        `differ(before, now)` says how two records of the answer differ (None: alike)."""
         before = self.model_answer
         if self.saved and found is not None and isinstance(before, dict):
             try:
@@ -402,7 +402,8 @@ class RunWriter:
                     f"the samples in {self.out} came from another model than the server serves now: {why}; "
                     "resuming would mix two models in one run: serve the model as before, or give another --out"
                 )
-        self.model_answer = found
+        if found is not None:  # the first record stays (no drift within tolerance adds up), new parts join it
+            self.model_answer = {**found, **before} if isinstance(before, dict) else found
 
     def answered(self, set_name: str, probe: Probe) -> bool:
         """Whether a probe's sample is saved and its model calls came back (a failed item is asked again)."""

@@ -25,7 +25,7 @@ from fairprobe.io import atomic_write_json, fingerprint
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
 from fairprobe.models.base import Completion, ScoreRequest, generate_seeded, row_seeds, stable_seed
 from fairprobe.models.cached import CachedBackend, prompt_json
-from fairprobe.models.server_scoring import Abilities, replica_mismatch
+from fairprobe.models.fingerprint import fingerprint_change
 from fairprobe.options import RunOptions
 from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
@@ -67,11 +67,6 @@ def record_type(obj: dict[str, Any]) -> type[Sample]:
 def read_samples(path: Path) -> list[Sample]:
     """Samples of an earlier (possibly killed) run as their families' records (runfolder.read_samples)."""
     return runfolder.read_samples(path, record_type)
-
-
-def answers_differ(before: dict[str, Any], found: dict[str, Any]) -> str | None:
-    """How two manifest records of a server's answer to the probe prompt differ (None: the same model)."""
-    return replica_mismatch(probe_answer(before), probe_answer(found))
 
 
 def limit_too_small(options: RunOptions, sets: list[ProbeSet]) -> str | None:
@@ -293,14 +288,6 @@ def asks_scores(options: RunOptions, sets: list[ProbeSet], family: Family | None
     return False
 
 
-def probe_answer(record: dict[str, Any]) -> Abilities:
-    """A manifest's record of a server's answer to the probe prompt, as the endpoint abilities it compares."""
-    tokens = tuple(record["tokens"])
-    return Abilities(
-        str(record["url"]), True, False, fingerprint=tokens, probe_logprobs=tuple(map(float, record["logprobs"]))
-    )
-
-
 def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
     """A set's manifest entry: source, sha256, n, and how a --limit drew its prompts."""
     record: dict[str, Any] = {"source": ps.source, "sha256": ps.sha256, "n": len(ps.probes)}
@@ -424,7 +411,7 @@ def run_with_samples(
         if asks_scores(options, sets, family):
             options = options.model_copy(update={"scoring": backend.scoring_mode()})
         writer.check_scoring(options.scoring or "local")
-        writer.check_model(backend.answer_fingerprint(), answers_differ)
+        writer.check_model(backend.answer_fingerprint(), fingerprint_change)
         # A resumed run keeps its first start; a finished one resumed without new answers keeps its finish too.
         manifest = build_manifest(options, backend, sets, writer.earlier.get("started") or now())
         if writer.model_answer is not None:
@@ -504,10 +491,11 @@ def failed_record(reasons: dict[str, int], total: int, progress: Progress) -> di
     return record
 
 
-def failure_line(failed: dict[str, Any]) -> str:
-    """'3 of 36 items failed (3: server error 503): run the same command again to ask them again'."""
+def failure_line(failed: dict[str, Any], again: str = "run the same command again") -> str:
+    """'3 of 36 items failed (3: server error 503): run the same command again to ask them again' (`again`: how
+    to ask them again, the Python API's words in its warning)."""
     why = "; ".join(f"{n}: {reason}" for reason, n in failed["reasons"].items())
-    return f"{failed['items']} of {failed['of']} items failed ({why}): run the same command again to ask them again"
+    return f"{failed['items']} of {failed['of']} items failed ({why}): {again} to ask them again"
 
 
 def failed_in(out: Path) -> str | None:

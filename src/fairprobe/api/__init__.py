@@ -25,6 +25,7 @@ from typing import Any, Literal
 from fairprobe.api.arguments import ArgumentError, mapping, names, path_or_none, public
 from fairprobe.api.results import (
     Comparison,
+    FailedItems,
     MitigationComparison,
     Result,
     Run,
@@ -42,6 +43,7 @@ __all__ = [
     "Adapter",
     "ArgumentError",
     "Comparison",
+    "FailedItems",
     "MitigationComparison",
     "Run",
     "Sweep",
@@ -170,7 +172,7 @@ def run(
     options = run_options(model, settings)
     with shown(progress) as display:
         run_suite(options, progress=display)
-    return load_run(options.output_dir())
+    return warn_failed(load_run(options.output_dir()), stacklevel=4)
 
 
 def run_many(specs: list[str], settings: dict[str, Any], sort_by: str | None, progress: bool) -> Comparison:
@@ -187,7 +189,26 @@ def run_many(specs: list[str], settings: dict[str, Any], sort_by: str | None, pr
         raise ModelError(f"{failed}; fewer than two models finished, so no comparison was written")
     if failed:
         warnings.warn(f"{failed}; the comparison holds the other {len(runs.summaries)}", stacklevel=3)
-    return load(runs.comparison)  # type: ignore[return-value]
+    return warn_failed(load(runs.comparison), stacklevel=5)  # type: ignore[arg-type]
+
+
+# How the API's warning says to ask failed items again (the CLI says "run the same command again").
+ASK_AGAIN = "call fairprobe.run again with the same arguments"
+
+
+def warn_failed(result: Run | Comparison, stacklevel: int) -> Any:
+    """The result, after one FailedItems warning when any of its runs has failed items: how many, of how many and
+    why, per model for a comparison (the summary leaves them out; calling again asks exactly them again).
+    `stacklevel` points the warning at the caller's line."""
+    from fairprobe.runner import failure_line
+
+    if isinstance(result, Run):
+        lines = [failure_line(result.failed, ASK_AGAIN)] if result.failed else []
+    else:
+        lines = [f"model {model}: {failure_line(failed, ASK_AGAIN)}" for model, failed in result.failed.items()]
+    if lines:
+        warnings.warn("; ".join(lines), FailedItems, stacklevel=stacklevel)
+    return result
 
 
 def run_in_memory(model: Any, tokenizer: Any, label: str | None, settings: dict[str, Any], progress: bool) -> Run:
@@ -205,7 +226,7 @@ def run_in_memory(model: Any, tokenizer: Any, label: str | None, settings: dict[
     backend = nullcontext(model) if is_backend else in_memory_backend(model, tokenizer, name, options.batch_size)
     with shown(progress) as display, backend as measured:
         run_suite(options, backend=measured, progress=display)
-    return load_run(options.output_dir())
+    return warn_failed(load_run(options.output_dir()), stacklevel=5)
 
 
 @public

@@ -28,6 +28,12 @@ from fairprobe.report.runs import load_summary
 REPORT = "report.html"
 
 
+class FailedItems(UserWarning):
+    """A run finished with failed items (model calls that failed: a server error, a malformed answer): its summary
+    leaves them out, `Run.failed` (or `Comparison.failed`) says how many and why, and calling the same function
+    again with the same arguments asks exactly those items again."""
+
+
 def read_object(path: Path, what: str) -> dict[str, Any]:
     """A JSON object file, or fairprobe's one-line DataError naming it."""
     try:
@@ -73,6 +79,14 @@ class Run:
         """report.html of the run (None where it was not written)."""
         return report_in(self.folder)
 
+    @property
+    def failed(self) -> dict[str, Any] | None:
+        """The items whose model calls failed, as the manifest records them: `{"items": 2, "of": 6, "reasons":
+        {reason: count}}`; None when every item was answered. Calling `run` again with the same arguments asks
+        exactly these again."""
+        failed = self.manifest.get("failed")
+        return dict(failed) if isinstance(failed, dict) else None
+
     @cached_property
     def samples(self) -> list[dict[str, Any]]:
         """samples.jsonl, one dict per prompt (or pair), read on first use."""
@@ -105,6 +119,11 @@ class Comparison:
     def report_path(self) -> Path | None:
         """The comparison's report.html."""
         return report_in(self.folder)
+
+    @property
+    def failed(self) -> dict[str, dict[str, Any]]:
+        """Each model whose run has failed items, with them (as `Run.failed`); empty when every item was answered."""
+        return {model: failed for model, run in self.runs.items() if (failed := run.failed) is not None}
 
     def to_pandas(self, what: Literal["metrics", "samples", "pairwise"] = "metrics") -> Any:
         """Every model's rows in one DataFrame (a `model` column tells them apart), or with "pairwise" the paired

@@ -159,7 +159,8 @@ def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
 
 def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool) -> None:
     """Run several models, then print the comparison's headline columns and each verdict (with --json: one JSON
-    document for all); each model that failed is one error line, and the command exits 2 after the others ran."""
+    document for all); each model that failed is one error line, and the command exits 2 after the others ran; a
+    model whose run has failed items is one line with their count, and the command exits 3 (as a single run)."""
     from fairprobe.multimodel import run_models
     from fairprobe.progress import auto_progress
 
@@ -171,6 +172,7 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
         document = {
             "models": {spec: summary.to_json_obj() for spec, summary in runs.summaries.items()},
             "failed": runs.failures,
+            "failed_items": runs.failed_items,
             "comparison": {"folder": str(out), "leaderboard": board} if out else None,
         }
         console.print_json(json.dumps(document))
@@ -178,6 +180,8 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
         show_comparison(runs.summaries, out)
     if out:
         written("comparison", out)
+    for spec, line in runs.failed_items.items():
+        print_error(f"model {spec}: {line}")
     for spec, reason in runs.failures.items():
         print_error(f"model {spec} failed: {reason}")
     if runs.failures:
@@ -186,6 +190,8 @@ def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool)
             + (f"; the comparison holds the other {len(runs.summaries)}" if out else "; no comparison was written")
         )
         raise typer.Exit(2)
+    if runs.failed_items:  # every model finished, some with failed items: the same command asks them again
+        raise typer.Exit(FAILED_ITEMS)
 
 
 def show_comparison(summaries: dict[str, Any], out: Path | None) -> None:

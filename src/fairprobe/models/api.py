@@ -114,6 +114,8 @@ class OpenAIBackend(ServerScorer, ModelBackend):
         self._ids: dict[tuple[str, bool], list[int]] = {}
         self._turn = itertools.count()  # echo requests take the endpoints in turn
         self._notices: list[str] = []
+        self._greedy: dict[str, Any] | None = None  # the greedy probe's answer (answer_fingerprint), asked once
+        self._greedy_asked = False
         self.scoring_requests = 0
 
     def identity(self) -> dict[str, Any]:

@@ -221,8 +221,9 @@ class ModelBackend(Protocol):
         return None
 
     def answer_fingerprint(self) -> dict[str, Any] | None:
-        """A server's answer to a fixed probe prompt (token ids and logprobs), given while its abilities were asked,
-        so a resumed run can tell the model behind a name changed; None for a local model (known by content)."""
+        """A server's answers to a fixed probe prompt (a short greedy continuation with its top logprobs, and where
+        it echoes, the prompt's token ids and logprobs; models/fingerprint.py compares two), so a resumed run can
+        tell the model behind a name changed; None for a local model (known by content)."""
         return None
 
     def generate_streamed(

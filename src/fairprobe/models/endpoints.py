@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fairprobe.models.fingerprint import greedy_body, greedy_record
 from fairprobe.models.replies import optional_ids, parse_reply
 from fairprobe.models.server_scoring import (
     CHAT_PROBE,
@@ -38,6 +39,8 @@ class Endpoints(Transport):
     _mode: str | None
     _abilities: list[Abilities]
     _notices: list[str]
+    _greedy: dict[str, Any] | None
+    _greedy_asked: bool
 
     @property
     def notices(self) -> list[str]:
@@ -123,14 +126,47 @@ class Endpoints(Transport):
         return chat_mismatch(rendered) if len(rendered) > 1 else None
 
     def answer_fingerprint(self) -> dict[str, Any] | None:
-        """The model's answer to the fixed probe prompt, as the first endpoint that echoes gave it when its
-        abilities were asked (its token ids and their logprobs): a resumed run compares it with the one its
-        manifest recorded. None before that, or where no endpoint echoes."""
+        """The model's answers to the fixed probe prompt (models/fingerprint.py), which a resumed run compares with
+        those its manifest recorded: its greedy continuation with each position's top logprobs (`greedy`, asked
+        once, one request), and where the abilities were asked of an endpoint that echoes, the prompt's token ids
+        and their logprobs as it echoed them. None where the server gave neither."""
+        if not self._greedy_asked:
+            self._greedy = self._run(self._greedy_probe())
+            self._greedy_asked = True
+        found: dict[str, Any] = {"greedy": self._greedy} if self._greedy is not None else {}
         echoing = [a for a in self._abilities if a.echo]
-        if not echoing:
+        if echoing:
+            first = echoing[0]
+            found.update(url=first.url, tokens=list(first.fingerprint), logprobs=list(first.probe_logprobs))
+        return found or None
+
+    async def _greedy_probe(self) -> dict[str, Any] | None:
+        """The probe prompt's greedy continuation at the first endpoint that answers (None where it refuses the
+        probe); when no endpoint answers at all, the run's one-line error, before any item is asked."""
+        gave_up = ""
+        for url in self.base_urls:
+            try:
+                return await self._greedy_at(url)
+            except GaveUp as exc:
+                gave_up = clip(str(exc), 160)
+        if self.reached:
             return None
-        first = echoing[0]
-        return {"url": first.url, "tokens": list(first.fingerprint), "logprobs": list(first.probe_logprobs)}
+        urls = ",".join(self.base_urls)
+        raise EndpointError(f"no server answers at {urls} ({gave_up}): {next_step(self.base_urls[-1])}")
+
+    async def _greedy_at(self, url: str) -> dict[str, Any] | None:
+        """One endpoint's greedy continuation of the probe prompt through completions, else chat (a chat-only
+        server); None where it answers neither (a refusal, a 5xx, a malformed answer)."""
+        for chat in (False, True):
+            path = "/chat/completions" if chat else "/completions"
+            body = greedy_body(self.model, PROBE_PROMPT, chat)
+            status, data, _ = await self._post_retrying(url, path, body, probe=True)
+            if status == 200:
+                try:
+                    return {"url": url, **greedy_record(data, chat)}
+                except MalformedResponse:
+                    return None
+        return None
 
     async def _abilities_of(self, url: str) -> Abilities:
         """Ask one endpoint to echo a prompt's logprobs with its token ids, to tokenize it, and to give the
