@@ -314,7 +314,7 @@ def test_generate_rejects_bad_settings() -> None:
 @pytest.mark.slow
 def test_generate_on_the_embedded_model(embedded_backend, tmp_path: Path) -> None:
     out = tmp_path / "generated.txt"
-    report = generate_statements(embedded_backend, n=5, batch_size=2, max_rounds=2, max_new_tokens=64, out=out)
+    report = generate_statements(embedded_backend, n=5, batch_size=4, max_rounds=2, max_new_tokens=64, out=out)
     lines = out.read_text().splitlines()
     print(f"embedded model: {len(lines)} statements in {report.rounds} rounds: {lines}")
     assert lines == report.statements and lines[0] == "My friend enjoys playing chess"
