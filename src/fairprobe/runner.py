@@ -31,7 +31,7 @@ from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redacted_command
 from fairprobe.runfolder import RunWriter
-from fairprobe.setwork import Unread, batch_calls, fused_calls, model_calls, set_work
+from fairprobe.setwork import SetWork, Unread, fused_calls, model_calls, set_work
 from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
@@ -142,6 +142,12 @@ def request_seed(seed: int, set_name: str, probe: str, request: Request) -> int:
     return stable_seed(seed, set_name, probe, request.key, prompt_json(request.prompt), request.seed)
 
 
+def batch_seeds(seed: int, set_name: str, asked: list[tuple[str, Request | Scoring]]) -> list[int]:
+    """Each sampled request's own seed (`request_seed`; 0 for a scoring, which draws nothing). Greedy batches are
+    given none: nothing is hashed where nothing is drawn."""
+    return [request_seed(seed, set_name, probe, r) if isinstance(r, Request) else 0 for probe, r in asked]
+
+
 def run_set(
     backend: ModelBackend,
     family: Family[Any, Any],
@@ -150,34 +156,37 @@ def run_set(
     writer: RunWriter | None = None,
     progress: Progress | None = None,
     clock: WorkClock | None = None,
+    work: SetWork | None = None,
 ) -> Sequence[Sample]:
     """Ask the model every probe of one set (skipping batches already saved) and return its samples: read back
     from the run's samples file when there is one (a set's records are never all in memory), else as made.
 
     Progress counts the model's work (generations and the scorings that are calls of their own), `clock` the
-    run's; replies the family cannot read are counted as they come, and said once when they are most."""
+    run's (`work`: the set's work when the caller counted it already); replies the family cannot read are counted
+    as they come, and said once when they are most."""
     progress = progress or SilentProgress()
     family_options = family.parse_options(options.probe_options, ps.name)
     gen = family.generation(options, family_options)
     by_id: dict[str, Sample] = {}
-    work = set_work(family, ps, options, family_options)
+    work = work or set_work(family, ps, options, family_options)
     if (cost := work.cost_line(ps.name, len(ps.probes), family.unit)) is not None:
         progress.note(cost)
     progress.start(ps.name, work.calls)
     unread = Unread(ps.name)
     for index, whole in enumerate(batches_of(ps.probes, options.batch_size)):
         batch = [p for p in whole if writer is None or not writer.answered(ps.name, p)]
-        asked = [(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)]
+        wanted = {p.id for p in batch}
+        every = [(probe.id, r) for probe in whole for r in family.requests(ps, probe, options, family_options)]
+        asked = [(probe_id, r) for probe_id, r in every if probe_id in wanted]
         calls = model_calls(asked)
-        if (skipped := batch_calls(family, ps, whole, options, family_options) - calls) > 0:
+        if (skipped := model_calls(every) - calls) > 0:
             progress.advance(skipped)
             if clock is not None:
                 clock.skipped(skipped)
         if not batch:
             continue
         started = time.monotonic()
-        seeds = [request_seed(options.seed, ps.name, probe, r) if isinstance(r, Request) else 0 for probe, r in asked]
-        replies = ask(backend, asked, gen, seeds)
+        replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(options.seed, ps.name, asked))
         samples = []
         for probe in batch:
             sample = family.sample(ps, probe, replies[probe.id], options, family_options)
@@ -216,7 +225,8 @@ def ask(
         elif i not in fused:
             alone.append(i)
     replies: dict[str, Replies] = {probe: Replies({}, {}) for probe, _ in asked}
-    seeds = seeds if seeds is not None else row_seeds(config, len(asked), None)
+    if seeds is None and not config.greedy:
+        seeds = row_seeds(config, len(asked), None)
     for length, indices in calls.items():
         cfg = config if length is None else config.model_copy(update={"max_new_tokens": length})
         score = [continuations_of(asked[riders[i]][1]) if i in riders else () for i in indices]
@@ -224,7 +234,7 @@ def ask(
         wanted = score if any(score) else None
         answers = (
             backend.generate(prompts, cfg, wanted)
-            if cfg.greedy
+            if cfg.greedy or seeds is None
             else generate_seeded(backend, prompts, cfg, wanted, [seeds[i] for i in indices])
         )
         for i, reply in zip(indices, answers, strict=True):
@@ -361,11 +371,12 @@ def run_sets(
     """Each set's answers (asked or resumed) and its summary; a failure names the samples saved and how to resume."""
     results: dict[str, SetResult] = {}
     per_set: dict[str, Sequence[Sample]] = {}
-    clock = WorkClock(sum(run_work(ps, options, family) for ps in sets)) if len(sets) > 1 else None
+    works = {ps.name: set_work_of(ps, options, family) for ps in sets}  # counted once, before any is asked
+    clock = WorkClock(sum(w.calls for w in works.values())) if len(sets) > 1 else None
     for ps in sets:
         own = family or family_of(ps.name)
         try:
-            per_set[ps.name] = run_set(backend, own, ps, options, writer, progress, clock)
+            per_set[ps.name] = run_set(backend, own, ps, options, writer, progress, clock, works[ps.name])
         except (FairprobeError, OSError) as exc:
             writer.close()
             if isinstance(exc, OSError):  # a full disk, a file system gone read-only
@@ -379,10 +390,10 @@ def run_sets(
     return results, per_set
 
 
-def run_work(ps: ProbeSet, options: RunOptions, family: Family | None = None) -> int:
-    """The model calls one set of a run makes."""
+def set_work_of(ps: ProbeSet, options: RunOptions, family: Family | None = None) -> SetWork:
+    """What one set of a run asks of the model."""
     own = family or family_of(ps.name)
-    return set_work(own, ps, options, own.parse_options(options.probe_options, ps.name)).calls
+    return set_work(own, ps, options, own.parse_options(options.probe_options, ps.name))
 
 
 def run_with_samples(

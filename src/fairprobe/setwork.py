@@ -4,21 +4,13 @@ when most of a set's replies cannot be read."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fairprobe.families import Family
 from fairprobe.families.base import Request, Scoring
 from fairprobe.options import RunOptions
-from fairprobe.records import Probe, ProbeSet, Sample
-
-
-def batch_calls(
-    family: Family[Any, Any], ps: ProbeSet, batch: Sequence[Probe], options: RunOptions, family_options: Any
-) -> int:
-    """The model calls a whole batch of probes makes (those already answered included)."""
-    return model_calls([(probe.id, r) for probe in batch for r in family.requests(ps, probe, options, family_options)])
+from fairprobe.records import ProbeSet, Sample
 
 
 def model_calls(asked: list[tuple[str, Request | Scoring]]) -> int:
