@@ -29,7 +29,7 @@ from fairprobe.models.api import (
 )
 from fairprobe.models.server_scoring import normalise_token, topk_scores
 from fairprobe.records import ChatMessage
-from fairprobe.runner import RunOptions, read_samples, run
+from fairprobe.runner import RunOptions, RunPlan, read_samples, run
 from openai_servers import canned_text, prompt_text, scripted
 
 FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
@@ -278,7 +278,7 @@ def test_bad_specs_and_options_are_one_line_errors(monkeypatch: pytest.MonkeyPat
         load_model("openai:x", base_url="https://user:secret@host/v1")
     assert "secret" not in str(info.value)
     with pytest.raises(ConfigError, match="the local backend takes no -M key 'base_url'"):
-        RunOptions(model="smollm2-135m-instruct", model_args={"base_url": "http://127.0.0.1:1/v1"})
+        RunPlan.build(RunOptions(model="smollm2-135m-instruct", model_args={"base_url": "http://127.0.0.1:1/v1"}))
     with pytest.raises(
         ConfigError, match="the openai backend takes no -M key 'retry': it takes base_url, api_key, concurrency"
     ):

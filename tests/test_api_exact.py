@@ -26,7 +26,7 @@ from fairprobe.models.cached import CachedBackend
 from fairprobe.models.server_scoring import Branch, branches, position_groups, tree_scores
 from fairprobe.models.validate import AnswerLimits
 from fairprobe.records import ChatMessage, message_dicts
-from fairprobe.runner import RunOptions, read_samples, run
+from fairprobe.runner import RunOptions, RunPlan, read_samples, run
 from openai_servers import (
     SINGLE_TOKENS,
     char_logprob,
@@ -236,9 +236,9 @@ def test_implicit_off_and_bad_options(tmp_path: Path) -> None:
     assert result["metrics"]["gld"] == {"value": None, "ci95": [None, None], "note": "not computed: --implicit off"}
     assert not any(b.get("echo") or "logprobs" in b for b in seen.bodies)
     with pytest.raises(ConfigError, match="the local backend takes no -M key 'implicit': it takes device, dtype"):
-        RunOptions(model_args={"implicit": "topk"})
+        RunPlan.build(RunOptions(model_args={"implicit": "topk"}))
     with pytest.raises(ConfigError, match="-M implicit='sometimes' for the openai backend: Input should be"):
-        RunOptions(model="openai:x", model_args={"implicit": "sometimes"})
+        RunPlan.build(RunOptions(model="openai:x", model_args={"implicit": "sometimes"}))
 
 
 def test_top_logprobs_option_on_the_cli(tmp_path: Path) -> None:

@@ -14,14 +14,14 @@ import pytest
 import torch
 
 from fairprobe.errors import ConfigError
-from fairprobe.families import Request, Scoring, all_families, load_probe_set
+from fairprobe.families import Request, RunContext, Scoring, all_families, load_probe_set
 from fairprobe.families.base import PROBE_SETS
 from fairprobe.models import GenerationConfig, ScoreRequest, load_model
 from fairprobe.models.continuations import cache_argument, kv_cache
 from fairprobe.models.engine import PackedLinears, Shape, prefill_chunk, rows_within
 from fairprobe.models.hf import HFBackend
 from fairprobe.models.settings import parse_memory
-from fairprobe.runner import RunOptions, ask
+from fairprobe.runner import ask
 from test_genderbench_data import gest_csv
 
 NEW_TOKENS = 10
@@ -35,8 +35,7 @@ def first_requests(family_name: str, tmp_path: Path) -> list[tuple[str, Request 
     options = {"gest_file": str(gest_csv(tmp_path))} if name.startswith("gest") else {}
     data_dir = Path(__file__).resolve().parents[2] / "shared" / "data" / "debias_llms" if name == "template" else None
     ps = load_probe_set(name, data_dir=data_dir, limit=1, **options)
-    run = RunOptions(model="smollm2-135m-instruct", probe_options=options)
-    requests = family.requests(ps, ps.probes[0], run, family.parse_options(options, ps.name))
+    requests = family.requests(ps, ps.probes[0], RunContext(), family.parse_options(options, ps.name))
     picked = [next((r for r in requests if isinstance(r, kind)), None) for kind in (Request, Scoring)]
     return [
         (ps.probes[0].id, dataclasses.replace(r, max_new_tokens=None, seed=0) if isinstance(r, Request) else r)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fairprobe.families import load_probe_set
+from fairprobe.families import RunContext, load_probe_set
 from fairprobe.scoring import probes_with_requests, score_responses
 from test_genderbench_data import gest_csv
 
@@ -250,7 +250,6 @@ def test_exact_option_scores_are_the_same_locally_and_on_vllm(vllm_server, embed
     from fairprobe.families.base import Scoring
     from fairprobe.models import load_model
     from fairprobe.models.base import ScoreRequest
-    from fairprobe.options import RunOptions
 
     served_model = load_model(f"openai:{vllm_server.model}", base_url=vllm_server.url)
     asked = []
@@ -264,7 +263,7 @@ def test_exact_option_scores_are_the_same_locally_and_on_vllm(vllm_server, embed
         ("relationship-levy", 1),
     ):
         family = family_of_set(name)
-        run = RunOptions(suite="genderbench", probes=[name])
+        run = RunContext()
         options = family.parse_options({"mode": "exact"}, name)
         ps = load_probe_set(name, limit=count, mode="exact")
         for probe in ps.probes[:count]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from fairprobe.families import load_probe_set
 from fairprobe.records import Drawn, MetricValue, SetResult, Summary
 from fairprobe.report.leaderboard import set_leaderboard
 from fairprobe.report.verdict import verdict
-from fairprobe.runner import RunOptions
+from fairprobe.runner import RunOptions, RunPlan
 from fairprobe.statistics.strata import stratified_draw
 
 TEMPLATE_STRATA = {
@@ -58,11 +59,14 @@ def test_limit_that_covers_the_set_records_nothing() -> None:
 
 
 def test_limit_order_is_part_of_the_settings_only_when_it_changes_the_prompts() -> None:
-    assert RunOptions(limit=8).settings()["limit_order"] == "stratified"
+    def plan(**given: Any) -> RunPlan:
+        return RunPlan.build(RunOptions(**given))
+
+    assert plan(limit=8).run_settings()["limit_order"] == "stratified"
     # Runs made before stratified limits took the first N: their folders resume with --limit-order first.
-    assert "limit_order" not in RunOptions(limit=8, limit_order="first").settings()
-    assert "limit_order" not in RunOptions().settings()
-    assert RunOptions(limit=8).fingerprint() != RunOptions(limit=8, limit_order="first").fingerprint()
+    assert "limit_order" not in plan(limit=8, limit_order="first").run_settings()
+    assert "limit_order" not in plan().run_settings()
+    assert plan(limit=8).fingerprint() != plan(limit=8, limit_order="first").fingerprint()
 
 
 def test_verdict_and_leaderboard_say_how_prompts_were_drawn() -> None:

@@ -16,11 +16,20 @@ import pytest
 
 from fairprobe.catalog import FAMILIES
 from fairprobe.errors import ConfigError
-from fairprobe.families import Family, Metric, MetricFunction, NoOptions, Replies, Request, computes, load_probe_set
+from fairprobe.families import (
+    Family,
+    Metric,
+    MetricFunction,
+    NoOptions,
+    Replies,
+    Request,
+    RunContext,
+    computes,
+    load_probe_set,
+)
 from fairprobe.families.base import UndeclaredMetric
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models.base import Completion, ContinuationScore, Scores
-from fairprobe.options import RunOptions
 from fairprobe.records import MetricValue, Probe, ProbeSet, Sample, SetResult
 from fairprobe.runner import check_declared
 
@@ -46,7 +55,7 @@ def test_every_paper_metric_is_computed(tmp_path: Path) -> None:
     path = tmp_path / "words.json"
     path.write_text(json.dumps(words))
     options = PaperOptions(words=path)
-    run = RunOptions()
+    run = RunContext()
     ps = load_probe_set("template", limit=8)
     n = len(options.continuations())
     for bounded in (False, True):
@@ -68,7 +77,7 @@ def test_every_paper_metric_is_computed(tmp_path: Path) -> None:
 
 def test_every_gender_income_metric_is_computed(shared_data: Path) -> None:
     family = FAMILIES.get("gender_income")
-    run = RunOptions(suite="fairness")
+    run = RunContext()
     options = family.parse_options({"source": "uci", "n": "40"})
     ps = load_probe_set("gender-income", data_dir=shared_data, source="uci", n="40")
     answers = [("Yes", "No"), ("No", "No"), ("Yes", "Yes"), ("I cannot answer that.", "No"), ("No", "Yes")]
@@ -83,7 +92,7 @@ def test_every_gender_income_metric_is_computed(shared_data: Path) -> None:
 
 def test_every_professional_bias_metric_is_computed(shared_data: Path) -> None:
     family = FAMILIES.get("professional_bias")
-    run = RunOptions(suite="fairness")
+    run = RunContext()
     for source in ("builtin", "winobias"):
         options = family.parse_options({"source": source})
         ps = load_probe_set("professional-bias", data_dir=shared_data, source=source)  # WinoBias: pro and anti
@@ -130,7 +139,7 @@ def test_a_computed_metric_that_is_not_declared_fails() -> None:
     ps = ProbeSet(name="s", source="x", sha256="0", probes=[Probe(id="0", prompt="p")])
     family = tiny_family((honest,), lambda *a: SetResult(n=1, source="x", metrics={"three": MetricValue(value=3.0)}))
     with pytest.raises(UndeclaredMetric, match=r"family 'tiny' computed undeclared metric\(s\) on s: three"):
-        check_declared(family, "s", family.summarize(ps, [], RunOptions(), NoOptions()))
+        check_declared(family, "s", family.summarize(ps, [], RunContext(), NoOptions()))
     ok = SetResult(n=1, source="x", metrics=honest([]))
     assert check_declared(tiny_family((honest,), None), "s", ok) is ok
     assert declared_but_never_computed(tiny_family((honest,), None)) == []

@@ -23,7 +23,7 @@ from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import TuneOptions, batch_indices, tune
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.progress import SilentProgress
-from fairprobe.runner import RunOptions, read_samples
+from fairprobe.runner import RunOptions, RunPlan, read_samples
 from fairprobe.statistics.stats import exact_mcnemar
 
 # One prompt, two pairs: (she 0.2, he 0.1), (her 0.05, his 0.0); and a second prompt.
@@ -354,7 +354,8 @@ def test_sweep_table_on_a_small_set(embedded_backend, shared_data: Path, tmp_pat
     from fairprobe.mitigation.sweep import DISTRIBUTION_NOTE, sweep
 
     options = RunOptions(probes=["stsb"], data_dir=shared_data, limit=3, generation=GenerationConfig(max_new_tokens=8))
-    result = sweep(options, tmp_path, grid={"temperature": [0.5], "top_k": [10]}, seeds=2, backend=embedded_backend)
+    plan = RunPlan.build(options)
+    result = sweep(plan, tmp_path, grid={"temperature": [0.5], "top_k": [10]}, seeds=2, backend=embedded_backend)
     res = result["sets"]["stsb"]
     assert list(res["settings"]) == ["temperature=0.5", "top_k=10"]
     for label, row in res["settings"].items():
@@ -390,7 +391,12 @@ def test_compare_table_and_paired_tests(embedded_backend, trained: Path, shared_
     )
     labels = LabelProgress()
     result = compare(
-        options, tmp_path, adapter=str(trained), hyper="temperature=0.5", backend=embedded_backend, progress=labels
+        RunPlan.build(options),
+        tmp_path,
+        adapter=str(trained),
+        hyper="temperature=0.5",
+        backend=embedded_backend,
+        progress=labels,
     )
     assert labels.labels == [f"{m} · stsb" for m in ("Original", "Hyperparameter", "Instruction", "Debias Tuning")]
     rows = result["sets"]["stsb"]["methods"]
@@ -535,9 +541,9 @@ def test_compare_and_sweep_run_on_an_api_model_through_model_args(tmp_path: Path
     from openai_servers import scripted
 
     with scripted() as (url, _):
-        options = RunOptions(model="openai:toy", model_args={"base_url": url}, probes=["template"], limit=4)
-        result = compare(options, tmp_path / "cmp", hyper="temperature=0.5", instruction="")
-        swept = sweep(options, tmp_path / "sweep", grid={"temperature": [0.5]}, seeds=1)
+        plan = RunPlan.build(RunOptions(model="openai:toy", model_args={"base_url": url}, probes=["template"], limit=4))
+        result = compare(plan, tmp_path / "cmp", hyper="temperature=0.5", instruction="")
+        swept = sweep(plan, tmp_path / "sweep", grid={"temperature": [0.5]}, seeds=1)
     rows = result["sets"]["template"]["methods"]
     assert list(rows) == ["Original", "Hyperparameter"]
     for row in rows.values():

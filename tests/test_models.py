@@ -15,7 +15,7 @@ from fairprobe.models import GenerationConfig, ScoreRequest
 from fairprobe.models.continuations import positions_from_mask, score_continuations
 from fairprobe.models.hf import HFBackend
 from fairprobe.records import ChatMessage
-from fairprobe.runner import RunOptions, run_set
+from fairprobe.runner import RunOptions, RunPlan, run_set
 
 pytestmark = pytest.mark.slow
 
@@ -175,19 +175,19 @@ def test_greedy_continuation_same_alone_and_in_batch(backend: HFBackend) -> None
 
 def test_paper_sets_run_on_the_embedded_model(backend: HFBackend) -> None:
     suite = family_of_set("template")
-    options = RunOptions(generation=GenerationConfig(max_new_tokens=12), batch_size=16)
     paper = PaperOptions()
     for name in ("template", "llm-gen-1", "llm-gen-2", "stsb", "snli"):
+        plan = RunPlan.build(RunOptions(probes=[name], generation=GenerationConfig(max_new_tokens=12), batch_size=16))
         limit = 4 if name == "template" else 2  # the template set's fourth prompt is the nurse one
         ps = load_probe_set(name, data_dir=paper_data_dir(), limit=limit)
-        samples = run_set(backend, suite, ps, options)
+        samples = run_set(backend, plan.bound(name), ps, plan)
         assert [s.id for s in samples] == [p.id for p in ps.probes]
         for s in samples:
             assert s.continuation.strip()
             assert len(s.p_female) == len(s.p_male) == len(PAIRS)
             assert 0 < sum(s.p_female) + sum(s.p_male) < 1
             assert s.first_gender in (None, "female", "male")
-        result = suite.summarize(ps, samples, options, paper)
+        result = suite.summarize(ps, samples, plan.context, paper)
         assert result.n == limit
         assert {"gas", "gas_f", "gas_m", "delta", "gld", "add", "log_add"} <= set(result.metrics)
         assert 0 <= result.metrics["gld"].value <= 1

@@ -15,7 +15,7 @@ from fairprobe.errors import ConfigError
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.models import Completion, GenerationConfig, ModelBackend, Prompt, ScoreRequest, Scores
-from fairprobe.runner import RunInterrupted, RunOptions, run
+from fairprobe.runner import RunInterrupted, RunOptions, RunPlan, run
 
 N_PAIRS = len(AttributeWords.default().pairs)
 REPLIES = ["she is a doctor.", "He'll be late.", "they left early.", "Her brother and his wife came."]
@@ -183,7 +183,8 @@ def test_other_settings_are_not_resumed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="holds a run with other settings"):
         run(options(out, seed=1), backend=ScriptedBackend())
     # Options that change no sample (where to write, device) still resume.
-    assert options(out).fingerprint() == options(tmp_path / "elsewhere", model_args={"device": "cpu"}).fingerprint()
+    elsewhere = options(tmp_path / "elsewhere", model_args={"device": "cpu"})
+    assert RunPlan.build(options(out)).fingerprint() == RunPlan.build(elsewhere).fingerprint()
 
 
 def test_out_that_is_a_file(tmp_path: Path) -> None:

@@ -19,12 +19,11 @@ import numpy as np
 import pytest
 import torch
 
-from fairprobe.families import family_of_set
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.models.base import Completion, GenerationConfig, generate_seeded, stable_seed
 from fairprobe.models.sampling import draw, generators_for, nucleus
 from fairprobe.options import RunOptions
-from fairprobe.runner import read_samples, run, run_with_samples
+from fairprobe.runner import RunPlan, read_samples, run, run_with_samples
 
 PROMPTS = 20
 
@@ -59,10 +58,10 @@ def least_distinct(backend, options: RunOptions, runs: int = 20_000) -> int:
     (each prompt drawn from the local model's exact first-token probabilities, tokens grouped by their text)."""
     from fairprobe.families import load_probe_set
 
-    family = family_of_set("direct")
-    parsed = family.parse_options(options.probe_options, "direct")
+    plan = RunPlan.build(options)
+    bound = plan.bound("direct")
     ps = load_probe_set("direct", limit=PROMPTS, limit_order="first")
-    prompts = [family.requests(ps, probe, options, parsed)[0].prompt for probe in ps.probes[:PROMPTS]]
+    prompts = [bound.family.requests(ps, probe, plan.context, bound.options)[0].prompt for probe in ps.probes[:PROMPTS]]
     with torch.inference_mode():
         logits = backend.model(**backend.encode(prompts)).logits[:, -1].float()
     probs = logits.softmax(-1).double().numpy()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from fairprobe.families import load_probe_set
+from fairprobe.families import RunContext, load_probe_set
 from fairprobe.families.paper import FAMILY, PaperOptions, PaperSample
 from fairprobe.families.paper.metrics import stereotype_following
 from fairprobe.records import MetricValue, SetResult, Summary
@@ -19,7 +19,6 @@ from fairprobe.report.console import print_summary
 from fairprobe.report.html import render_html
 from fairprobe.report.runs import load_runs
 from fairprobe.report.verdict import verdict
-from fairprobe.runner import RunOptions
 from fairprobe.statistics.stats import stratified_rows
 
 
@@ -80,7 +79,7 @@ def test_the_family_reports_it_per_set_and_per_topic_but_not_per_gender_subset()
         else paper_sample(p, "male", 0.1, 0.3)
         for p in ps.probes
     ]
-    result = FAMILY.summarize(ps, samples, RunOptions(), PaperOptions())
+    result = FAMILY.summarize(ps, samples, RunContext(), PaperOptions())
     # Every continuation follows the stereotype; every lean is +0.5 after female- and -0.5 after male-stereotyped.
     assert result.metrics["stereotype_following"].value == 1.0
     assert result.metrics["stereotype_following_implicit"].value == pytest.approx(1.0)
@@ -89,7 +88,7 @@ def test_the_family_reports_it_per_set_and_per_topic_but_not_per_gender_subset()
     assert "stereotype_following" not in result.subsets["female-stereotyped"].metrics  # one gender: no difference
     stsb_like = load_probe_set("friend-statements", limit=4)
     unguessed = [paper_sample(p, None, 0.1, 0.1) for p in stsb_like.probes]
-    plain = FAMILY.summarize(stsb_like, unguessed, RunOptions(), PaperOptions())
+    plain = FAMILY.summarize(stsb_like, unguessed, RunContext(), PaperOptions())
     assert "stereotype_following" not in plain.metrics  # no stereotyped gender declared
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from conftest import shared_data_dir
-from fairprobe.families import family_of_set, load_probe_set
+from fairprobe.families import RunContext, family_of_set, load_probe_set
 from fairprobe.families.gender_income.record import PairSample
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.professional_bias.record import CoreferenceSample
 from fairprobe.progress import PlainProgress, WorkClock, rate_text
-from fairprobe.runner import RunOptions, run
+from fairprobe.runner import run
 from fairprobe.setwork import SetWork, Unread, set_work
 from test_runner import ScriptedBackend, options
 
@@ -38,8 +38,7 @@ def test_a_large_sets_cost_is_named_before_it_starts() -> None:
     assert SetWork(generations=160, chars=160 * 27, prompts=160).cost_line("template", 160, "prompts") is None
     ps = load_probe_set("hiring-bloomberg", data_dir=shared_data_dir(), limit=4)
     family = family_of_set("hiring-bloomberg")
-    opts = RunOptions(suite="genderbench", probes=["hiring-bloomberg"], limit=4, data_dir=shared_data_dir())
-    work = set_work(family, ps, opts, family.parse_options({}, "hiring-bloomberg"))
+    work = set_work(family, ps, RunContext(), family.parse_options({}, "hiring-bloomberg"))
     assert (work.generations, work.scorings, work.calls) == (8, 0, 8)  # two prompts an item
     assert work.cost_line("hiring-bloomberg", 4, family.unit).startswith(
         "hiring-bloomberg: 4 items, 8 generations and 0 scorings of ~3,100-token prompts"

@@ -6,7 +6,7 @@ one of them resumes or is reused), then writes the comparison folder: leaderboar
 report.html (the paper's figures with one bar per model, the leaderboard, pairwise tests).
 
 Everything is resolved before the first model runs: every spec (an unknown scheme, `openai:` with no model),
-each model's options, the probe sets, `--sort-by`, and the run folders, which must all differ (also on a file
+each model's run plan (its backend settings typed), the probe sets, `--sort-by`, and the run folders, which must all differ (also on a file
 system that ignores case, and from the comparison folder). A model that fails while it runs (a dead server, a
 model that does not load) is reported and the others still run; the comparison holds those that finished, and
 the command exits non-zero at the end. A model whose run finished with failed items (model calls that failed,
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairprobe.errors import ConfigError, RunInterrupted, describe_failure
-from fairprobe.families import family_of_set
 from fairprobe.io import read_text
 from fairprobe.models import scheme_of
+from fairprobe.plan import RunPlan
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import Summary
 from fairprobe.report.leaderboard import COMPARISON_FOLDER, check_sort_by, write_comparison
@@ -89,20 +89,22 @@ def check_folders(folders: dict[str, Path], comparison: Path) -> None:
             )
 
 
-def plan_models(specs: list[str], options: RunOptions, sort_by: str | None) -> dict[str, RunOptions]:
-    """Every model's run options, resolved and checked before any model runs (specs, options, probe sets,
+def plan_models(specs: list[str], options: RunOptions, sort_by: str | None) -> dict[str, RunPlan]:
+    """Every model's run plan, resolved and checked before any model runs (specs, settings, probe sets,
     --sort-by, folders); a bad one anywhere in the list is a one-line error before the first model starts."""
     specs = check_specs(specs)
     if len(specs) < 2:
         raise ConfigError("a comparison needs at least two models (--model A --model B, or --models FILE)")
     base = options.model_dump()
     planned = {
-        spec: RunOptions.model_validate({**base, "model": spec, "out": model_run_dir(options, spec, options.out)})
+        spec: RunPlan.build(
+            RunOptions.model_validate({**base, "model": spec, "out": model_run_dir(options, spec, options.out)})
+        )
         for spec in specs
     }
-    check_folders({spec: o.output_dir() for spec, o in planned.items()}, comparison_dir(options))
-    sets = load_sets(options)
-    families = [f for f in (family_of_set(ps.name) for ps in sets) if f is not None]
+    check_folders({spec: p.output_dir() for spec, p in planned.items()}, comparison_dir(options))
+    first = planned[specs[0]]
+    families = [first.bound(ps.name).family for ps in load_sets(first)]
     check_sort_by(sort_by, {m.name for f in families for m in f.declared()})
     return planned
 
@@ -117,11 +119,11 @@ def run_models(
     progress = progress or SilentProgress()
     planned = plan_models(specs, options, sort_by)
     result = ModelRuns()
-    for spec, model_options in planned.items():
-        progress.note(f"model {spec}: run folder {model_options.output_dir()}")
+    for spec, plan in planned.items():
+        progress.note(f"model {spec}: run folder {plan.output_dir()}")
         try:
-            result.summaries[spec] = run(model_options, progress=progress)
-            if (line := failed_in(model_options.output_dir())) is not None:
+            result.summaries[spec] = run(plan, progress=progress)
+            if (line := failed_in(plan.output_dir())) is not None:
                 result.failed_items[spec] = line
         except (RunInterrupted, KeyboardInterrupt):
             raise

@@ -1,21 +1,19 @@
-"""The generic options of a run: everything that decides its samples (hashed to recognise a resumable run) plus
-where to write. A family's own settings are its typed options (`-o family.key=value`, in `probe_options`) and a
-backend's are its typed settings (`-M key=value`, in `model_args`); both are validated where they are read.
-
-They sit below the families and the runner, so both read them without importing each other.
+"""The request of a run, as given: everything that decides its samples (hashed to recognise a resumable run) plus
+where to write, and the builder of it from a command's flags or the Python API's arguments. A family's own
+settings are its `-o family.key=value` pairs (`probe_options`) and a backend's its `-M key=value` pairs
+(`model_args`): the run plan (`fairprobe.plan`) types both once, and the manifest records the request as given.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fairprobe.catalog import suite_names, suite_sets
 from fairprobe.errors import ConfigError
-from fairprobe.io import fingerprint
-from fairprobe.models import DEFAULT_MODEL, GenerationConfig, backend_settings
+from fairprobe.models import DEFAULT_MODEL, GenerationConfig
 from fairprobe.records import LimitOrder
 from fairprobe.redact import secret_options
 
@@ -40,14 +38,10 @@ class RunOptions(BaseModel):
     cache: Path | None = None
     use_cache: bool = True
     model_args: dict[str, Any] = Field(default_factory=dict)
-    # How the model scores continuations, set by the runner once the model is loaded (None: a local model).
-    scoring: Literal["exact", "topk"] | None = None
 
     @model_validator(mode="after")
-    def _check_model_args(self) -> RunOptions:
+    def _mask_secrets(self) -> RunOptions:
         secret_options(self.model_args)  # a key given as -M api_key=... is masked in everything written from now
-        if self.model_args:  # a bad -M key or value fails before any work
-            backend_settings(self.model, self.model_args)
         return self
 
     def probe_names(self) -> list[str]:
@@ -65,10 +59,10 @@ class RunOptions(BaseModel):
             slug += "+" + Path(self.adapter).name
         return Path("runs") / slug / self.suite
 
-    def settings(self) -> dict[str, Any]:
-        """The generic settings that change samples (a backend's settings only where they change answers)."""
-        obj = self.model_dump(mode="json", exclude={"out", "cache", "use_cache", "model_args", "scoring"})
-        answer_args = backend_settings(self.model, self.model_args).answer_args() if self.model_args else {}
+    def settings(self, answer_args: dict[str, Any]) -> dict[str, Any]:
+        """The generic settings that change samples, with the backend's typed settings that change answers
+        (`answer_args`, from the run plan's model spec)."""
+        obj = self.model_dump(mode="json", exclude={"out", "cache", "use_cache", "model_args"})
         if answer_args:
             obj["model_args"] = answer_args
         # How a limit draws matters only when one applies; `first` (the draw before stratified limits) is left
@@ -77,15 +71,13 @@ class RunOptions(BaseModel):
             obj.pop("limit_order")
         return obj
 
-    def recorded(self) -> dict[str, Any]:
-        """The options as a manifest records them (decoding apart; a secret backend option shown as ***)."""
+    def recorded(self, scoring: str | None) -> dict[str, Any]:
+        """The options as a manifest records them (decoding apart; a secret backend option shown as ***), with how
+        the loaded server said it scores (`scoring`; None for a local model, or a run that asks no scores)."""
         obj = self.model_dump(mode="json", exclude={"generation"})
         obj["model_args"] = secret_options(obj["model_args"])
+        obj["scoring"] = scoring
         return obj
-
-    def fingerprint(self) -> str:
-        """Hash of the generic settings (the runner adds the families' own: runner.run_settings)."""
-        return fingerprint(self.settings())
 
 
 # Command-line shortcuts for backend settings (`--device cuda` is `-M device=cuda`) and for family options

@@ -1,4 +1,5 @@
-"""The one runner: resolves model, probe sets and suite, asks the model in batches, writes the run directory.
+"""The one runner: runs a run plan (`fairprobe.plan`): loads its probe sets, asks the model in batches, writes the
+run directory.
 
 A run directory holds `manifest.json`, `samples.jsonl` (appended batch by batch, so an interrupted
 run loses nothing and the same command resumes it) and `summary.json` (written last, atomically).
@@ -19,14 +20,15 @@ from fairprobe import __version__, runfolder
 from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
 from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted
-from fairprobe.families import Family, family_of_set, load_probe_set
-from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
+from fairprobe.families import Family, family_of_set
+from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric, load_bound_set
 from fairprobe.io import atomic_write_json, fingerprint
-from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
+from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.models.base import Completion, ScoreRequest, generate_seeded, row_seeds, stable_seed
 from fairprobe.models.cached import CachedBackend, prompt_json
 from fairprobe.models.fingerprint import fingerprint_change
 from fairprobe.options import RunOptions
+from fairprobe.plan import BoundSet, RunPlan, planned
 from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redacted_command
@@ -34,7 +36,7 @@ from fairprobe.runfolder import RunWriter
 from fairprobe.setwork import SetWork, Unread, fused_calls, model_calls, set_work
 from fairprobe.sources import Unreachable
 
-__all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
+__all__ = ["RunOptions", "RunPlan", "run", "run_set", "run_with_samples"]
 
 
 def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:
@@ -50,14 +52,6 @@ def check_out_dir(out: Path) -> None:
         raise ConfigError(f"output folder is a file: {out}")
 
 
-def family_of(set_name: str) -> Family:
-    """The family of a probe set of this run (load_sets has checked that every set has one)."""
-    family = family_of_set(set_name)
-    if family is None:
-        raise DataError(f"probe set {set_name!r} belongs to no registered probe family")
-    return family
-
-
 def record_type(obj: dict[str, Any]) -> type[Sample]:
     """A samples.jsonl object's record class: its family's (the base record when its family is not registered)."""
     family = family_of_set(str(obj.get("set", "")))
@@ -69,15 +63,17 @@ def read_samples(path: Path) -> list[Sample]:
     return runfolder.read_samples(path, record_type)
 
 
-def limit_too_small(options: RunOptions, sets: list[ProbeSet]) -> str | None:
+def limit_too_small(given: RunPlan | RunOptions, sets: list[ProbeSet]) -> str | None:
     """One line, before any model work, when --limit leaves a set fewer cases than its marked metrics need: those
     values will show, but no mark (A-D), and `fairprobe check` cannot judge them. None when the limit suffices."""
+    plan = planned(given)
+    options = plan.options
     if options.limit is None:
         return None
     short: dict[int, list[str]] = {}
     for ps in sets:
-        family = family_of_set(ps.name)
-        marked = [m.min_n for m in (family.declared() if family else ()) if m.bounds or m.marks]
+        family = plan.bound(ps.name).family
+        marked = [m.min_n for m in family.declared() if m.bounds or m.marks]
         if marked and len(ps.probes) < max(marked):
             short.setdefault(max(marked), []).append(ps.name)
     if not short:
@@ -91,16 +87,18 @@ def limit_too_small(options: RunOptions, sets: list[ProbeSet]) -> str | None:
     )
 
 
-def load_sets(options: RunOptions, progress: Progress | None = None) -> list[ProbeSet]:
+def load_sets(given: RunPlan | RunOptions, progress: Progress | None = None) -> list[ProbeSet]:
     """Load every probe set of the run before any model work, so bad data fails fast.
 
     A suite run without --probes and --data-dir falls back, offline, to its sets that need no download,
     and says so in one line; a set named with --probes that cannot be downloaded is an error. A whole-suite run
     skips a set whose user-given data is missing, with one line (`DataNotGiven`); a set named with --probes fails."""
+    plan = planned(given)
+    options = plan.options
     sets, unreachable = [], []
-    for name in options.probe_names():
-        family = family_of_set(name)
-        if family is not None and name not in PROBE_SETS and family.suite != options.suite:
+    for bound in plan.sets:
+        name, family = bound.name, bound.family
+        if name not in PROBE_SETS and family.suite != options.suite:
             raise ConfigError(f"probe set {name!r} is a statement file: it runs in the {family.suite} suite only")
         if name in PROBE_SETS and PROBE_SETS.get(name).suite != options.suite:
             raise ConfigError(
@@ -108,13 +106,7 @@ def load_sets(options: RunOptions, progress: Progress | None = None) -> list[Pro
             )
         try:
             sets.append(
-                load_probe_set(
-                    name,
-                    data_dir=options.data_dir,
-                    limit=options.limit,
-                    limit_order=options.limit_order,
-                    **options.probe_options,
-                )
+                load_bound_set(name, family, bound.options, options.data_dir, options.limit, options.limit_order)
             )
         except DataNotGiven as exc:
             if options.probes:
@@ -150,9 +142,9 @@ def batch_seeds(seed: int, set_name: str, asked: list[tuple[str, Request | Scori
 
 def run_set(
     backend: ModelBackend,
-    family: Family[Any, Any],
+    bound: BoundSet,
     ps: ProbeSet,
-    options: RunOptions,
+    plan: RunPlan,
     writer: RunWriter | None = None,
     progress: Progress | None = None,
     clock: WorkClock | None = None,
@@ -165,18 +157,18 @@ def run_set(
     run's (`work`: the set's work when the caller counted it already); replies the family cannot read are counted
     as they come, and said once when they are most."""
     progress = progress or SilentProgress()
-    family_options = family.parse_options(options.probe_options, ps.name)
-    gen = family.generation(options, family_options)
+    family, family_options, context = bound.family, bound.options, plan.context
+    gen = family.generation(context, family_options)
     by_id: dict[str, Sample] = {}
-    work = work or set_work(family, ps, options, family_options)
+    work = work or set_work(family, ps, context, family_options)
     if (cost := work.cost_line(ps.name, len(ps.probes), family.unit)) is not None:
         progress.note(cost)
     progress.start(ps.name, work.calls)
     unread = Unread(ps.name)
-    for index, whole in enumerate(batches_of(ps.probes, options.batch_size)):
+    for index, whole in enumerate(batches_of(ps.probes, plan.options.batch_size)):
         batch = [p for p in whole if writer is None or not writer.answered(ps.name, p)]
         wanted = {p.id for p in batch}
-        every = [(probe.id, r) for probe in whole for r in family.requests(ps, probe, options, family_options)]
+        every = [(probe.id, r) for probe in whole for r in family.requests(ps, probe, context, family_options)]
         asked = [(probe_id, r) for probe_id, r in every if probe_id in wanted]
         calls = model_calls(asked)
         if (skipped := model_calls(every) - calls) > 0:
@@ -186,10 +178,10 @@ def run_set(
         if not batch:
             continue
         started = time.monotonic()
-        replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(options.seed, ps.name, asked))
+        replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(plan.seed, ps.name, asked))
         samples = []
         for probe in batch:
-            sample = family.sample(ps, probe, replies[probe.id], options, family_options)
+            sample = family.sample(ps, probe, replies[probe.id], context, family_options)
             sample.batch = index
             samples.append(sample)
         if writer is not None:
@@ -265,35 +257,38 @@ def check_declared(family: Family[Any, Any], set_name: str, result: SetResult) -
     return result
 
 
-def build_manifest(options: RunOptions, backend: ModelBackend, sets: list[ProbeSet], started: str) -> dict[str, Any]:
-    """The manifest of design.md: version, model, decoding, seed, sources and sha256s, family options, times."""
-    settings = run_settings(options, sets)
-    first = family_of(sets[0].name)
+def build_manifest(
+    plan: RunPlan, backend: ModelBackend, sets: list[ProbeSet], started: str, detected: str | None
+) -> dict[str, Any]:
+    """The manifest of design.md, written from the plan: version, model, decoding, seed, sources and sha256s,
+    family options, times; `detected`: how the server said it scores (None locally, or when no set asks)."""
+    settings = plan.run_settings()
+    first = plan.sets[0]
     return {
         "fairprobe_version": __version__,
         "kind": "run",
         "fingerprint": fingerprint(settings),
         "settings": settings,
-        "suite": options.suite,
+        "suite": plan.options.suite,
         "model": backend.identity(),
-        "decoding": first.generation(options, first.parse_options(options.probe_options, sets[0].name)).model_dump(),
-        "seed": options.seed,
-        "family_options": family_settings(options, sets),
+        "decoding": first.family.generation(plan.context, first.options).model_dump(),
+        "seed": plan.seed,
+        "family_options": plan.family_settings(),
         "probe_sets": {ps.name: probe_set_record(ps) for ps in sets},
-        "options": options.recorded(),
+        "options": plan.options.recorded(detected),
         "command": redacted_command(),
         "started": started,
-        "scoring": options.scoring or "local",
+        "scoring": detected or "local",
     }
 
 
-def asks_scores(options: RunOptions, sets: list[ProbeSet], family: Family | None = None) -> bool:
+def asks_scores(plan: RunPlan, sets: list[ProbeSet]) -> bool:
     """Whether any set of the run scores continuations (its first probe's requests hold a Scoring): only then are
     a server's endpoints asked how they score (`--implicit off` asks no logprobs at all)."""
     for ps in sets:
-        own = family or family_of(ps.name)
-        own_options = own.parse_options(options.probe_options, ps.name)
-        if ps.probes and any(isinstance(r, Scoring) for r in own.requests(ps, ps.probes[0], options, own_options)):
+        bound = plan.bound(ps.name)
+        asked = bound.family.requests(ps, ps.probes[0], plan.context, bound.options) if ps.probes else []
+        if any(isinstance(r, Scoring) for r in asked):
             return True
     return False
 
@@ -304,27 +299,6 @@ def probe_set_record(ps: ProbeSet) -> dict[str, Any]:
     if ps.drawn is not None:
         record["drawn"] = ps.drawn.model_dump(mode="json")
     return record
-
-
-def family_settings(options: RunOptions, sets: list[ProbeSet]) -> dict[str, Any]:
-    """Each family's typed options as this run uses them (files they name are part of them, content included)."""
-    out: dict[str, Any] = {}
-    for ps in sets:
-        family = family_of(ps.name)
-        if family.name not in out:
-            out[family.name] = family.parse_options(options.probe_options, ps.name).model_dump(mode="json")
-    return out
-
-
-def run_settings(options: RunOptions, sets: list[ProbeSet]) -> dict[str, Any]:
-    """Every setting that changes samples: the run's own and its families' (an option left at its default is left
-    out, so adding one keeps older run folders resumable)."""
-    settings = options.settings()
-    for name, values in family_settings(options, sets).items():
-        changed = {k: v for k, v in values.items() if v is not None and v != {} and v != []}
-        if changed:
-            settings.setdefault("families", {})[name] = changed
-    return settings
 
 
 def implicit_manifest(backend: ModelBackend, results: dict[str, SetResult]) -> dict[str, Any] | None:
@@ -346,12 +320,11 @@ def write_report(out: Path) -> None:
             warnings.warn(f"{name} not written in {out}: {exc}", stacklevel=2)
 
 
-def load_backend(options: RunOptions, adapter: str | None = None) -> ModelBackend:
-    """The model a run's options name (with `adapter` instead of options.adapter when given), behind the cache."""
-    backend = load_model(options.model, adapter=adapter or options.adapter, **options.model_args)
-    if options.use_cache:
-        answer_args = backend_settings(options.model, options.model_args).answer_args()
-        backend = CachedBackend(backend, Cache(options.cache), answer_args)
+def load_backend(plan: RunPlan, adapter: str | None = None) -> ModelBackend:
+    """The model a run's plan names (with `adapter` instead of the plan's when given), behind the cache."""
+    backend = plan.model.load(adapter)
+    if plan.options.use_cache:
+        backend = CachedBackend(backend, Cache(plan.options.cache), plan.model.answer_args())
     return backend
 
 
@@ -361,80 +334,66 @@ def now() -> str:
 
 
 def run_sets(
-    backend: ModelBackend,
-    sets: list[ProbeSet],
-    options: RunOptions,
-    writer: RunWriter,
-    progress: Progress,
-    family: Family | None = None,
+    backend: ModelBackend, sets: list[ProbeSet], plan: RunPlan, writer: RunWriter, progress: Progress
 ) -> tuple[dict[str, SetResult], dict[str, Sequence[Sample]]]:
     """Each set's answers (asked or resumed) and its summary; a failure names the samples saved and how to resume."""
     results: dict[str, SetResult] = {}
     per_set: dict[str, Sequence[Sample]] = {}
-    works = {ps.name: set_work_of(ps, options, family) for ps in sets}  # counted once, before any is asked
-    clock = WorkClock(sum(w.calls for w in works.values())) if len(sets) > 1 else None
+    bound = {ps.name: plan.bound(ps.name) for ps in sets}
+    works = {ps.name: set_work(bound[ps.name].family, ps, plan.context, bound[ps.name].options) for ps in sets}
+    clock = WorkClock(sum(w.calls for w in works.values())) if len(sets) > 1 else None  # counted once, up front
     for ps in sets:
-        own = family or family_of(ps.name)
+        own = bound[ps.name]
         try:
-            per_set[ps.name] = run_set(backend, own, ps, options, writer, progress, clock, works[ps.name])
+            per_set[ps.name] = run_set(backend, own, ps, plan, writer, progress, clock, works[ps.name])
         except (FairprobeError, OSError) as exc:
             writer.close()
             if isinstance(exc, OSError):  # a full disk, a file system gone read-only
                 raise cannot_write(exc, writer) from exc
             raise type(exc)(f"{exc}; {writer.resume_hint()}") from exc
-        own_options = own.parse_options(options.probe_options, ps.name)
-        results[ps.name] = check_declared(own, ps.name, own.summarize(ps, per_set[ps.name], options, own_options))
+        summarized = own.family.summarize(ps, per_set[ps.name], plan.context, own.options)
+        results[ps.name] = check_declared(own.family, ps.name, summarized)
         results[ps.name].drawn = ps.drawn
         if clock is not None and clock.done < clock.total:
             progress.note(clock.line())
     return results, per_set
 
 
-def set_work_of(ps: ProbeSet, options: RunOptions, family: Family | None = None) -> SetWork:
-    """What one set of a run asks of the model."""
-    own = family or family_of(ps.name)
-    return set_work(own, ps, options, own.parse_options(options.probe_options, ps.name))
-
-
 def run_with_samples(
-    options: RunOptions,
-    backend: ModelBackend | None = None,
-    progress: Progress | None = None,
-    family: Family | None = None,
+    given: RunPlan | RunOptions, backend: ModelBackend | None = None, progress: Progress | None = None
 ) -> tuple[Summary, dict[str, Sequence[Sample]]]:
-    """Run a suite and write the run directory; returns the summary and each set's samples (read from samples.jsonl
-    as they are asked for: a run's memory does not grow with its samples).
-
-    `family` replaces each set's own family (the sweep runs sampled settings without word probabilities).
-    """
+    """Run a plan (or the plan of a request) and write the run directory; returns the summary and each set's samples
+    (read from samples.jsonl as they are asked for: a run's memory does not grow with its samples)."""
     progress = progress or SilentProgress()
-    out = options.output_dir()
+    plan = planned(given)
+    out = plan.output_dir()
     check_out_dir(out)
-    sets = load_sets(options, progress)
-    settings = run_settings(options, sets)
+    sets = load_sets(plan, progress)
+    plan = plan.narrowed([ps.name for ps in sets])
+    settings = plan.run_settings()
     writer = RunWriter(out, fingerprint(settings), settings, record_type)
     if writer.taken_over:
         progress.note(f"{out} held a run with other settings that saved no answer: it is reused for this run")
     try:
         if backend is None:
-            progress.note(f"loading model {options.model}")
-            backend = load_backend(options)
-        if asks_scores(options, sets, family):
-            options = options.model_copy(update={"scoring": backend.scoring_mode()})
-        writer.check_scoring(options.scoring or "local")
+            progress.note(f"loading model {plan.model.name}")
+            backend = load_backend(plan)
+        detected = backend.scoring_mode() if asks_scores(plan, sets) else None
+        plan = plan.with_scoring(detected)
+        writer.check_scoring(detected or "local")
         writer.check_model(backend.answer_fingerprint(), fingerprint_change)
         # A resumed run keeps its first start; a finished one resumed without new answers keeps its finish too.
-        manifest = build_manifest(options, backend, sets, writer.earlier.get("started") or now())
+        manifest = build_manifest(plan, backend, sets, writer.earlier.get("started") or now(), detected)
         if writer.model_answer is not None:
             manifest["model_fingerprint"] = writer.model_answer
         atomic_write_json(out / "manifest.json", manifest)
         for notice in backend.notices:
             progress.note(notice)
-        preflight(sets, options, family)
-        if (too_small := limit_too_small(options, sets)) is not None:  # said once every setting has been checked
+        preflight(sets, plan)
+        if (too_small := limit_too_small(plan, sets)) is not None:  # said once every setting has been checked
             progress.note(too_small)
         saved_before = writer.saved
-        results, per_set = run_sets(backend, sets, options, writer, progress, family)
+        results, per_set = run_sets(backend, sets, plan, writer, progress)
         finished = writer.earlier.get("finished") if writer.saved == saved_before else None
         return finish_run(writer, manifest, backend, results, per_set, progress, finished), per_set
     except KeyboardInterrupt:
@@ -484,13 +443,13 @@ def cannot_write(exc: OSError, writer: RunWriter) -> DataError:
     return DataError(f"cannot write {where}: {exc.strerror or exc}; {writer.resume_hint()}")
 
 
-def preflight(sets: list[ProbeSet], options: RunOptions, family: Family | None = None) -> None:
+def preflight(sets: list[ProbeSet], plan: RunPlan) -> None:
     """Build the first probe's requests of every set before any is asked, so a setting the model cannot serve (a
     mode its server cannot score) is refused before the first set runs, not after it."""
     for ps in sets:
-        own = family or family_of(ps.name)
+        bound = plan.bound(ps.name)
         if ps.probes:
-            own.requests(ps, ps.probes[0], options, own.parse_options(options.probe_options, ps.name))
+            bound.family.requests(ps, ps.probes[0], plan.context, bound.options)
 
 
 def failed_record(reasons: dict[str, int], total: int, progress: Progress) -> dict[str, Any] | None:
@@ -517,13 +476,13 @@ def failed_in(out: Path) -> str | None:
 
 
 def run(
-    options: RunOptions | None = None,
+    given: RunPlan | RunOptions | None = None,
     backend: ModelBackend | None = None,
     progress: Progress | None = None,
     **kwargs: Any,
 ) -> Summary:
-    """Run a suite on a model and write the run directory; returns the summary the CLI prints.
+    """Run a plan (or the plan of a request) and write the run directory; returns the summary the CLI prints.
 
-    `fairprobe.run(model="smollm2-135m-instruct", probes=["template"], limit=10)` works too.
+    `run(model="smollm2-135m-instruct", probes=["template"], limit=10)` works too.
     """
-    return run_with_samples(options or RunOptions(**kwargs), backend, progress)[0]
+    return run_with_samples(given or RunOptions(**kwargs), backend, progress)[0]

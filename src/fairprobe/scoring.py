@@ -20,14 +20,15 @@ from typing import Any
 from fairprobe import __version__
 from fairprobe.catalog import PROBE_SETS
 from fairprobe.errors import DataError
-from fairprobe.families import family_of_set, load_probe_set
-from fairprobe.families.base import Replies, Request, Scoring
+from fairprobe.families import family_of_set
+from fairprobe.families.base import Replies, Request, Scoring, load_bound_set
 from fairprobe.io import atomic_write_json, atomic_write_text, fingerprint, read_text, split_lines
 from fairprobe.models.base import Completion
 from fairprobe.options import RunOptions
+from fairprobe.plan import RunPlan
 from fairprobe.records import ProbeSet, Sample, Summary, message_dicts
 from fairprobe.runfolder import FolderLock, check_folder
-from fairprobe.runner import run_settings, write_report
+from fairprobe.runner import write_report
 
 
 @dataclass
@@ -112,10 +113,12 @@ def probes_with_requests(ps: ProbeSet, probe_options: dict[str, Any]) -> Iterato
     family = family_of_set(ps.name)
     if family is None:
         raise DataError(f"probe set {ps.name!r} belongs to no registered probe family")
-    run = RunOptions(model="responses", suite=family.suite, probes=[ps.name], probe_options=probe_options)
-    options = family.parse_options(probe_options, ps.name)
+    plan = RunPlan.build(
+        RunOptions(model="responses", suite=family.suite, probes=[ps.name], probe_options=probe_options)
+    )
+    bound = plan.bound(ps.name)
     for probe in ps.probes:
-        asked = [r for r in family.requests(ps, probe, run, options) if isinstance(r, Request)]
+        asked = [r for r in family.requests(ps, probe, plan.context, bound.options) if isinstance(r, Request)]
         prompts = {r.key: r.prompt if isinstance(r.prompt, str) else message_dicts(r.prompt) for r in asked}
         yield {**probe.model_dump(mode="json"), "requests": prompts}
 
@@ -134,12 +137,14 @@ def score_responses(
         raise DataError(f"unknown probe set {probes!r}: choose from {', '.join(sorted(PROBE_SETS))}")
     if out is not None:
         check_folder(out, "score", "", {})
-    options = RunOptions(
-        model=model, suite=family.suite, probes=[probes], data_dir=data_dir, probe_options=probe_options or {}
+    plan = RunPlan.build(
+        RunOptions(
+            model=model, suite=family.suite, probes=[probes], data_dir=data_dir, probe_options=probe_options or {}
+        )
     )
-    ps = load_probe_set(probes, data_dir=data_dir, **options.probe_options)
-    family_options = family.parse_options(options.probe_options, probes)
-    asked = {p.id: family.requests(ps, p, options, family_options) for p in ps.probes}
+    family_options, context = plan.bound(probes).options, plan.context
+    ps = load_bound_set(probes, family, family_options, data_dir)
+    asked = {p.id: family.requests(ps, p, context, family_options) for p in ps.probes}
     if any(isinstance(r, Scoring) and not r.optional for rs in asked.values() for r in rs):
         raise DataError(f"probe set {probes!r} is measured by a model's log-probabilities: `score` reads replies only")
     keys = {pid: [r.key for r in rs if isinstance(r, Request) and not r.optional] for pid, rs in asked.items()}
@@ -149,15 +154,15 @@ def score_responses(
         raise DataError(f"no usable responses in {responses} ({len(skipped)} malformed lines)")
     samples = [
         family.sample(
-            ps, p, Replies({k: Completion(text=v) for k, v in replies[p.id].items()}), options, family_options
+            ps, p, Replies({k: Completion(text=v) for k, v in replies[p.id].items()}), context, family_options
         )
         for p in ps.probes
         if p.id in replies
     ]
-    result = family.summarize(ps, samples, options, family_options)
+    result = family.summarize(ps, samples, context, family_options)
     summary = Summary(fairprobe_version=__version__, model=model, results={ps.name: result})
     report = ScoreReport(summary, samples, skipped, missing=len(ps.probes) - len(samples))
     if out is not None:
-        write_score_folder(out, report, responses, probes, fingerprint(run_settings(options, [ps])))
+        write_score_folder(out, report, responses, probes, fingerprint(plan.run_settings()))
         write_report(out)
     return report

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairprobe.families import Family
-from fairprobe.families.base import Request, Scoring
-from fairprobe.options import RunOptions
+from fairprobe.families.base import Request, RunContext, Scoring
 from fairprobe.records import ProbeSet, Sample
 
 
@@ -58,11 +57,11 @@ LONG_PROMPT_TOKENS = 500
 MANY_CALLS_PER_ITEM = 4
 
 
-def set_work(family: Family[Any, Any], ps: ProbeSet, options: RunOptions, family_options: Any) -> SetWork:
+def set_work(family: Family[Any, Any], ps: ProbeSet, run: RunContext, family_options: Any) -> SetWork:
     """What a set will ask of the model, counted from its requests before any is asked."""
     work = SetWork()
     for probe in ps.probes:
-        asked = [(probe.id, r) for r in family.requests(ps, probe, options, family_options)]
+        asked = [(probe.id, r) for r in family.requests(ps, probe, run, family_options)]
         fused = fused_calls(asked)
         for i, (_, request) in enumerate(asked):
             if isinstance(request, Request):

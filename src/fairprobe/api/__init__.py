@@ -275,6 +275,7 @@ def compare(
     from fairprobe.families.paper import INSTRUCTION
     from fairprobe.mitigation.compare import compare as compare_methods
     from fairprobe.mitigation.tuning import read_ablations
+    from fairprobe.plan import RunPlan
 
     if sweep is not None:
         found = sweep if isinstance(sweep, Sweep) else load(path_or_none(sweep, "sweep"))  # type: ignore[arg-type]
@@ -291,7 +292,7 @@ def compare(
     folder = Path(out)
     with shown(progress) as display:
         compare_methods(
-            options,
+            RunPlan.build(options),
             folder,
             adapter=None if adapter is None else adapter_folder(adapter),
             ablations={k: adapter_folder(v) for k, v in (ablations or {}).items()},  # type: ignore[union-attr]
@@ -370,6 +371,7 @@ def sweep(
     """
     from fairprobe.mitigation.sweep import PAPER_GRID
     from fairprobe.mitigation.sweep import sweep as sweep_grid
+    from fairprobe.plan import RunPlan
 
     given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
     grid: dict[str, list[float]] = {}
@@ -398,7 +400,9 @@ def sweep(
     )
     folder = Path(out)
     with shown(progress) as display:
-        sweep_grid(options, folder, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=display)
+        sweep_grid(
+            RunPlan.build(options), folder, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=display
+        )
     return load(folder)  # type: ignore[return-value]
 
 

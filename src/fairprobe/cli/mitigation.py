@@ -130,13 +130,16 @@ def sweep_cmd(
     """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
     from fairprobe.mitigation.sweep import sweep, sweep_grid, sweep_markdown
     from fairprobe.options import run_options_from_flags
+    from fairprobe.plan import RunPlan
     from fairprobe.progress import auto_progress
 
     grid = sweep_grid(only, {"temperature": temperature, "top_p": top_p, "top_k": top_k})
     flags = {k: v for k, v in locals().items() if k not in ("out", "seeds", "only", "temperature", "top_p", "top_k")}
     options = run_options_from_flags({**flags, "suite": "paper", "seed": 0})
     with auto_progress() as progress:
-        result = sweep(options, out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress)
+        result = sweep(
+            RunPlan.build(options), out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress
+        )
     console.print(sweep_markdown(result), markup=False, highlight=False)
     err_console.print(f"sweep written to {out}/sweep.json and sweep.md", style="green", markup=False, highlight=False)
     written("greedy reference run", out / "greedy")
@@ -168,6 +171,7 @@ def compare_cmd(
     from fairprobe.mitigation.compare import compare, compare_adapters, compare_markdown
     from fairprobe.mitigation.sweep import best_sweep_setting
     from fairprobe.options import run_options_from_flags
+    from fairprobe.plan import RunPlan
     from fairprobe.progress import auto_progress
 
     if sweep_file is not None:
@@ -190,7 +194,7 @@ def compare_cmd(
     options = run_options_from_flags({**{k: v for k, v in locals().items() if k in keep}, "suite": "paper"})
     with auto_progress() as progress:
         result = compare(
-            options,
+            RunPlan.build(options),
             out,
             adapter=adapter,
             ablations=compare_adapters(ablation, ablations),

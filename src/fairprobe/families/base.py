@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -29,9 +29,6 @@ from fairprobe.families.marks import MarkRanges
 from fairprobe.models.base import Completion, GenerationConfig, Prompt, Scores
 from fairprobe.records import Drawn, LimitOrder, MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
 from fairprobe.statistics.strata import LIMIT_SEED, stratified_draw
-
-if TYPE_CHECKING:
-    from fairprobe.options import RunOptions
 
 Loader = Callable[..., ProbeSet]
 # How a reading turns a set's result (and its samples) into one plain-words sentence, or None.
@@ -236,7 +233,23 @@ class MetricTable:
     figure_title: str | None = None
 
 
-def run_generation(run: RunOptions, options: Any) -> GenerationConfig:
+# How the run's model scores continuations, as a family sees it: "local" (a model in this process: exact),
+# "exact" (a server that scores prompt tokens), "topk" (a server that gives, or is told to give, top-k logprobs
+# only: bounds), "none" (no model fairprobe loads from a spec: replies read from a file, a model object).
+ScoringWay = Literal["local", "exact", "topk", "none"]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a family reads of the run it is part of (built once by the run plan, `fairprobe.plan`): the decoding
+    as given (`--max-new-tokens`, `--temperature`, ...), how the model scores, and the run's seed."""
+
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    scoring: ScoringWay = "local"
+    seed: int = 0
+
+
+def run_generation(run: RunContext, options: Any) -> GenerationConfig:
     """The run's decoding as given (`--max-new-tokens`, `--temperature`, ...): the default of `Family.generation`."""
     return run.generation
 
@@ -259,11 +272,11 @@ class Family(Generic[RecordT, OptionsT]):
     description: str
     record: type[RecordT]
     metrics: tuple[MetricFunction[Any], ...]
-    requests: Callable[[ProbeSet, Probe, RunOptions, OptionsT], Sequence[Request | Scoring]]
-    sample: Callable[[ProbeSet, Probe, Replies, RunOptions, OptionsT], RecordT]
-    summarize: Callable[[ProbeSet, list[RecordT], RunOptions, OptionsT], SetResult]
+    requests: Callable[[ProbeSet, Probe, RunContext, OptionsT], Sequence[Request | Scoring]]
+    sample: Callable[[ProbeSet, Probe, Replies, RunContext, OptionsT], RecordT]
+    summarize: Callable[[ProbeSet, list[RecordT], RunContext, OptionsT], SetResult]
     options: type[OptionsT]
-    generation: Callable[[RunOptions, OptionsT], GenerationConfig] = run_generation
+    generation: Callable[[RunContext, OptionsT], GenerationConfig] = run_generation
     unit: str = "prompts"
     section: str | None = None
     clause: Callable[[str, SetResult], str | None] | None = None
@@ -365,6 +378,16 @@ def family_of_set(set_name: str) -> Family | None:
     return next((f for f in families if any(set_name.startswith(p) for p in f.prefixes)), None)
 
 
+def known_family_of_set(name: str) -> Family:
+    """The family of a probe set; an unknown name is a DataError naming the known ones."""
+    family = family_of_set(name)
+    if family is None:
+        raise DataError(
+            f"unknown probe set {name!r}: choose from {', '.join(sorted(PROBE_SETS))}, or file:PATH for your own statements"
+        )
+    return family
+
+
 def metric_info(set_name: str | None, name: str) -> Metric | None:
     """A metric's metadata: from the family of the set when known, else from the first family declaring it."""
     family = family_of_set(set_name) if set_name else None
@@ -425,12 +448,19 @@ def load_probe_set(
 ) -> ProbeSet:
     """Load a probe set by name (its family's options taken from `options`), `limit` probes drawn as `draw` does;
     an empty set or unknown name is a DataError."""
-    family = family_of_set(name)
-    if family is None:
-        raise DataError(
-            f"unknown probe set {name!r}: choose from {', '.join(sorted(PROBE_SETS))}, or file:PATH for your own statements"
-        )
-    opts = family.parse_options(options, name)
+    family = known_family_of_set(name)
+    return load_bound_set(name, family, family.parse_options(options, name), data_dir, limit, limit_order)
+
+
+def load_bound_set(
+    name: str,
+    family: Family[Any, Any],
+    opts: BaseModel,
+    data_dir: Path | None = None,
+    limit: int | None = None,
+    limit_order: LimitOrder = "stratified",
+) -> ProbeSet:
+    """Load a probe set of a known family with its typed options (`load_probe_set` once they are parsed)."""
     prefix = next((p for p in family.prefixes if name.startswith(p)), None)
     if name not in PROBE_SETS and prefix is not None:
         ps = family.prefixes[prefix](Path(name.removeprefix(prefix)), name)

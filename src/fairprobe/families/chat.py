@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from fairprobe.families.base import RunContext
 from fairprobe.models.base import GenerationConfig, Prompt
 from fairprobe.records import ChatMessage
-
-if TYPE_CHECKING:
-    from fairprobe.options import RunOptions
 
 # DecodingTrust's zero-shot Adult setting; `--max-new-tokens` overrides it when changed from its default.
 MAX_NEW_TOKENS = 20
 
 
-def short_answer_generation(run: RunOptions, options: object = None) -> GenerationConfig:
+def short_answer_generation(run: RunContext, options: object = None) -> GenerationConfig:
     """The run's decoding with at most MAX_NEW_TOKENS new tokens, unless --max-new-tokens was given."""
     gen = run.generation
     if gen.max_new_tokens == GenerationConfig().max_new_tokens:

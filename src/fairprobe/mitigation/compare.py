@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,9 +36,10 @@ from fairprobe.mitigation.sweep import check_grid, format_value, run_variant
 from fairprobe.mitigation.tuning import read_ablations
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.models.adapters import check_finished
+from fairprobe.plan import RunPlan
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import ProbeSet, Sample
-from fairprobe.runner import RunOptions, load_backend, load_sets, write_report
+from fairprobe.runner import load_backend, load_sets, write_report
 from fairprobe.statistics.pairwise import bootstrap_test, holm
 from fairprobe.statistics.stats import exact_mcnemar
 
@@ -78,10 +79,10 @@ def _probs(samples: list[Sample]) -> np.ndarray:
 UNCHANGED_BY_DESIGN = "unchanged by design: decoding settings do not change next-word probabilities"
 
 
-def decoding_only(method: RunOptions, base: RunOptions) -> bool:
+def decoding_only(method: RunPlan, base: RunPlan) -> bool:
     """True when a method differs from Original only in its decoding settings."""
     keep = {"generation", "out"}
-    return method.model_dump(exclude=keep) == base.model_dump(exclude=keep)
+    return method.options.model_dump(exclude=keep) == base.options.model_dump(exclude=keep)
 
 
 def paired_stats(
@@ -127,58 +128,48 @@ def set_perplexity(backend: ModelBackend, ps: ProbeSet, batch_size: int) -> floa
     return perplexity(scorer, [sentence_of(p.prompt) for p in ps.probes], batch_size)
 
 
-def paper_options(options: RunOptions) -> PaperOptions:
-    """The paper family's options of a method's run (its instruction, its words)."""
-    return PAPER.parse_options(options.probe_options)
-
-
-def method_options(
-    base: RunOptions, hyper: str | None, instruction: str, adapters: dict[str, str]
-) -> dict[str, RunOptions]:
-    """Each method's run options: Original, Hyperparameter, Instruction, then one per adapter."""
-    methods: dict[str, RunOptions] = {"Original": base}
+def method_plans(
+    base: RunPlan, out: Path, hyper: str | None, instruction: str, adapters: dict[str, str]
+) -> dict[str, RunPlan]:
+    """Each method's run plan, into out/runs/METHOD: Original, Hyperparameter, Instruction, then one per adapter."""
+    updates: dict[str, dict[str, Any]] = {"Original": {}}
     if hyper:
-        methods["Hyperparameter"] = base.model_copy(update={"generation": parse_hyper(hyper, base.generation)})
+        updates["Hyperparameter"] = {"generation": parse_hyper(hyper, base.generation)}
     if instruction:
-        guided = {**base.probe_options, "paper.instruction": instruction}
-        methods["Instruction"] = base.model_copy(update={"probe_options": guided})
+        updates["Instruction"] = {"probe_options": {**base.options.probe_options, "paper.instruction": instruction}}
     for name, path in adapters.items():
-        if name in methods:
+        if name in updates:
             raise ConfigError(f"method name {name!r} is taken: name ablations otherwise")
         check_finished(Path(path))  # before any method runs: an unfinished tuning run fails in one line
-        methods[name] = base.model_copy(update={"adapter": path})
-    return methods
+        updates[name] = {"adapter": path}
+    slug = {name: name.lower().replace(" ", "-").replace("/", "-") for name in updates}
+    return {name: base.derive(out=out / "runs" / slug[name], **update) for name, update in updates.items()}
 
 
 def run_methods(
-    context: tuple[RunOptions, list[ProbeSet], Path],
-    methods: dict[str, RunOptions],
-    backend: ModelBackend,
-    progress: Progress,
+    sets: list[ProbeSet], methods: dict[str, RunPlan], backend: ModelBackend, progress: Progress
 ) -> tuple[dict[str, dict[str, list[Sample]]], dict[str, dict[str, float | None]], dict[str, dict[str, Any]]]:
     """Run every method (resumable run folders under out/runs); samples, perplexities and drift per method and set."""
-    options, sets, out = context
     scorer = scorer_of(backend)
     samples: dict[str, dict[str, list[Sample]]] = {}
     ppl: dict[str, dict[str, float | None]] = {}
     drift: dict[str, dict[str, Any]] = {}
+    batch_size = methods["Original"].options.batch_size
     for name, method in methods.items():
-        slug = name.lower().replace(" ", "-").replace("/", "-")
-        method = method.model_copy(update={"out": out / "runs" / slug})
         model = backend
-        if method.adapter:
-            progress.note(f"loading {options.model} + adapter {method.adapter}")
-            model = load_backend(options, adapter=method.adapter)
+        if method.model.adapter:
+            progress.note(f"loading {method.model.name} + adapter {method.model.adapter}")
+            model = load_backend(method)
         samples[name] = run_variant(model, method, Labelled(progress, name))
-        if name == "Original" or method.adapter:
-            ppl[name] = {ps.name: set_perplexity(model, ps, options.batch_size) for ps in sets}
+        if name == "Original" or method.model.adapter:
+            ppl[name] = {ps.name: set_perplexity(model, ps, batch_size) for ps in sets}
         progress.note(f"drift of {name}: continuations scored by the frozen base model")
-        drift[name] = {ps.name: set_drift(scorer, samples[name][ps.name], options.batch_size) for ps in sets}
+        drift[name] = {ps.name: set_drift(scorer, samples[name][ps.name], batch_size) for ps in sets}
     return samples, ppl, drift
 
 
 def compare(
-    options: RunOptions,
+    plan: RunPlan,
     out: Path,
     adapter: str | None = None,
     ablations: dict[str, str] | None = None,
@@ -187,29 +178,31 @@ def compare(
     backend: ModelBackend | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Run each method on options' probe sets, write compare.json, compare.md and report.html to `out`; return the JSON.
+    """Run each method on the plan's probe sets, write compare.json, compare.md and report.html to `out`; return the
+    JSON.
 
-    `options` is the Original run (greedy, no instruction, no adapter: the paper's setting);
+    `plan` is the Original run's (greedy, no instruction, no adapter: the paper's setting);
     `adapter` the Debias Tuning adapter; `ablations` more adapters by name; `hyper` a decoding setting.
     """
     progress = progress or SilentProgress()
-    unguided = {k: v for k, v in options.probe_options.items() if k not in ("instruction", "paper.instruction")}
-    base = options.model_copy(update={"adapter": None, "probe_options": unguided})
+    given = plan.options.probe_options
+    unguided = {k: v for k, v in given.items() if k not in ("instruction", "paper.instruction")}
+    base = plan.derive(adapter=None, probe_options=unguided)
     adapters = {**({"Debias Tuning": adapter} if adapter else {}), **(ablations or {})}
-    methods = method_options(base, hyper, instruction, adapters)  # every method checked before any data or model
-    sets = load_sets(options)
+    methods = method_plans(base, out, hyper, instruction, adapters)  # every method checked before any data or model
+    sets = load_sets(plan)
     if backend is None:
-        progress.note(f"loading model {options.model}")
-        backend = load_backend(options.model_copy(update={"adapter": None}))
-    samples, ppl, drift = run_methods((options, sets, out), methods, backend, progress)
+        progress.note(f"loading model {plan.model.name}")
+        backend = load_backend(base)
+    samples, ppl, drift = run_methods(sets, methods, backend, progress)
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
         "model": backend.identity(),
         "methods": {
             name: {
                 "decoding": m.generation.model_dump(),
-                "instruction": paper_options(m).instruction,
-                "adapter": m.adapter,
+                "instruction": cast(PaperOptions, m.sets[0].options).instruction,
+                "adapter": m.model.adapter,
             }
             for name, m in methods.items()
         },
@@ -240,7 +233,7 @@ COMPARE_NOTES = [
 
 def set_result(
     ps: ProbeSet,
-    methods: dict[str, RunOptions],
+    methods: dict[str, RunPlan],
     samples: dict[str, dict[str, list[Sample]]],
     measured: tuple[dict[str, dict[str, float | None]], dict[str, dict[str, Any]]],
 ) -> dict[str, Any]:
@@ -250,7 +243,8 @@ def set_result(
     original = samples["Original"][ps.name]
     for name in methods:
         own = samples[name][ps.name]
-        metrics = PAPER.summarize(ps, own, methods[name], paper_options(methods[name])).metrics
+        bound = methods[name].bound(ps.name)
+        metrics = PAPER.summarize(ps, own, methods[name].context, bound.options).metrics
         row: dict[str, Any] = {
             "n": len(own),
             "metrics": {k: metrics[k].model_dump(mode="json") for k in TABLE_METRICS if k in metrics},

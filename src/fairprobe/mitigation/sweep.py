@@ -24,9 +24,10 @@ from fairprobe.formatting import format_metric, markdown_table
 from fairprobe.io import atomic_write_json, atomic_write_text
 from fairprobe.mitigation.drift import drift_summary, drift_tests, format_drift, scorer_of, set_drift
 from fairprobe.models import GenerationConfig, ModelBackend
+from fairprobe.plan import RunPlan
 from fairprobe.progress import Labelled, Progress, SilentProgress
 from fairprobe.records import MetricValue, ProbeSet, Sample
-from fairprobe.runner import RunOptions, load_backend, load_sets, run_with_samples
+from fairprobe.runner import load_backend, load_sets, run_with_samples
 from fairprobe.statistics.pairwise import paired_difference
 from fairprobe.statistics.stats import bootstrap_statistic
 
@@ -94,14 +95,14 @@ def setting_config(knob: str, value: float, base: GenerationConfig, base_tempera
     return GenerationConfig(**{**base.model_dump(), **update})
 
 
-def run_variant(backend: ModelBackend, options: RunOptions, progress: Progress) -> dict[str, list[Sample]]:
-    """Run every set with one fixed backend into options.out (a resumable run folder); samples per set."""
-    assert options.out is not None
-    return run_with_samples(options, backend, progress)[1]
+def run_variant(backend: ModelBackend, plan: RunPlan, progress: Progress) -> dict[str, list[Sample]]:
+    """Run every set with one fixed backend into the plan's out (a resumable run folder); samples per set."""
+    assert plan.options.out is not None
+    return run_with_samples(plan, backend, progress)[1]
 
 
 def sweep(
-    options: RunOptions,
+    plan: RunPlan,
     out: Path,
     grid: dict[str, list[float]] | None = None,
     seeds: int = 3,
@@ -112,14 +113,14 @@ def sweep(
     """Run the grid on the paper suite and write sweep.json and sweep.md to `out`; returns the JSON object."""
     grid = check_sweep(grid, seeds, base_temperature)
     progress = progress or SilentProgress()
-    sets = load_sets(options)
+    sets = load_sets(plan)
     if backend is None:
-        progress.note(f"loading model {options.model}")
-        backend = load_backend(options)
-    greedy = greedy_options(options, out)
+        progress.note(f"loading model {plan.model.name}")
+        backend = load_backend(plan)
+    greedy = greedy_plan(plan, out)
     reference = run_variant(backend, greedy, Labelled(progress, "greedy"))
     settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
-    indicators, first_seed = run_settings((options, out, base_temperature), (backend, sets), settings, seeds, progress)
+    indicators, first_seed = run_settings((plan, out, base_temperature), (backend, sets), settings, seeds, progress)
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
         "model": backend.identity(),
@@ -132,13 +133,13 @@ def sweep(
         "sets": {},
     }
     scorer = scorer_of(backend)
+    batch_size = plan.options.batch_size
     for ps in sets:
-        paper_options = PAPER.parse_options(greedy.probe_options, ps.name)
-        ref_metrics = PAPER.summarize(ps, reference[ps.name], greedy, paper_options).metrics
-        greedy_drift = set_drift(scorer, reference[ps.name], options.batch_size)
+        ref_metrics = PAPER.summarize(ps, reference[ps.name], greedy.context, greedy.bound(ps.name).options).metrics
+        greedy_drift = set_drift(scorer, reference[ps.name], batch_size)
         rows = set_rows(settings, indicators[ps.name], gas_indicator(reference[ps.name]), ref_metrics["gas"])
         for label in rows["settings"]:
-            values = set_drift(scorer, first_seed[ps.name][label], options.batch_size)
+            values = set_drift(scorer, first_seed[ps.name][label], batch_size)
             rows["settings"][label]["drift"] = drift_summary(values)
             rows["settings"][label]["drift_vs_greedy"] = drift_tests(greedy_drift, values)
         result["sets"][ps.name] = {
@@ -156,14 +157,14 @@ def sweep(
     return result
 
 
-def greedy_options(options: RunOptions, out: Path) -> RunOptions:
+def greedy_plan(plan: RunPlan, out: Path) -> RunPlan:
     """The greedy reference run (the paper's default decoding) into out/greedy."""
-    generation = options.generation.model_copy(update={"temperature": 0.0, "top_p": 1.0, "top_k": 0})
-    return options.model_copy(update={"out": out / "greedy", "generation": generation})
+    generation = plan.generation.model_copy(update={"temperature": 0.0, "top_p": 1.0, "top_k": 0})
+    return plan.derive(out=out / "greedy", generation=generation)
 
 
 def run_settings(
-    where: tuple[RunOptions, Path, float],
+    where: tuple[RunPlan, Path, float],
     model: tuple[ModelBackend, list[ProbeSet]],
     settings: list[tuple[str, str, float]],
     seeds: int,
@@ -173,17 +174,16 @@ def run_settings(
 
     Sampled settings need no next-word probabilities (their GAS is what the sweep compares): `paper.implicit=off`.
     """
-    options, out, base_temperature = where
+    plan, out, base_temperature = where
     backend, sets = model
-    sampled_options = {**options.probe_options, "paper.implicit": "off"}
+    sampled_options = {**plan.options.probe_options, "paper.implicit": "off"}
     indicators: dict[str, dict[str, list[np.ndarray]]] = {ps.name: {} for ps in sets}
     first_seed: dict[str, dict[str, list[Sample]]] = {ps.name: {} for ps in sets}
     for label, knob, value in settings:
-        config = setting_config(knob, value, options.generation, base_temperature)
+        config = setting_config(knob, value, plan.generation, base_temperature)
         for seed in range(seeds):
             folder = out / "settings" / label / f"seed{seed}"
-            update = {"out": folder, "generation": config, "seed": seed, "probe_options": sampled_options}
-            variant = options.model_copy(update=update)
+            variant = plan.derive(out=folder, generation=config, seed=seed, probe_options=sampled_options)
             per_set = run_variant(backend, variant, Labelled(progress, f"{label} seed {seed}"))
             for name, samples in per_set.items():
                 indicators[name].setdefault(label, []).append(gas_indicator(samples))

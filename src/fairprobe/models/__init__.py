@@ -123,20 +123,18 @@ def scheme_of(spec: str) -> Scheme:
     return found if isinstance(found, Scheme) else Scheme(found, OpenSettings)
 
 
-def backend_settings(spec: str, args: dict[str, Any] | None = None) -> BackendSettings:
-    """The typed settings of a spec's backend from `-M` args (a one-line ConfigError for a bad key or value)."""
-    return scheme_of(spec).settings.parse(dict(args or {}))
-
-
 def runs_locally(spec: str) -> bool:
     """Whether a spec's weights run in this process (what Debias Tuning and perplexity need)."""
     return issubclass(scheme_of(spec).settings, LocalSettings)
 
 
-def load_model(spec: str, adapter: str | None = None, **args: Any) -> ModelBackend:
-    """Resolve a `--model` spec to a backend; `args` are its settings (`-M`), validated by its scheme's type."""
+def load_model(
+    spec: str, adapter: str | None = None, settings: BackendSettings | None = None, **args: Any
+) -> ModelBackend:
+    """Resolve a `--model` spec to a backend; `args` are its settings (`-M`), validated by its scheme's type, or
+    `settings` the settings a run plan typed already."""
     scheme = scheme_of(spec)
-    settings = scheme.settings.parse(args)
+    settings = settings if settings is not None else scheme.settings.parse(args)
     if adapter and not issubclass(scheme.settings, LocalSettings):
         raise ConfigError(f"--adapter needs a local model (embedded or hf:), not {spec!r}")
     return scheme.load(spec.partition(":")[2], settings, adapter)
@@ -151,7 +149,6 @@ __all__ = [
     "Prompt",
     "ScoreRequest",
     "Scores",
-    "backend_settings",
     "known_specs",
     "load_model",
     "register_scheme",

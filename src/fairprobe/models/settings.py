@@ -43,6 +43,10 @@ class BackendSettings(BaseModel):
         given = self.model_dump(mode="json", exclude_unset=True)
         return {k: v for k, v in sorted(given.items()) if k not in self.neutral}
 
+    def told_topk(self) -> bool:
+        """Whether the settings tell the backend to score from top-k logprobs only (`-M implicit=topk`)."""
+        return self.model_dump().get("implicit") == "topk"
+
 
 UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
 UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30})

@@ -11,9 +11,9 @@ is kept beside it), and the set's own (see options.py).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fairprobe.families.base import Family, Replies, Request, summarize_by_subset
+from fairprobe.families.base import Family, Replies, Request, RunContext, summarize_by_subset
 from fairprobe.families.chat import chat_prompt, short_answer_generation
 from fairprobe.families.gender_income import sets as sets  # registers the probe set
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
@@ -31,11 +31,8 @@ from fairprobe.formatting import pct_ci
 from fairprobe.models import ModelBackend, load_model
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult, SubsetResult
 
-if TYPE_CHECKING:
-    from fairprobe.options import RunOptions
 
-
-def requests(ps: ProbeSet, probe: Probe, run: RunOptions, options: GenderIncomeOptions) -> list[Request]:
+def requests(ps: ProbeSet, probe: Probe, run: RunContext, options: GenderIncomeOptions) -> list[Request]:
     """The original and the flipped prompt, each as a user turn after the prompt style's system line."""
     system = probe.meta.get("system")
     return [
@@ -82,7 +79,7 @@ def pair_sample(ps: ProbeSet, probe: Probe, original: str, flipped: str, options
     )
 
 
-def sample(ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, options: GenderIncomeOptions) -> PairSample:
+def sample(ps: ProbeSet, probe: Probe, replies: Replies, run: RunContext, options: GenderIncomeOptions) -> PairSample:
     """Score a pair's two replies; a failed call is recorded in `error`."""
     result = pair_sample(ps, probe, replies.text("original"), replies.text("flipped"), options)
     if error := replies.errors():
@@ -107,7 +104,7 @@ def set_metrics(samples: list[PairSample]) -> dict[str, MetricValue]:
     return metrics
 
 
-def summarize(ps: ProbeSet, samples: list[PairSample], run: RunOptions, options: GenderIncomeOptions) -> SetResult:
+def summarize(ps: ProbeSet, samples: list[PairSample], run: RunContext, options: GenderIncomeOptions) -> SetResult:
     """Metrics overall and per original sex and label; with race and age on the records, also per intersectional
     slice (sex x race, sex x age band) with the DP/EO differences over those groups."""
     result = summarize_by_subset(ps, samples, set_metrics)

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
-from fairprobe.errors import ConfigError, ModelError
-from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, probe_set
+from fairprobe.errors import ConfigError
+from fairprobe.families.base import Family, Metric, Replies, Request, RunContext, Scoring, computes, probe_set
 from fairprobe.families.chat import chat_prompt
 from fairprobe.families.genderbench import exact
 from fairprobe.families.genderbench.items import Item
@@ -29,12 +29,8 @@ from fairprobe.families.genderbench.weighted import Bounded, MetricFn, Quantity,
 from fairprobe.families.marks import MarkRanges
 from fairprobe.formatting import format_metric, pct, pct_ci, with_ci
 from fairprobe.io import sha256_bytes
-from fairprobe.models import backend_settings
 from fairprobe.models.base import GenerationConfig
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
-
-if TYPE_CHECKING:
-    from fairprobe.options import RunOptions
 
 SUITE = "genderbench"
 MAX_NEW_TOKENS = 300  # GenderBench's generators: temperature 1, top-p 1, at most 300 tokens
@@ -125,7 +121,7 @@ class GenderBenchProbe:
         return issubclass(self.options_model, ClosedOptions)
 
 
-def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> str:
+def mode_of(spec: GenderBenchProbe, run: RunContext, options: GenderBenchOptions) -> str:
     """sample or exact. By default exact wherever the backend scores continuations: local models and servers that
     score prompt tokens; a server that gives (or is told to give) only top-k logprobs bounds them, so there only
     where a reply's first token tells the options apart (words, not letters). Open answers, and replies read from
@@ -140,14 +136,10 @@ def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions
     return "exact" if not topk or exact.first_position_tells(spec.options) else "sample"
 
 
-def topk_only(run: RunOptions) -> bool | None:
+def topk_only(run: RunContext) -> bool | None:
     """Whether the run's model gives only top-k logprobs (detected by the runner, or told with -M implicit=topk);
     None without a model (replies read from a file: `fairprobe score`)."""
-    try:
-        settings = backend_settings(run.model, run.model_args)
-    except ModelError:
-        return None
-    return run.scoring == "topk" or getattr(settings, "implicit", "exact") == "topk"
+    return None if run.scoring == "none" else run.scoring == "topk"
 
 
 def repetitions_of(spec: GenderBenchProbe, options: GenderBenchOptions) -> int:
@@ -155,7 +147,7 @@ def repetitions_of(spec: GenderBenchProbe, options: GenderBenchOptions) -> int:
     return options.repetitions if options.repetitions is not None else spec.repetitions
 
 
-def generation(run: RunOptions, options: GenderBenchOptions) -> GenerationConfig:
+def generation(run: RunContext, options: GenderBenchOptions) -> GenerationConfig:
     """GenderBench's sampling: temperature 1, top-p 1, up to 300 tokens (`--max-new-tokens` overrides the length
     and `--temperature`/`--top-p` the sampling when changed from the run's defaults)."""
     gen, default = run.generation, GenerationConfig()
@@ -212,7 +204,7 @@ def prompts_of(spec: GenderBenchProbe, item: Item, options: GenderBenchOptions) 
 
 
 def requests(
-    spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, run: RunOptions, options: GenderBenchOptions
+    spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, run: RunContext, options: GenderBenchOptions
 ) -> list[Request | Scoring]:
     """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
     prompts = prompts_of(spec, item_of(probe), options)
@@ -228,7 +220,7 @@ def requests(
 
 
 def sample(
-    spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, options: GenderBenchOptions
+    spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, replies: Replies, run: RunContext, options: GenderBenchOptions
 ) -> GenderBenchSample:
     """The item's record: replies and their parsed answers (sample), or each prompt's option probabilities (exact),
     with the marked metrics on the item alone."""
@@ -328,7 +320,7 @@ def tally_row(
     return counts, undetected, attempts
 
 
-def how_read(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> dict[str, Any]:
+def how_read(spec: GenderBenchProbe, run: RunContext, options: GenderBenchOptions) -> dict[str, Any]:
     """What the manifest and the report say about how a set's answers were read."""
     if mode_of(spec, run, options) == "exact":
         read = {"bounds": "top-k logprobs"} if topk_only(run) else {}
@@ -529,7 +521,7 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
             return exact_values(values, tuple(spec.marks))
         return values
 
-    def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunOptions, options: Any) -> SetResult:
+    def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunContext, options: Any) -> SetResult:
         """The set's metrics, reading its records once, one at a time (only their answer counts are kept)."""
         by_id, reps = {p.id: p for p in ps.probes}, repetitions_of(spec, options)
         items, rows, masses = [], [], []

@@ -8,11 +8,9 @@ bounds are this family's business; the backend only scores continuations.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from fairprobe.families.base import Family, MetricTable, Replies, Request, Scoring, summarize_by_subset
+from fairprobe.families.base import Family, MetricTable, Replies, Request, RunContext, Scoring, summarize_by_subset
 from fairprobe.families.paper.groups import likeliest_group
 from fairprobe.families.paper.metrics import (
     STEREOTYPED_GENDER,
@@ -33,13 +31,10 @@ from fairprobe.families.paper.words import detect_gendered_words
 from fairprobe.models.base import Scores
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
 
-if TYPE_CHECKING:
-    from fairprobe.options import RunOptions
-
 NEXT_WORDS = "next_words"
 
 
-def requests(ps: ProbeSet, probe: Probe, run: RunOptions, options: PaperOptions) -> list[Request | Scoring]:
+def requests(ps: ProbeSet, probe: Probe, run: RunContext, options: PaperOptions) -> list[Request | Scoring]:
     """The continuation of the prompt (after the instruction, when instruction guiding is on) and the scores of
     every attribute and group word as the next word (read from the same call)."""
     prompt = (options.instruction or "") + probe.prompt
@@ -49,7 +44,7 @@ def requests(ps: ProbeSet, probe: Probe, run: RunOptions, options: PaperOptions)
     return asked
 
 
-def sample(ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, options: PaperOptions) -> PaperSample:
+def sample(ps: ProbeSet, probe: Probe, replies: Replies, run: RunContext, options: PaperOptions) -> PaperSample:
     """Score one continuation: the gendered words it uses and the next-word probabilities of the word pairs."""
     reply = replies.completions["continuation"]
     verdict = detect_gendered_words(reply.text, options.attribute_words())
@@ -129,7 +124,7 @@ def group_fields(scores: Scores, start: int, options: PaperOptions, binary: dict
     return out
 
 
-def summarize(ps: ProbeSet, samples: list[PaperSample], run: RunOptions, options: PaperOptions) -> SetResult:
+def summarize(ps: ProbeSet, samples: list[PaperSample], run: RunContext, options: PaperOptions) -> SetResult:
     """GAS, GLD, ADD and, where the prompts declare a stereotyped gender, the stereotype direction, overall and per
     subset, with how an API's probabilities were read."""
     stereotype_of = {p.id: str(p.meta.get(STEREOTYPED_GENDER)) for p in ps.probes}

@@ -6,9 +6,9 @@ from its default). The trigger detector reads which occupation the reply names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fairprobe.families.base import Family, Replies, Request, summarize_by_subset
+from fairprobe.families.base import Family, Replies, Request, RunContext, summarize_by_subset
 from fairprobe.families.chat import chat_prompt, short_answer_generation
 from fairprobe.families.professional_bias import sets as sets  # registers the probe set
 from fairprobe.families.professional_bias.detector import detect_referent
@@ -20,11 +20,8 @@ from fairprobe.families.professional_bias.they_control import they_control_metri
 from fairprobe.formatting import with_ci
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
 
-if TYPE_CHECKING:
-    from fairprobe.options import RunOptions
 
-
-def requests(ps: ProbeSet, probe: Probe, run: RunOptions, options: ProfessionalBiasOptions) -> list[Request]:
+def requests(ps: ProbeSet, probe: Probe, run: RunContext, options: ProfessionalBiasOptions) -> list[Request]:
     """The question as one user turn, and its singular-"they" control where the prompt has an ambiguous pronoun."""
     requests = [Request("response", chat_prompt(probe.prompt, None))]
     control = they_control_prompt(probe)
@@ -93,7 +90,7 @@ def coreference_sample(
 
 
 def sample(
-    ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, options: ProfessionalBiasOptions
+    ps: ProbeSet, probe: Probe, replies: Replies, run: RunContext, options: ProfessionalBiasOptions
 ) -> CoreferenceSample:
     """Score the reply; a failed call is recorded in `error`."""
     they = replies.completions.get("they")
@@ -133,7 +130,7 @@ def they_control_of(samples: list[CoreferenceSample]) -> dict[str, MetricValue]:
 
 
 def summarize(
-    ps: ProbeSet, samples: list[CoreferenceSample], run: RunOptions, options: ProfessionalBiasOptions
+    ps: ProbeSet, samples: list[CoreferenceSample], run: RunContext, options: ProfessionalBiasOptions
 ) -> SetResult:
     """Metrics overall and per pronoun and order."""
     return summarize_by_subset(ps, samples, set_metrics)
