@@ -87,22 +87,13 @@ FAMILY_SHORTCUTS = ("instruction", "words")
 DECODING = ("max_new_tokens", "temperature", "top_p", "top_k")
 
 
-def run_options_from_flags(flags: dict[str, Any]) -> RunOptions:
-    """The RunOptions of a command's flags: decoding flags become a GenerationConfig, `--probes a,b` a list, `-o`
-    and `-M` pairs typed dicts, and the shortcuts fold into them (a shortcut and its `-M`/`-o` key together are
-    a one-line error). `--implicit off` turns a family's next-word probabilities off (`-o implicit=off`); another
-    `--implicit` is the backend's `-M implicit=...`."""
-    flags = dict(flags)
-    model_args = parse_pairs_typed(flags.pop("model_arg", None), "model arg (-M)", values=True)
-    probe_options = parse_pairs_typed(flags.pop("option", None), "probe option", values=False)
-    return run_options_from_settings(flags, model_args, probe_options)
-
-
 def run_options_from_settings(
     flags: dict[str, Any], model_args: dict[str, Any], probe_options: dict[str, Any]
 ) -> RunOptions:
-    """The RunOptions of flags whose `-M` and `-o` settings are dicts already (the Python API's `model_args` and
-    `options`): the shortcuts and decoding flags fold in as in `run_options_from_flags`."""
+    """The RunOptions of the front ends' settings (`fairprobe.api.runs.request`), whose `-M` and `-o` settings are
+    dicts already: decoding flags become a GenerationConfig, `--probes a,b` a list, and the shortcuts fold into
+    the dicts (a shortcut and its `-M`/`-o` key together are a one-line error). `--implicit off` turns a family's
+    next-word probabilities off (`-o implicit=off`); another `--implicit` is the backend's `-M implicit=...`."""
     flags, model_args, probe_options = dict(flags), dict(model_args), dict(probe_options)
     implicit = flags.pop("implicit", None)
     if implicit == "off":
@@ -124,7 +115,6 @@ def run_options_from_settings(
         generation=GenerationConfig(**decoding, seed=flags.get("seed", 0)),
         probe_options=probe_options,
         model_args=model_args,
-        use_cache=not flags.get("no_cache", False),
     )
 
 

@@ -17,12 +17,11 @@ Every function writes the same folders as its command (resumable, cached) and sh
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
-from fairprobe.api.arguments import ArgumentError, mapping, names, path_or_none, public
+from fairprobe.api.arguments import ArgumentError, names, path_or_none, public
+from fairprobe.api.mitigation import Adapter
 from fairprobe.api.results import (
     Comparison,
     FailedItems,
@@ -35,9 +34,10 @@ from fairprobe.api.results import (
     report_folders,
     summaries_of,
 )
+from fairprobe.api.runs import shown
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.models import DEFAULT_MODEL
-from fairprobe.progress import Progress
+from fairprobe.records import LimitOrder
 
 __all__ = [
     "Adapter",
@@ -60,40 +60,6 @@ __all__ = [
 Model = Any  # a spec string ("smollm2-135m-instruct", "hf:ID_OR_PATH", "openai:NAME"), or a model object
 
 
-@contextmanager
-def shown(progress: bool) -> Iterator[Progress]:
-    """Progress on stderr (bars in a terminal, plain lines in notebooks and logs), or none."""
-    from fairprobe.progress import SilentProgress, auto_progress
-
-    if not progress:
-        yield SilentProgress()
-        return
-    with auto_progress() as display:
-        yield display
-
-
-def run_options(model: str, settings: dict[str, Any]) -> Any:
-    """The runner's options from the API's arguments, built as the CLI builds them from its flags: decoding into a
-    GenerationConfig, backend settings (`device`, `dtype`, ... and `model_args`) typed per backend, the paper's
-    settings (`instruction`, `words`) as its family options beside `options`."""
-    from fairprobe.options import run_options_from_settings
-
-    settings = dict(settings)
-    model_args = dict(mapping(settings.pop("model_args"), "model_args"))
-    probe_options = {k.replace("-", "_"): str(v) for k, v in mapping(settings.pop("options"), "options").items()}
-    if settings.get("adapter") is not None:
-        settings["adapter"] = str(path_or_none(settings["adapter"], "adapter"))
-    for arg in PATH_ARGS:
-        settings[arg] = path_or_none(settings.get(arg), arg)
-    settings["no_cache"] = not settings.pop("use_cache", True)
-    flags = {**settings, "model": model, "probes": names(settings.get("probes"), "probes")}
-    return run_options_from_settings(flags, model_args, probe_options)
-
-
-# Path arguments of the API (the runner's fields, and the paper family's `words`).
-PATH_ARGS = ("data_dir", "out", "words", "cache")
-
-
 @public
 def run(
     model: Model | list[str] = DEFAULT_MODEL,
@@ -101,6 +67,7 @@ def run(
     suite: str = "paper",
     probes: str | list[str] | None = None,
     limit: int | None = None,
+    limit_order: LimitOrder = "stratified",
     seed: int = 0,
     out: str | Path | None = None,
     data_dir: str | Path | None = None,
@@ -133,6 +100,7 @@ def run(
         probes: probe sets, as a list or one comma-separated string (default: every set of the suite; offline,
             those that need no download).
         limit: prompts per set, drawn with a fixed seed.
+        limit_order: how a limit draws: `stratified` over the set's subsets, or the `first` prompts.
         seed: the sampling seed.
         out: the run folder (default `runs/MODEL/SUITE`; rerunning resumes).
         data_dir: the shared data root with local copies of the data files (else they are downloaded once).
@@ -161,29 +129,27 @@ def run(
     settings = {k: v for k, v in locals().items() if k not in ("model", "sort_by", "tokenizer", "label", "progress")}
     if isinstance(model, (list, tuple)):
         return run_many(list(model), settings, sort_by, progress)
-    from fairprobe.api.memory import is_model_object
+    from fairprobe.api.memory import is_model_object, run_in_memory
 
     if is_model_object(model):
-        return run_in_memory(model, tokenizer, label, settings, progress)
+        with shown(progress) as display:
+            folder = run_in_memory(model, tokenizer, label, settings, display)
+        return warn_failed(load_run(folder), stacklevel=4)
     if not isinstance(model, str):
         raise ConfigError(f"model must be a spec string, a list of them or a model object, got {type(model).__name__}")
-    from fairprobe.runner import run as run_suite
+    from fairprobe.api.runs import run_one
 
-    options = run_options(model, settings)
     with shown(progress) as display:
-        run_suite(options, progress=display)
-    return warn_failed(load_run(options.output_dir()), stacklevel=4)
+        _, folder = run_one(model, settings, display)
+    return warn_failed(load_run(folder), stacklevel=4)
 
 
 def run_many(specs: list[str], settings: dict[str, Any], sort_by: str | None, progress: bool) -> Comparison:
     """Several models with the same settings, each into its own run folder, then their comparison."""
-    from fairprobe.multimodel import run_models
+    from fairprobe.api.runs import run_several
 
-    if not all(isinstance(s, str) for s in specs):
-        raise ConfigError("a list of models must hold spec strings; measure a model object on its own")
-    options = run_options(specs[0], settings)
     with shown(progress) as display:
-        runs = run_models(specs, options, sort_by, display)
+        runs = run_several(specs, settings, sort_by, display)
     failed = "; ".join(f"model {spec} failed: {reason}" for spec, reason in runs.failures.items())
     if runs.comparison is None:
         raise ModelError(f"{failed}; fewer than two models finished, so no comparison was written")
@@ -211,24 +177,6 @@ def warn_failed(result: Run | Comparison, stacklevel: int) -> Any:
     return result
 
 
-def run_in_memory(model: Any, tokenizer: Any, label: str | None, settings: dict[str, Any], progress: bool) -> Run:
-    """A model object measured directly: no cache (its weights have no name), a new folder each time. A fairprobe
-    backend object (anything with `generate` and `identity`) runs as it is."""
-    from fairprobe.api.memory import in_memory_backend, memory_label, memory_out
-    from fairprobe.runner import run as run_suite
-
-    if settings.get("adapter") is not None:
-        raise ConfigError("adapter applies to a model loaded by spec: wrap a model object with peft yourself")
-    is_backend = callable(getattr(model, "identity", None))
-    name = (label or str(model.name)) if is_backend else memory_label(model, label)
-    options = run_options(name, {**settings, "use_cache": False})
-    options = options.model_copy(update={"out": memory_out(name, options.suite, options.out)})
-    backend = nullcontext(model) if is_backend else in_memory_backend(model, tokenizer, name, options.batch_size)
-    with shown(progress) as display, backend as measured:
-        run_suite(options, backend=measured, progress=display)
-    return warn_failed(load_run(options.output_dir()), stacklevel=5)
-
-
 @public
 def compare(
     model: str = DEFAULT_MODEL,
@@ -242,6 +190,7 @@ def compare(
     out: str | Path = "runs/compare",
     data_dir: str | Path | None = None,
     limit: int | None = None,
+    limit_order: LimitOrder = "stratified",
     seed: int = 0,
     max_new_tokens: int = 50,
     batch_size: int = 32,
@@ -257,13 +206,16 @@ def compare(
         adapter: the Debias Tuning adapter (its folder, or the `Adapter` that `tune()` returned).
         ablations: more adapters, `{name: folder or Adapter}` (what `tune(ablations=True)` returns), or a
             `tune(ablations=True)` folder.
-        hyper: the Hyperparameter method's decoding, e.g. `temperature=0.3` (None skips it).
-        sweep: a sweep (folder or `Sweep`) whose best setting of its first set replaces `hyper`.
-        instruction: the Instruction method's prefix (`"paper"`: the paper's text; None skips it).
+        hyper: the Hyperparameter method's decoding, e.g. `temperature=0.3` (None or `""` skips it).
+        sweep: a sweep (folder or `Sweep`) whose best setting of its first set replaces `hyper` (a warning says
+            when it does not beat greedy decoding).
+        instruction: the Instruction method's prefix (`"paper"`, the default: the paper's text; None or `""`
+            skips it; the CLI's `--instruction` means the same).
         probes: paper probe sets.
         out: the comparison folder (rerunning resumes).
         data_dir: the shared data root (else downloads).
         limit: prompts per set.
+        limit_order: how a limit draws: `stratified` over the set's subsets, or the `first` prompts.
         seed: the Hyperparameter method's sampling seed.
         max_new_tokens: tokens to generate.
         batch_size: prompts per model call.
@@ -272,56 +224,31 @@ def compare(
         model_args: backend settings, as `-M key=value`.
         progress: show progress on stderr.
     """
-    from fairprobe.families.paper import INSTRUCTION
-    from fairprobe.mitigation.compare import compare as compare_methods
+    from fairprobe.api.mitigation import compare_methods
     from fairprobe.mitigation.tuning import read_ablations
-    from fairprobe.plan import RunPlan
 
+    sweep_file = None
     if sweep is not None:
         found = sweep if isinstance(sweep, Sweep) else load(path_or_none(sweep, "sweep"))  # type: ignore[arg-type]
         if not isinstance(found, Sweep):
             raise ConfigError(f"sweep must be a sweep folder (sweep.json), not {sweep}")
-        hyper = str(found.best()["setting"])
+        sweep_file = found.folder / "sweep.json"
     if isinstance(ablations, (str, Path)):
         ablations = read_ablations(Path(ablations))  # type: ignore[assignment]
-    settings = dict(locals())
-    settings = {k: settings[k] for k in ("limit", "seed", "max_new_tokens", "batch_size", "device", "dtype")}
-    options = run_options(
-        model, {**RUN_DEFAULTS, **settings, "probes": probes, "data_dir": data_dir, "model_args": model_args}
-    )
-    folder = Path(out)
+    given = dict(locals())
+    keep = ("probes", "data_dir", "limit", "limit_order", "seed", "max_new_tokens", "batch_size", "device", "dtype")
+    methods = {"adapter": adapter, "ablations": ablations, "hyper": hyper, "sweep": sweep_file}
     with shown(progress) as display:
-        compare_methods(
-            RunPlan.build(options),
-            folder,
-            adapter=None if adapter is None else adapter_folder(adapter),
-            ablations={k: adapter_folder(v) for k, v in (ablations or {}).items()},  # type: ignore[union-attr]
-            hyper=hyper or None,
-            instruction=INSTRUCTION if instruction == "paper" else (instruction or ""),
-            progress=display,
+        _, note = compare_methods(
+            model,
+            {**{k: given[k] for k in keep}, "model_args": model_args},
+            {**methods, "instruction": instruction},
+            out,
+            display,
         )
-    return load(folder)  # type: ignore[return-value]
-
-
-def adapter_folder(adapter: str | Path | Adapter) -> str:
-    """An adapter's folder, from the folder or from the `Adapter` that `tune()` returned."""
-    return str(adapter.folder if isinstance(adapter, Adapter) else adapter)
-
-
-# The run settings compare() and sweep() leave at the paper's (greedy, no instruction, the default words).
-RUN_DEFAULTS: dict[str, Any] = {
-    "suite": "paper",
-    "out": None,
-    "temperature": 0.0,
-    "top_p": 1.0,
-    "top_k": 0,
-    "instruction": None,
-    "words": None,
-    "options": None,
-    "adapter": None,
-    "cache": None,
-    "use_cache": True,
-}
+    if note:
+        warnings.warn(note, stacklevel=3)
+    return load(Path(out))  # type: ignore[return-value]
 
 
 @public
@@ -339,6 +266,7 @@ def sweep(
     out: str | Path = "runs/sweep",
     data_dir: str | Path | None = None,
     limit: int | None = None,
+    limit_order: LimitOrder = "stratified",
     max_new_tokens: int = 50,
     batch_size: int = 32,
     device: str | None = None,
@@ -362,6 +290,7 @@ def sweep(
         out: the sweep folder (rerunning resumes).
         data_dir: the shared data root (else downloads).
         limit: prompts per set.
+        limit_order: how a limit draws: `stratified` over the set's subsets, or the `first` prompts.
         max_new_tokens: tokens to generate.
         batch_size: prompts per model call.
         device: `auto`, `cpu`, `cuda` ...
@@ -369,9 +298,8 @@ def sweep(
         model_args: backend settings, as `-M key=value`.
         progress: show progress on stderr.
     """
+    from fairprobe.api.mitigation import sweep_grid
     from fairprobe.mitigation.sweep import PAPER_GRID
-    from fairprobe.mitigation.sweep import sweep as sweep_grid
-    from fairprobe.plan import RunPlan
 
     given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
     grid: dict[str, list[float]] = {}
@@ -379,49 +307,11 @@ def sweep(
         if knob not in PAPER_GRID:
             raise ConfigError(f"unknown sweep parameter {knob!r} in only: use temperature, top_p or top_k")
         grid[knob] = [float(v) for v in given[knob] or PAPER_GRID[knob]]
-    settings = {
-        "limit": limit,
-        "seed": 0,
-        "max_new_tokens": max_new_tokens,
-        "batch_size": batch_size,
-        "device": device,
-        "dtype": dtype,
-    }
-    options = run_options(
-        model,
-        {
-            **RUN_DEFAULTS,
-            **settings,
-            "adapter": adapter,
-            "probes": probes,
-            "data_dir": data_dir,
-            "model_args": model_args,
-        },
-    )
-    folder = Path(out)
+    keep = ("adapter", "probes", "data_dir", "limit", "limit_order", "max_new_tokens", "batch_size", "device", "dtype")
+    settings = {**{k: v for k, v in locals().items() if k in keep}, "model_args": model_args}
     with shown(progress) as display:
-        sweep_grid(
-            RunPlan.build(options), folder, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=display
-        )
-    return load(folder)  # type: ignore[return-value]
-
-
-class Adapter:
-    """A finished Debias Tuning adapter folder: its manifest (losses, data, dev curve, perplexity) and README."""
-
-    def __init__(self, folder: Path) -> None:
-        from fairprobe.api.results import read_object
-
-        self.folder = Path(folder)
-        self.manifest: dict[str, Any] = read_object(self.folder / "manifest.json", "adapter manifest")
-
-    @property
-    def readme(self) -> Path:
-        """README.md: what was trained, on what, with which losses, and the measured effect."""
-        return self.folder / "README.md"
-
-    def __repr__(self) -> str:
-        return f"Adapter(folder={str(self.folder)!r}, losses={self.manifest.get('losses')})"
+        sweep_grid(model, settings, grid, (seeds, base_temperature), out, display)
+    return load(Path(out))  # type: ignore[return-value]
 
 
 @public
@@ -487,28 +377,13 @@ def tune(
         quantize: `auto` (4-bit QLoRA on CUDA with bitsandbytes), `4bit` or `none`.
         progress: show progress on stderr.
     """
-    from fairprobe.mitigation.tuning import LLAMA_TARGETS, TuneOptions, tune_ablations
-    from fairprobe.mitigation.tuning import tune as train_adapter
+    from fairprobe.api.mitigation import tune_adapters
 
-    if ablations and losses != "d,g,l":
-        raise ConfigError(
-            "ablations=True trains its own loss variants (the paper's Table 3 and the KL term): drop losses"
-        )
-    given = {k: v for k, v in locals().items() if k in TuneOptions.model_fields}
-    options = TuneOptions(
-        **given,
-        out=Path(out),
-        train_file=path_or_none(train, "train"),
-        dev_file=path_or_none(dev, "dev"),
-        data_dir=path_or_none(data_dir, "data_dir"),
-        words_file=path_or_none(words, "words"),
-        target_modules=names(targets, "targets") or list(LLAMA_TARGETS),
-    )
+    given = {k: v for k, v in locals().items() if k not in ("ablations", "progress")}
     with shown(progress) as display:
-        if ablations:
-            trained = tune_ablations(options, progress=display)
-            return {name: Adapter(Path(out) / name) for name in trained}
-        train_adapter(options, progress=display)
+        trained = tune_adapters(given, ablations, display)
+    if ablations:
+        return {name: Adapter(Path(out) / name) for name in trained}
     return Adapter(Path(out))
 
 
@@ -532,19 +407,12 @@ def score(
         options: probe-set options, as `-o key=value`.
         model: the name of the system that wrote the replies.
     """
-    from fairprobe.scoring import score_responses
+    from fairprobe.api.runs import score_replies
 
     if not isinstance(probes, str):
         raise ArgumentError(f"fairprobe.score(): probes must be one probe set's name (a str), got {probes!r}")
     folder = path_or_none(out, "out")
-    report = score_responses(
-        probes,
-        path_or_none(responses, "responses"),
-        data_dir=path_or_none(data_dir, "data_dir"),  # type: ignore[arg-type]
-        out=folder,
-        probe_options={k: str(v) for k, v in mapping(options, "options").items()},
-        model=model,
-    )
+    report = score_replies(probes, responses, folder, data_dir, options, model)
     if folder is not None:
         return load_run(folder)
     scored = Run(folder=None, summary=report.summary)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ directly, with everything fairprobe changes on it put back afterwards."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -56,3 +56,22 @@ def in_memory_backend(model: Any, tokenizer: Any, label: str, batch_size: int) -
         if saved[1] is not None:
             model.generation_config = saved[1]
         tokenizer.padding_side, tokenizer.pad_token = saved[2], saved[3]
+
+
+def run_in_memory(model: Any, tokenizer: Any, label: str | None, settings: dict[str, Any], progress: Any) -> Path:
+    """A model object measured directly: no cache (its weights have no name), a new folder each time; its run folder.
+    A fairprobe backend object (anything with `generate` and `identity`) runs as it is."""
+    from fairprobe.api.runs import request
+    from fairprobe.plan import RunPlan
+    from fairprobe.runner import run
+
+    if settings.get("adapter") is not None:
+        raise ConfigError("adapter applies to a model loaded by spec: wrap a model object with peft yourself")
+    is_backend = callable(getattr(model, "identity", None))
+    name = (label or str(model.name)) if is_backend else memory_label(model, label)
+    options = request(name, {**settings, "use_cache": False})
+    plan = RunPlan.build(options.model_copy(update={"out": memory_out(name, options.suite, options.out)}))
+    backend = nullcontext(model) if is_backend else in_memory_backend(model, tokenizer, name, options.batch_size)
+    with backend as measured:
+        run(plan, backend=measured, progress=progress)
+    return plan.output_dir()

@@ -1,4 +1,7 @@
-"""`fairprobe tune`, `sweep` and `compare`: Debias Tuning and the mitigation comparisons of the paper."""
+"""`fairprobe tune`, `sweep` and `compare`: Debias Tuning and the mitigation comparisons of the paper.
+
+Parsing, printing and exit codes only: the work is the Python API's (`fairprobe.api.mitigation`), given the flags
+under the API's argument names."""
 
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ CompareSweepFileOpt = Annotated[
     Path | None, typer.Option("--sweep", help="sweep.json: use its best setting (of the first set) as --hyper")
 ]
 
-CompareInstructionOpt = Annotated[str | None, typer.Option(help="instruction prefix (default: the paper's; '' = skip)")]
+CompareInstructionOpt = Annotated[str, typer.Option(help="instruction prefix ('paper': the paper's; '' = skip)")]
 
 CompareHyperOpt = Annotated[
     str, typer.Option(help="Hyperparameter method's decoding, e.g. temperature=0.3 ('' = skip)")
@@ -88,19 +91,18 @@ def tune_cmd(
     quantize: Annotated[str, typer.Option(help="auto (4-bit QLoRA on CUDA with bitsandbytes), 4bit or none")] = "auto",
 ) -> None:
     """Debias Tuning: train a LoRA adapter with L_d + L_g + L_l (+ optional KL) on neutral 'My friend ..., and' prompts."""
-    from fairprobe.mitigation.tuning import TuneOptions, tune, tune_ablations, tune_summary
-    from fairprobe.progress import auto_progress
+    given = {k: v for k, v in locals().items() if k != "ablations"}
+    from fairprobe.api.mitigation import tune_adapters
+    from fairprobe.api.runs import shown
+    from fairprobe.mitigation.tuning import tune_summary
 
     if ablations and losses is not None:
         raise ConfigError(
             "--ablations trains its own loss variants (the paper's Table 3 and the KL term): drop --losses"
         )
-    renamed = {"train_file": train, "dev_file": dev, "target_modules": split_csv(targets) or [], "words_file": words}
-    given = {k: v for k, v in locals().items() if k in TuneOptions.model_fields and k != "losses"}
-    options = TuneOptions(**given, **renamed, losses=losses or "d,g,l")
-    with auto_progress() as progress:
-        run = tune_ablations if ablations else lambda o, progress: {o.losses: tune(o, progress=progress)}
-        manifests = run(options, progress=progress)
+    given.update(targets=split_csv(targets) or [], losses=losses or "d,g,l")
+    with shown(True) as progress:
+        manifests = tune_adapters(given, ablations, progress)
     for name, manifest in manifests.items():
         console.print(f"{name}: {tune_summary(manifest)}", highlight=False, markup=False)
     err_console.print(f"adapter{'s' if ablations else ''} written to {out}", style="green", highlight=False)
@@ -128,18 +130,17 @@ def sweep_cmd(
     model_arg: ModelArgsOpt = None,
 ) -> None:
     """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
-    from fairprobe.mitigation.sweep import sweep, sweep_grid, sweep_markdown
-    from fairprobe.options import run_options_from_flags
-    from fairprobe.plan import RunPlan
-    from fairprobe.progress import auto_progress
+    keep = ("adapter", "probes", "data_dir", "limit", "limit_order", "max_new_tokens", "batch_size", "device", "dtype")
+    settings = {k: v for k, v in locals().items() if k in keep}
+    from fairprobe.api import mitigation
+    from fairprobe.api.runs import shown
+    from fairprobe.mitigation.sweep import sweep_grid, sweep_markdown
+    from fairprobe.options import parse_pairs_typed
 
     grid = sweep_grid(only, {"temperature": temperature, "top_p": top_p, "top_k": top_k})
-    flags = {k: v for k, v in locals().items() if k not in ("out", "seeds", "only", "temperature", "top_p", "top_k")}
-    options = run_options_from_flags({**flags, "suite": "paper", "seed": 0})
-    with auto_progress() as progress:
-        result = sweep(
-            RunPlan.build(options), out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress
-        )
+    settings["model_args"] = parse_pairs_typed(model_arg, "model arg (-M)", values=True)
+    with shown(True) as progress:
+        result = mitigation.sweep_grid(model, settings, grid, (seeds, base_temperature), out, progress)
     console.print(sweep_markdown(result), markup=False, highlight=False)
     err_console.print(f"sweep written to {out}/sweep.json and sweep.md", style="green", markup=False, highlight=False)
     written("greedy reference run", out / "greedy")
@@ -154,7 +155,7 @@ def compare_cmd(
     ablations: CompareAblationsOpt = None,
     hyper: CompareHyperOpt = ("temperature=0.3"),
     sweep_file: CompareSweepFileOpt = None,
-    instruction: CompareInstructionOpt = None,
+    instruction: CompareInstructionOpt = "paper",
     data_dir: DataDirOpt = None,
     out: Annotated[Path, typer.Option(help="comparison folder (rerun resumes)")] = Path("runs/compare"),
     limit: LimitOpt = None,
@@ -167,40 +168,20 @@ def compare_cmd(
     model_arg: ModelArgsOpt = None,
 ) -> None:
     """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests and drift."""
-    from fairprobe.families.paper import INSTRUCTION
-    from fairprobe.mitigation.compare import compare, compare_adapters, compare_markdown
-    from fairprobe.mitigation.sweep import best_sweep_setting
-    from fairprobe.options import run_options_from_flags
-    from fairprobe.plan import RunPlan
-    from fairprobe.progress import auto_progress
+    keep = ("probes", "data_dir", "limit", "limit_order", "seed", "max_new_tokens", "batch_size", "device", "dtype")
+    settings = {k: v for k, v in locals().items() if k in keep}
+    from fairprobe.api.mitigation import compare_methods
+    from fairprobe.api.runs import shown
+    from fairprobe.mitigation.compare import compare_adapters, compare_markdown
+    from fairprobe.options import parse_pairs_typed
 
-    if sweep_file is not None:
-        hyper, note = best_sweep_setting(sweep_file)
-        if note:
-            err_console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
-    keep = (
-        "model",
-        "probes",
-        "data_dir",
-        "limit",
-        "limit_order",
-        "seed",
-        "max_new_tokens",
-        "batch_size",
-        "device",
-        "dtype",
-        "model_arg",
-    )
-    options = run_options_from_flags({**{k: v for k, v in locals().items() if k in keep}, "suite": "paper"})
-    with auto_progress() as progress:
-        result = compare(
-            RunPlan.build(options),
-            out,
-            adapter=adapter,
-            ablations=compare_adapters(ablation, ablations),
-            hyper=hyper or None,
-            instruction=INSTRUCTION if instruction is None else instruction,
-            progress=progress,
+    settings["model_args"] = parse_pairs_typed(model_arg, "model arg (-M)", values=True)
+    methods = {"adapter": adapter, "ablations": compare_adapters(ablation, ablations), "hyper": hyper}
+    with shown(True) as progress:
+        result, note = compare_methods(
+            model, settings, {**methods, "sweep": sweep_file, "instruction": instruction}, out, progress
         )
+    if note:
+        err_console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     console.print(compare_markdown(result), markup=False, highlight=False, soft_wrap=True)
     written("comparison (compare.json, compare.md)", out)

@@ -1,4 +1,7 @@
-"""`fairprobe run` and `fairprobe score`: a suite on one or more models, or replies from elsewhere."""
+"""`fairprobe run` and `fairprobe score`: a suite on one or more models, or replies from elsewhere.
+
+Parsing, printing and exit codes only: the runs are the Python API's (`fairprobe.api.runs`), given the flags
+under the API's argument names, so a flag and its argument mean the same."""
 
 from __future__ import annotations
 
@@ -112,30 +115,32 @@ def run_cmd(
     model_arg: ModelArgsOpt = None,
 ) -> None:
     """Run a suite on a model: writes manifest.json, samples.jsonl and summary.json, prints the summary."""
-    specs, options = run_plan(dict(locals()))
-    if len(specs) > 1:
-        return run_many(specs, options, sort_by, as_json)
-    from fairprobe.progress import auto_progress
-    from fairprobe.runner import failed_in, run
+    settings = run_settings(dict(locals()))
+    from fairprobe.api.runs import failed_line, run_one, shown
 
-    with auto_progress() as progress:
-        summary = run(options, progress=progress)
+    specs = run_specs(model, models)
+    if len(specs) > 1:
+        return run_many(specs, settings, sort_by, as_json)
+    with shown(True) as progress:
+        summary, folder = run_one(specs[0], settings, progress)
     show_summary(summary, as_json)
-    written("run", options.output_dir())
-    failed = failed_in(options.output_dir())
+    written("run", folder)
+    failed = failed_line(folder)
     if failed is not None:  # the run finished, but some items' model calls failed: exit 3, the same command asks them
         print_error(failed)
         raise typer.Exit(FAILED_ITEMS)
 
 
-def run_plan(flags: dict[str, Any]) -> tuple[list[str], Any]:
-    """The model specs of `run` and the RunOptions its flags give (for the first model)."""
-    specs = run_specs(flags.pop("model"), flags.pop("models"))
-    flags.pop("sort_by")
-    from fairprobe.options import run_options_from_flags
+def run_settings(flags: dict[str, Any]) -> dict[str, Any]:
+    """The settings of `run` under the Python API's names: `-M` and `-o` pairs as dicts, `--no-cache` as
+    `use_cache`; the shortcut flags (`--device`, `--base-url`, `--implicit`, ...) as they are, folded by the API."""
+    from fairprobe.options import parse_pairs_typed
 
-    flags.pop("as_json")
-    return specs, run_options_from_flags({**flags, "model": specs[0]})
+    settings = {k: v for k, v in flags.items() if k not in ("model", "models", "sort_by", "as_json")}
+    settings["model_args"] = parse_pairs_typed(settings.pop("model_arg"), "model arg (-M)", values=True)
+    settings["options"] = parse_pairs_typed(settings.pop("option"), "probe option", values=False)
+    settings["use_cache"] = not settings.pop("no_cache")
+    return settings
 
 
 def show_summary(summary: Any, as_json: bool) -> None:
@@ -157,15 +162,14 @@ def run_specs(model: list[str] | None, models: Path | None) -> list[str]:
     return check_specs(specs) or [DEFAULT_MODEL]
 
 
-def run_many(specs: list[str], options: Any, sort_by: str | None, as_json: bool) -> None:
+def run_many(specs: list[str], settings: dict[str, Any], sort_by: str | None, as_json: bool) -> None:
     """Run several models, then print the comparison's headline columns and each verdict (with --json: one JSON
     document for all); each model that failed is one error line, and the command exits 2 after the others ran; a
     model whose run has failed items is one line with their count, and the command exits 3 (as a single run)."""
-    from fairprobe.multimodel import run_models
-    from fairprobe.progress import auto_progress
+    from fairprobe.api.runs import run_several, shown
 
-    with auto_progress() as progress:
-        runs = run_models(specs, options, sort_by, progress)
+    with shown(True) as progress:
+        runs = run_several(specs, settings, sort_by, progress)
     out = runs.comparison
     if as_json:
         board = json.loads((out / "leaderboard.json").read_text(encoding="utf-8")) if out else None
@@ -232,18 +236,11 @@ def score_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="print summary.json instead of the table")] = False,
 ) -> None:
     """Score replies produced elsewhere with the same detectors and summary, without loading a model."""
+    from fairprobe.api.runs import score_replies
     from fairprobe.options import parse_pairs_typed
     from fairprobe.report.console import print_summary
-    from fairprobe.scoring import score_responses
 
-    report = score_responses(
-        probes,
-        responses,
-        data_dir=data_dir,
-        out=out,
-        probe_options=parse_pairs_typed(option, "probe option", False),
-        model=model,
-    )
+    report = score_replies(probes, responses, out, data_dir, parse_pairs_typed(option, "probe option", False), model)
     for lineno, why in report.skipped:
         err_console.print(f"skipped {responses} line {lineno}: {why}", style="yellow", highlight=False, soft_wrap=True)
     if as_json:
