@@ -44,6 +44,8 @@ class Scheme:
 # `PREFIX:REST` specs; third-party packages add theirs in the entry-point group `fairprobe.models` (a Scheme, or a
 # plain loader function, whose `-M` args then pass unchecked).
 SCHEMES: Registry[Scheme | SchemeLoader] = Registry("model scheme", entry_point_group="fairprobe.models")
+# OpenAI-compatible HTTP servers: imported (httpx and all) only when an `openai:` spec is used.
+SCHEMES.register_lazy("openai", "fairprobe.models.api:SCHEME")
 
 
 def register_scheme(
@@ -155,6 +157,3 @@ __all__ = [
     "runs_locally",
     "scheme_of",
 ]
-
-# Registers the `openai:` scheme (OpenAI-compatible HTTP servers).
-from fairprobe.models import api as _api  # noqa: E402, F401

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from fairprobe.errors import ModelError
-from fairprobe.models import register_scheme, validate
+from fairprobe.models import Scheme, validate
 from fairprobe.models.base import (
     Completion,
     GenerationConfig,
@@ -400,7 +400,10 @@ def open_endpoint(
     return OpenAIBackend(rest, urls, key, settings=settings, retry=retry, limits=limits)
 
 
-@register_scheme("openai", settings=OpenAISettings)
 def load_openai(rest: str, settings: OpenAISettings, adapter: str | None) -> OpenAIBackend:
     """The `openai:` scheme's loader (the registry has validated `-M` args into `settings`)."""
     return open_endpoint(rest, settings)
+
+
+# The `openai:` scheme, registered lazily by fairprobe.models (this module is imported on its first use).
+SCHEME = Scheme(load_openai, OpenAISettings)
