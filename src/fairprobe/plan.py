@@ -76,8 +76,8 @@ class BoundSet:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A run resolved once: the request as given (`options`, recorded in the manifest), the model, the bound sets,
-    what families see (`context`: decoding, scoring, seed) and the settings that name the run's samples."""
+    """A run resolved once: the request as given (`options`, recorded in the manifest), the model, the bound sets
+    and what families see (`context`: decoding, scoring, seed); `run_settings` names the run's samples."""
 
     options: RunOptions
     model: ModelSpec

@@ -258,11 +258,16 @@ def check_declared(family: Family[Any, Any], set_name: str, result: SetResult) -
 
 
 def build_manifest(
-    plan: RunPlan, backend: ModelBackend, sets: list[ProbeSet], started: str, detected: str | None
+    plan: RunPlan,
+    backend: ModelBackend,
+    sets: list[ProbeSet],
+    settings: dict[str, Any],
+    started: str,
+    detected: str | None,
 ) -> dict[str, Any]:
-    """The manifest of design.md, written from the plan: version, model, decoding, seed, sources and sha256s,
-    family options, times; `detected`: how the server said it scores (None locally, or when no set asks)."""
-    settings = plan.run_settings()
+    """The manifest of design.md, written from the plan and its `settings` (`RunPlan.run_settings`): version, model,
+    decoding, seed, sources and sha256s, family options, times; `detected`: how the server said it scores (None
+    locally, or when no set asks)."""
     first = plan.sets[0]
     return {
         "fairprobe_version": __version__,
@@ -383,7 +388,7 @@ def run_with_samples(
         writer.check_scoring(detected or "local")
         writer.check_model(backend.answer_fingerprint(), fingerprint_change)
         # A resumed run keeps its first start; a finished one resumed without new answers keeps its finish too.
-        manifest = build_manifest(plan, backend, sets, writer.earlier.get("started") or now(), detected)
+        manifest = build_manifest(plan, backend, sets, settings, writer.earlier.get("started") or now(), detected)
         if writer.model_answer is not None:
             manifest["model_fingerprint"] = writer.model_answer
         atomic_write_json(out / "manifest.json", manifest)
