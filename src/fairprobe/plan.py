@@ -85,17 +85,17 @@ class RunPlan:
     context: RunContext
 
     @classmethod
-    def build(cls, options: RunOptions, family: Family[Any, Any] | None = None) -> RunPlan:
-        """Resolve a request: the model's settings, each set's family (`family` replaces every set's own: the
-        sweep's sampled settings) and its options, once. A set of no family, or a bad option, fails here."""
+    def build(cls, options: RunOptions) -> RunPlan:
+        """Resolve a request once: the model's typed settings, each set's family and that family's typed options.
+        A bad backend setting, an unknown set or a bad option fails here, before any data or model work."""
         model = ModelSpec.parse(options.model, options.model_args, options.adapter)
-        sets = tuple(bind(name, options.probe_options, family) for name in options.probe_names())
+        sets = tuple(bind(name, options.probe_options) for name in options.probe_names())
         context = RunContext(generation=options.generation, scoring=model.scoring(), seed=options.seed)
         return cls(options, model, sets, context)
 
-    def derive(self, family: Family[Any, Any] | None = None, **updates: Any) -> RunPlan:
+    def derive(self, **updates: Any) -> RunPlan:
         """Another run's plan: this request with `updates` (another method of a comparison, a sweep setting)."""
-        return RunPlan.build(self.options.model_copy(update=updates), family)
+        return RunPlan.build(self.options.model_copy(update=updates))
 
     def bound(self, name: str) -> BoundSet:
         """The bound set of a probe set's name."""
@@ -147,10 +147,10 @@ class RunPlan:
         return fingerprint(self.run_settings())
 
 
-def bind(name: str, probe_options: dict[str, Any], family: Family[Any, Any] | None = None) -> BoundSet:
-    """A set name bound to its family (or `family`) and that family's typed options."""
-    own = family or known_family_of_set(name)
-    return BoundSet(name, own, own.parse_options(probe_options, name))
+def bind(name: str, probe_options: dict[str, Any]) -> BoundSet:
+    """A set name bound to its family and that family's typed options."""
+    family = known_family_of_set(name)
+    return BoundSet(name, family, family.parse_options(probe_options, name))
 
 
 def planned(given: RunPlan | RunOptions) -> RunPlan:
