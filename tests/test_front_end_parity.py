@@ -110,3 +110,31 @@ def test_compare_instruction_means_the_same_in_both(tmp_path: Path, monkeypatch:
     cli, api = both_ways(tmp_path, monkeypatch, args, lambda: fairprobe.compare("parity-a:x", **KWARGS, hyper=None,
                                                                                  instruction=None, out="out"))  # fmt: skip
     assert cli["compare.json"]["method_order"] == api["compare.json"]["method_order"] == ["Original"]
+
+
+@pytest.mark.slow
+def test_tune_writes_the_same_adapter_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    given = {"steps": 2, "rank": 4, "batch_size": 2, "eval_every": 1, "checkpoint_every": 1, "dev_drift": 0}
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in given.items()]
+    folders = []
+    for side in ("cli", "api"):
+        folder = tmp_path / side
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        (folder / "train.csv").write_text("is riding a bike\nis cooking dinner\nplays the piano\nis reading a book\n")
+        (folder / "dev.csv").write_text("My friend is painting a fence\nis walking a dog\n")
+        common = {"train": "train.csv", "dev": "dev.csv", "out": "out", "device": "cpu", "dtype": "float32"}
+        if side == "cli":
+            done = CliRunner().invoke(
+                app, ["tune", *args, *(f"--{k.replace('_', '-')}={v}" for k, v in common.items())]
+            )
+            assert done.exit_code == 0, done.output
+        else:
+            fairprobe.tune(**given, **common, progress=False)
+        folders.append(folder / "out")
+    cli, api = (json.loads((f / "manifest.json").read_text()) for f in folders)
+    timed = ("train_seconds", "seconds_per_step", "started", "finished")
+    assert {k: v for k, v in cli.items() if k not in timed} == {k: v for k, v in api.items() if k not in timed}
+    assert (folders[0] / "adapter_model.safetensors").read_bytes() == (
+        folders[1] / "adapter_model.safetensors"
+    ).read_bytes()
