@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import errno
 import json
-import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from fairprobe.families import Family, family_of_set, load_probe_set
 from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric
 from fairprobe.io import atomic_write_json, fingerprint
 from fairprobe.models import GenerationConfig, ModelBackend, backend_settings, load_model
-from fairprobe.models.base import Completion, ScoreRequest, generate_seeded, row_seeds, stable_seed
+from fairprobe.models.base import ScoreRequest, generate_seeded, row_seeds, stable_seed
 from fairprobe.models.cached import CachedBackend, prompt_json
 from fairprobe.models.fingerprint import fingerprint_change
 from fairprobe.options import RunOptions
@@ -31,7 +31,7 @@ from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redacted_command
 from fairprobe.runfolder import RunWriter
-from fairprobe.setwork import SetWork, Unread, fused_calls, model_calls, set_work
+from fairprobe.setwork import SetWatch, SetWork, fused_calls, model_calls, set_work
 from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
@@ -161,18 +161,14 @@ def run_set(
     """Ask the model every probe of one set (skipping batches already saved) and return its samples: read back
     from the run's samples file when there is one (a set's records are never all in memory), else as made.
 
-    Progress counts the model's work (generations and the scorings that are calls of their own), `clock` the
-    run's (`work`: the set's work when the caller counted it already); replies the family cannot read are counted
-    as they come, and said once when they are most."""
+    Progress (setwork.SetWatch) counts the model's work (generations and the scorings that are calls of their own,
+    and their tokens), `clock` the run's (`work`: the set's work when the caller counted it already); replies the
+    family cannot read are counted as they come, and said once when they are most."""
     progress = progress or SilentProgress()
     family_options = family.parse_options(options.probe_options, ps.name)
     gen = family.generation(options, family_options)
     by_id: dict[str, Sample] = {}
-    work = work or set_work(family, ps, options, family_options)
-    if (cost := work.cost_line(ps.name, len(ps.probes), family.unit)) is not None:
-        progress.note(cost)
-    progress.start(ps.name, work.calls)
-    unread = Unread(ps.name)
+    watch = SetWatch(ps, family.unit, work or set_work(family, ps, options, family_options), progress, clock)
     for index, whole in enumerate(batches_of(ps.probes, options.batch_size)):
         batch = [p for p in whole if writer is None or not writer.answered(ps.name, p)]
         wanted = {p.id for p in batch}
@@ -180,12 +176,9 @@ def run_set(
         asked = [(probe_id, r) for probe_id, r in every if probe_id in wanted]
         calls = model_calls(asked)
         if (skipped := model_calls(every) - calls) > 0:
-            progress.advance(skipped)
-            if clock is not None:
-                clock.skipped(skipped)
+            watch.skipped(skipped)
         if not batch:
             continue
-        started = time.monotonic()
         replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(options.seed, ps.name, asked))
         samples = []
         for probe in batch:
@@ -196,11 +189,8 @@ def run_set(
             writer.append(samples)
         else:
             by_id.update({s.id: s for s in samples})
-        progress.advance(calls)
-        if clock is not None:
-            clock.asked_for(calls, time.monotonic() - started)
-        if (said := unread.add(samples)) is not None:
-            progress.note(said)
+        watch.answered(calls, replies.values(), samples)
+    watch.end()
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
@@ -239,7 +229,7 @@ def ask(
         )
         for i, reply in zip(indices, answers, strict=True):
             probe, request = asked[i]
-            replies[probe].completions[request.key] = Completion(text=reply.text, error=reply.error)
+            replies[probe].completions[request.key] = replace(reply, scores=None)  # its scores are the rider's
             if i in riders and reply.error is None and reply.scores is not None:
                 replies[probe].scores[asked[riders[i]][1].key] = reply.scores
     requests = [ScoreRequest(asked[i][1].prompt, continuations_of(asked[i][1])) for i in alone]

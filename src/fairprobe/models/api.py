@@ -328,7 +328,7 @@ class OpenAIBackend(ServerScorer, ModelBackend):
                 answer = await self._attempt(base + path, body, timeouts)
                 if not isinstance(answer, str) and answer[0] == 200:
                     parsed = parse_reply(validate.json_body(answer[2]), not isinstance(prompt, str))
-                    return Completion(text=parsed.text), parsed
+                    return Completion(parsed.text, None, None, parsed.prompt_tokens, parsed.new_tokens), parsed
             except MalformedResponse as exc:
                 malformed += 1
                 if malformed >= policy.malformed_attempts or attempt >= policy.attempts:

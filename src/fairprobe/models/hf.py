@@ -230,8 +230,13 @@ class HFBackend(ModelBackend):
                 do_sample=False,
                 **({"prefill_chunk_size": chunk} if chunk else {}),
             )
-        texts = self.tokenizer.batch_decode(generated.sequences[:, prompt_len:], skip_special_tokens=True)
-        completions = [Completion(text=text) for text in texts]
+        new_ids = generated.sequences[:, prompt_len:]
+        texts = self.tokenizer.batch_decode(new_ids, skip_special_tokens=True)
+        read, made = enc["attention_mask"].sum(1).tolist(), self.until_end(new_ids).sum(1).tolist()
+        completions = [
+            Completion(text=text, prompt_tokens=int(n), new_tokens=int(m))
+            for text, n, m in zip(texts, read, made, strict=True)
+        ]
         if score and any(score):
             cache = prompt_part(kv_cache(generated), prompt_len)
             for rows, scores in self._score_rows(enc, score, capture.log_probs, cache):
@@ -419,11 +424,16 @@ class HFBackend(ModelBackend):
             positions = cont.shape[1]
             full, full_mask = torch.cat([ids, cont], 1), torch.cat([mask, torch.ones_like(cont)], 1)
             base = self._window_logits(full, full_mask, ids.shape[1], positions)
-        eos = torch.as_tensor(self.model.generation_config.eos_token_id or [], device=cont.device).reshape(-1)
-        ended = torch.isin(cont, eos).long().cumsum(-1)
-        valid = torch.cat([torch.zeros_like(ended[:, :1]), ended[:, :-1]], 1) == 0
+        valid = self.until_end(cont)
         tuned = self._window_logits(full, full_mask, ids.shape[1], positions)
         return Window(tuned=tuned, base=base, valid=valid[:, :positions])
+
+    def until_end(self, generated: torch.Tensor) -> torch.Tensor:
+        """Which generated positions the model made (B, T): those up to its first end token, that one included
+        (the rest is padding after the row ended)."""
+        eos = torch.as_tensor(self.model.generation_config.eos_token_id or [], device=generated.device).reshape(-1)
+        ended = torch.isin(generated, eos).long().cumsum(-1)
+        return torch.cat([torch.zeros_like(ended[:, :1]), ended[:, :-1]], 1) == 0
 
     def _window_logits(self, ids: torch.Tensor, mask: torch.Tensor, prompt_len: int, positions: int) -> torch.Tensor:
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
