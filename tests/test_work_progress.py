@@ -23,7 +23,7 @@ from fairprobe.models.base import Completion, GenerationConfig
 from fairprobe.progress import PlainProgress, RichProgress, SilentProgress, WorkClock, count_text, rate_text, rich_bars
 from fairprobe.runfolder import RunWriter
 from fairprobe.runner import RunOptions, run, run_set
-from fairprobe.setwork import SetWork, Unread, set_work
+from fairprobe.setwork import SetWork, Unread, run_clock, set_work
 from test_runner import ScriptedBackend, options
 
 
@@ -47,11 +47,9 @@ def test_the_run_clock_counts_resumed_work_as_done_and_paces_by_the_asked() -> N
     assert clock.line() == "run: 120/900 model calls (13%), 1m15s, 20.0/min, ~39m00s left"
     assert (rate_text(90, 30.0), rate_text(3, 60.0)) == ("3.0/s", "3.0/min")
     assert [count_text(n) for n in (950, 12_345, 1_500_000, 2.54, 25.0)] == ["950", "12.3k", "1.5M", "2.5", "25"]
-    clock.asked_for(80, 120.0, (160_000, 8_000))  # tokens known: the rate is in tokens, the time left in calls
-    assert clock.line() == "run: 200/900 model calls (22%), 1m15s, 933 tok/s, ~21m00s left"  # 700 calls, 1.8 s each
-    assert clock.tokens_line("hiring-bloomberg") == (
-        "hiring-bloomberg: 160k prompt tokens read, 8.0k generated, 933 tok/s"
-    )
+    clock.asked_for(80, 120.0, (160_000, 8_000))  # tokens said: the rate is theirs over the 120 s that said them
+    assert clock.line() == "run: 200/900 model calls (22%), 1m15s, 1.4k tok/s, ~21m00s left"  # 700 calls, 1.8 s each
+    assert clock.tokens_line("hiring-bloomberg") == ("hiring-bloomberg: 160k prompt tokens read, 8.0k generated")
 
 
 def test_a_large_sets_cost_is_named_before_it_starts() -> None:
@@ -117,17 +115,29 @@ def template_set(limit: int) -> tuple[Any, Any]:
 def test_progress_counts_the_backends_tokens_and_moves_each_batch_with_a_rate_and_time_left() -> None:
     now, seen = FakeClock(), Seen()
     ps, family = template_set(15)
-    run_clock = WorkClock(30, now=now)  # the run: this set and another of 15 calls
-    run_set(TokenBackend(now), family, ps, options(None, limit=15, batch_size=5), None, seen, run_clock)
+    opts = options(None, limit=15, batch_size=5)
+    work = set_work(family, ps, opts, family.parse_options({}, "template"))
+    clock = run_clock([work, work], now)  # the run: this set and another like it
+    run_set(TokenBackend(now), family, ps, opts, None, seen, clock)
     # three batches of 5 generations (the scores ride on them), 2 s each: 50 tokens in 2 s, 25 tokens a second
     assert seen.events == [
         "template: 5/15 (33%), 2s, 25 tok/s, ~4s left",
         "template: 10/15 (67%), 4s, 25 tok/s, ~2s left",
         "template: 15/15 (100%), 6s, 25 tok/s",
-        "note: template: 105 prompt tokens read, 45 generated, 25 tok/s",
+        "note: template: 105 prompt tokens read, 45 generated",
     ]
-    assert (run_clock.read, run_clock.made, run_clock.asking) == (105, 45, 6.0)
-    assert run_clock.line() == "run: 15/30 model calls (50%), 6s, 25 tok/s, ~6s left"
+    assert (clock.read, clock.made, clock.asking) == (105, 45, 6.0)
+    assert clock.line() == "run: 15/30 model calls (50%), 6s, 25 tok/s, ~6s left"
+
+
+def test_the_runs_time_left_paces_each_sets_calls_by_their_expected_tokens() -> None:
+    now = FakeClock()
+    scorings = SetWork(scorings=100, chars=100 * 400, prompts=100)  # 100 tokens a call
+    generations = SetWork(generations=10, chars=10 * 400, prompts=10, new_tokens=300)  # 100 + 300 tokens a call
+    assert (scorings.weight, generations.weight) == (100.0, 400.0)
+    clock = run_clock([scorings, generations], now)
+    clock.asked_for(100, 100.0, None, scorings.weight)  # 10,000 tokens' work in 100 s: 4,000 left take 40 s
+    assert clock.line() == "run: 100/110 model calls (91%), 0s, 1.0/s, ~40s left"  # not the 10 s its calls say
 
 
 def test_a_resumed_sets_saved_batches_count_as_done_not_in_the_pace(tmp_path: Path) -> None:
@@ -157,7 +167,7 @@ def test_log_lines_without_a_terminal_one_an_update() -> None:
         "template: 0/10 (0%), 0s",
         "template: 5/10 (50%), 2s, 25 tok/s, ~2s left",
         "template: 10/10 (100%), 4s, 25 tok/s",
-        "template: 70 prompt tokens read, 30 generated, 25 tok/s",
+        "template: 70 prompt tokens read, 30 generated",
     ]
     assert all(len(line) <= 80 for line in stream.getvalue().splitlines())
 
@@ -221,7 +231,7 @@ def test_the_unreadable_line_comes_once_after_the_batch_that_makes_them_most() -
         "hiring-an: 24/30 (80%)",
         f"note: hiring-an: 24 of 24 replies so far (100%) {line}",  # 20 replies or more: said after this batch
         "hiring-an: 30/30 (100%)",
-        "note: hiring-an: 210 prompt tokens read, 90 generated, 38 tok/s",
+        "note: hiring-an: 210 prompt tokens read, 90 generated",
     ]
     assert hiring_an_run(5)[-1] == f"note: hiring-an: 5 of 5 replies (100%) {line}"  # a small set: at its end
 

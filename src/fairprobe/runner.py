@@ -31,7 +31,7 @@ from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redacted_command
 from fairprobe.runfolder import RunWriter
-from fairprobe.setwork import SetWatch, SetWork, fused_calls, model_calls, set_work
+from fairprobe.setwork import SetWatch, SetWork, fused_calls, model_calls, run_clock, set_work
 from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "run", "run_set", "run_with_samples"]
@@ -362,7 +362,7 @@ def run_sets(
     results: dict[str, SetResult] = {}
     per_set: dict[str, Sequence[Sample]] = {}
     works = {ps.name: set_work_of(ps, options, family) for ps in sets}  # counted once, before any is asked
-    clock = WorkClock(sum(w.calls for w in works.values())) if len(sets) > 1 else None
+    clock = run_clock(list(works.values())) if len(sets) > 1 else None
     for ps in sets:
         own = family or family_of(ps.name)
         try:

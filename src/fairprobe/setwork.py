@@ -45,6 +45,17 @@ class SetWork:
         """Model calls: generations and the scorings that are calls of their own."""
         return self.generations + self.scorings
 
+    @property
+    def tokens(self) -> float:
+        """The tokens the set is expected to cost: its prompts' (estimated from characters) and the most its
+        generations may make. A run paces its time left by them (`run_clock`)."""
+        return self.chars / CHARS_PER_TOKEN + self.generations * self.new_tokens
+
+    @property
+    def weight(self) -> float:
+        """A call's expected tokens, on average over the set (1 where there are none to expect)."""
+        return self.tokens / self.calls if self.calls and self.tokens else 1.0
+
     def cost_line(self, name: str, items: int, unit: str) -> str | None:
         """The set's expected cost before it starts, when it is large (long prompts, or many calls an item):
         'hiring-bloomberg: 4 items, 8 generations, ~3,100-token prompts, up to 300 new tokens a reply'."""
@@ -128,6 +139,11 @@ def tokens_of(replies: Iterable[Replies]) -> tuple[int, int] | None:
     return sum(c.prompt_tokens or 0 for c in known), sum(c.new_tokens or 0 for c in known)
 
 
+def run_clock(works: list[SetWork], now: Callable[[], float] = time.monotonic) -> WorkClock:
+    """The clock of a run of several sets: its model calls, its time left paced by their expected tokens."""
+    return WorkClock(sum(w.calls for w in works), now=now, work=sum(w.calls * w.weight for w in works))
+
+
 class SetWatch:
     """A set's progress while it runs (the hook of runner.run_set): its cost said before it starts, its model
     calls counted and timed as batches come on its own clock and the run's (with the tokens the backend says), the
@@ -149,22 +165,23 @@ class SetWatch:
         progress.start(ps.name, work.calls)
         progress.measure(self.clock)
         self.unread = Unread(ps.name)
+        self.weight = work.weight
         self.mark = self.now()
 
     def skipped(self, calls: int) -> None:
         """Calls of a batch found saved by an earlier run: done, not in the pace."""
-        for clock in (self.clock, self.run):
-            if clock is not None:
-                clock.skipped(calls)
+        self.clock.skipped(calls)
+        if self.run is not None:
+            self.run.skipped(calls, self.weight)
         self.progress.advance(calls)
         self.mark = self.now()
 
     def answered(self, calls: int, replies: Iterable[Replies], samples: list[Sample]) -> None:
         """A batch answered: its calls, timed since the last batch, with their tokens; the unreadable line."""
         seconds, tokens = self.now() - self.mark, tokens_of(replies)
-        for clock in (self.clock, self.run):
-            if clock is not None:
-                clock.asked_for(calls, seconds, tokens)
+        self.clock.asked_for(calls, seconds, tokens)
+        if self.run is not None:
+            self.run.asked_for(calls, seconds, tokens, self.weight)
         self.progress.advance(calls)
         if (said := self.unread.add(samples)) is not None:
             self.progress.note(said)
