@@ -20,7 +20,17 @@ from fairprobe.families.gender_income.record import PairSample
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.professional_bias.record import CoreferenceSample
 from fairprobe.models.base import Completion, GenerationConfig
-from fairprobe.progress import PlainProgress, RichProgress, SilentProgress, WorkClock, count_text, rate_text, rich_bars
+from fairprobe.progress import (
+    PlainProgress,
+    RichProgress,
+    SilentProgress,
+    WorkClock,
+    answers_came,
+    count_text,
+    counting_answers,
+    rate_text,
+    rich_bars,
+)
 from fairprobe.runfolder import RunWriter
 from fairprobe.runner import RunOptions, run, run_set
 from fairprobe.setwork import SetWork, Unread, run_clock, set_work
@@ -138,6 +148,36 @@ def test_the_runs_time_left_paces_each_sets_calls_by_their_expected_tokens() -> 
     clock = run_clock([scorings, generations], now)
     clock.asked_for(100, 100.0, None, scorings.weight)  # 10,000 tokens' work in 100 s: 4,000 left take 40 s
     assert clock.line() == "run: 100/110 model calls (91%), 0s, 1.0/s, ~40s left"  # not the 10 s its calls say
+
+
+class PassingBackend(TokenBackend):
+    """The token-saying model answering each call in passes of two prompts, 1 s of the fake clock each, as a local
+    model splits a batch (its batch size, its memory budget)."""
+
+    def generate(self, prompts: list[Any], *args: Any, **kwargs: Any) -> list[Completion]:
+        out = []
+        for start in range(0, len(prompts), 2):
+            part = super().generate(prompts[start : start + 2], *args, **kwargs)
+            self.now.t -= 1.0  # TokenBackend's 2 s a call: 1 s a pass here
+            answers_came(len(part), (7 * len(part), 3 * len(part)))
+            out.extend(part)
+        return out
+
+
+def test_a_batch_answered_in_passes_moves_the_progress_at_each_pass() -> None:
+    now, seen = FakeClock(), Seen()
+    ps, family = template_set(10)
+    run_set(PassingBackend(now), family, ps, options(None, limit=10, batch_size=5), None, seen, WorkClock(10, now=now))
+    # batches of 5 in passes of 2, 2 and 1 prompts, 1 s each: 20 tokens a second for the passes of two
+    assert seen.events == [
+        "template: 2/10 (20%), 1s, 20 tok/s, ~4s left",
+        "template: 4/10 (40%), 2s, 20 tok/s, ~3s left",
+        "template: 5/10 (50%), 3s, 17 tok/s, ~3s left",
+        "template: 7/10 (70%), 4s, 18 tok/s, ~2s left",
+        "template: 9/10 (90%), 5s, 18 tok/s, ~1s left",
+        "template: 10/10 (100%), 6s, 17 tok/s",
+        "note: template: 70 prompt tokens read, 30 generated",
+    ]
 
 
 def test_a_resumed_sets_saved_batches_count_as_done_not_in_the_pace(tmp_path: Path) -> None:
@@ -272,7 +312,10 @@ def test_the_fairness_families_count_their_unreadable_replies() -> None:
 @pytest.mark.slow
 def test_the_local_model_says_the_tokens_it_read_and_made(embedded_backend: Any) -> None:
     prompts = ["My friend is a nurse, and", "The engineer who designed the bridge over the river said that"]
-    replies = embedded_backend.generate(prompts, GenerationConfig(max_new_tokens=12))
+    passes: list[tuple[int, tuple[int, int] | None]] = []
+    with counting_answers(lambda n, tokens: passes.append((n, tokens))):
+        replies = embedded_backend.generate(prompts, GenerationConfig(max_new_tokens=12))
     read = [len(embedded_backend.tokenizer(p).input_ids) for p in prompts]  # each row's own, not the padded width
     assert [r.prompt_tokens for r in replies] == read and read[0] < read[1]
     assert [r.new_tokens for r in replies] == [12, 12]  # greedy continuations that do not end within 12 tokens
+    assert passes == [(2, (sum(read), 24))]  # one pass (the batch fits), told as it came

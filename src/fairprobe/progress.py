@@ -327,6 +327,30 @@ def showing(progress: Progress) -> Iterator[Progress]:
         _CURRENT.reset(token)
 
 
+# What a backend answers part by part, within one call, is told to the probe set under way (setwork.SetWatch).
+_ANSWERS: ContextVar[Callable[[int, tuple[int, int] | None], None] | None] = ContextVar(
+    "fairprobe_answers", default=None
+)
+
+
+@contextmanager
+def counting_answers(callback: Callable[[int, tuple[int, int] | None], None]) -> Iterator[None]:
+    """While the block runs, a backend's `answers_came` calls `callback`: a batch that the model answers in
+    several passes moves the progress at each pass, not only when the whole batch is back."""
+    token = _ANSWERS.set(callback)
+    try:
+        yield
+    finally:
+        _ANSWERS.reset(token)
+
+
+def answers_came(n: int, tokens: tuple[int, int] | None = None) -> None:
+    """A backend answered `n` more prompts of the call under way (with the prompt tokens read and new tokens made,
+    where known); nothing happens outside `counting_answers`."""
+    if (callback := _ANSWERS.get()) is not None:
+        callback(n, tokens)
+
+
 # Libraries' own progress-bar switches: (module, whether its bars are on, switch off, switch on).
 LIBRARY_BARS: tuple[tuple[str, Callable[[Any], bool], str, str], ...] = (
     (

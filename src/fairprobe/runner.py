@@ -179,7 +179,8 @@ def run_set(
             watch.skipped(skipped)
         if not batch:
             continue
-        replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(options.seed, ps.name, asked))
+        with watch.asking(calls):
+            replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(options.seed, ps.name, asked))
         samples = []
         for probe in batch:
             sample = family.sample(ps, probe, replies[probe.id], options, family_options)
@@ -189,7 +190,7 @@ def run_set(
             writer.append(samples)
         else:
             by_id.update({s.id: s for s in samples})
-        watch.answered(calls, replies.values(), samples)
+        watch.answered(replies.values(), samples)
     watch.end()
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])

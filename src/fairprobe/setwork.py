@@ -6,14 +6,15 @@ cannot be read."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from fairprobe.families import Family
 from fairprobe.families.base import Replies, Request, Scoring
 from fairprobe.options import RunOptions
-from fairprobe.progress import Progress, WorkClock
+from fairprobe.progress import Progress, WorkClock, counting_answers
 from fairprobe.records import ProbeSet, Sample
 
 
@@ -166,6 +167,8 @@ class SetWatch:
         progress.measure(self.clock)
         self.unread = Unread(ps.name)
         self.weight = work.weight
+        self.calls = self.part = 0  # the batch under way: its calls, and those its backend said answered so far
+        self.part_tokens = (0, 0)
         self.mark = self.now()
 
     def skipped(self, calls: int) -> None:
@@ -176,15 +179,41 @@ class SetWatch:
         self.progress.advance(calls)
         self.mark = self.now()
 
-    def answered(self, calls: int, replies: Iterable[Replies], samples: list[Sample]) -> None:
-        """A batch answered: its calls, timed since the last batch, with their tokens; the unreadable line."""
-        seconds, tokens = self.now() - self.mark, tokens_of(replies)
+    @contextmanager
+    def asking(self, calls: int) -> Iterator[None]:
+        """While a batch of `calls` model calls is asked: the parts a backend answers as they come (a local model's
+        passes, `progress.answers_came`) move the progress, so a batch as large as the set does not stand at 0."""
+        self.calls, self.part, self.part_tokens = calls, 0, (0, 0)
+        with counting_answers(self._part):
+            yield
+
+    def _part(self, n: int, tokens: tuple[int, int] | None) -> None:
+        n = min(n, self.calls - self.part)  # a scoring asked again inside a call is not a call of its own
+        if n <= 0:
+            return
+        self.part += n
+        if tokens is not None:
+            self.part_tokens = (self.part_tokens[0] + tokens[0], self.part_tokens[1] + tokens[1])
+        self._count(n, tokens)
+
+    def answered(self, replies: Iterable[Replies], samples: list[Sample]) -> None:
+        """The batch asked in `asking` is answered: its calls not yet counted (with their tokens), then the
+        unreadable line when it is due."""
+        tokens = tokens_of(replies)
+        if tokens is not None:
+            tokens = (max(tokens[0] - self.part_tokens[0], 0), max(tokens[1] - self.part_tokens[1], 0))
+        self._count(self.calls - self.part, tokens)
+        if (said := self.unread.add(samples)) is not None:
+            self.progress.note(said)
+
+    def _count(self, calls: int, tokens: tuple[int, int] | None) -> None:
+        """Calls answered since the last count, timed since then (none: the time alone, the display unmoved)."""
+        seconds = self.now() - self.mark
         self.clock.asked_for(calls, seconds, tokens)
         if self.run is not None:
             self.run.asked_for(calls, seconds, tokens, self.weight)
-        self.progress.advance(calls)
-        if (said := self.unread.add(samples)) is not None:
-            self.progress.note(said)
+        if calls:
+            self.progress.advance(calls)
         self.mark = self.now()
 
     def end(self) -> None:

@@ -44,6 +44,7 @@ from fairprobe.models.engine import PackedLinears, Shape, prefill_chunk, rows_wi
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings, parse_memory
+from fairprobe.progress import answers_came
 from fairprobe.records import message_dicts
 from fairprobe.redact import clip
 from fairprobe.threads import ThreadChooser, apply_threads
@@ -199,12 +200,12 @@ class HFBackend(ModelBackend):
             copies = 1 + max((self.table(tuple(c)).tail_rows for c in chunk or () if c), default=0)
             rows = self.rows_per_pass(enc, config.max_new_tokens, copies)
             if rows >= len(batch):
-                out.extend(self._generate_batch(enc, config, chunk, batch_seeds))
+                out.extend(came(self._generate_batch(enc, config, chunk, batch_seeds)))
                 continue
             for part in range(0, len(batch), rows):
                 scored = None if chunk is None else chunk[part : part + rows]
                 enc_part = self.encode(batch[part : part + rows])
-                out.extend(self._generate_batch(enc_part, config, scored, batch_seeds[part : part + rows]))
+                out.extend(came(self._generate_batch(enc_part, config, scored, batch_seeds[part : part + rows])))
         return out
 
     def _generate_batch(
@@ -295,6 +296,7 @@ class HFBackend(ModelBackend):
             for part in range(0, len(batch), rows):
                 chunk = batch[part : part + rows]
                 out.extend(self._score_requests(chunk, enc if rows >= len(batch) else None))
+                answers_came(len(chunk))
         return out
 
     def _score_requests(self, chunk: list[ScoreRequest], enc: dict[str, torch.Tensor] | None) -> list[Scores]:
@@ -470,6 +472,13 @@ class HFBackend(ModelBackend):
             },
             "quantized_4bit": bool(getattr(self.model, "is_loaded_in_4bit", False)),
         }
+
+
+def came(completions: list[Completion]) -> list[Completion]:
+    """A pass's completions, told to the progress of the step under way (`answers_came`) as they come."""
+    read = sum(c.prompt_tokens or 0 for c in completions)
+    answers_came(len(completions), (read, sum(c.new_tokens or 0 for c in completions)))
+    return completions
 
 
 def resolve_device(device: str) -> str:
