@@ -19,6 +19,7 @@ from fairprobe.families import family_of_set, load_probe_set
 from fairprobe.families.gender_income.record import PairSample
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.professional_bias.record import CoreferenceSample
+from fairprobe.models.api import open_endpoint
 from fairprobe.models.base import Completion, GenerationConfig
 from fairprobe.progress import (
     PlainProgress,
@@ -34,6 +35,7 @@ from fairprobe.progress import (
 from fairprobe.runfolder import RunWriter
 from fairprobe.runner import RunOptions, run, run_set
 from fairprobe.setwork import SetWork, Unread, run_clock, set_work
+from openai_servers import scripted
 from test_runner import ScriptedBackend, options
 
 
@@ -178,6 +180,16 @@ def test_a_batch_answered_in_passes_moves_the_progress_at_each_pass() -> None:
         "template: 10/10 (100%), 6s, 17 tok/s",
         "note: template: 70 prompt tokens read, 30 generated",
     ]
+
+
+def test_a_servers_answers_move_the_progress_one_by_one_with_their_usage() -> None:
+    told: list[tuple[int, tuple[int, int] | None]] = []
+    with scripted() as (url, _), counting_answers(lambda n, tokens: told.append((n, tokens))):
+        model = open_endpoint("test", base_url=url, implicit="topk", concurrency=2)
+        replies = model.generate([f"p{i}" for i in range(3)], GenerationConfig(max_new_tokens=7))
+    # the test server's usage says the tokens it made (every one asked), not those it read
+    assert told == [(1, (0, 7))] * 3
+    assert [(r.prompt_tokens, r.new_tokens) for r in replies] == [(None, 7)] * 3
 
 
 def test_a_resumed_sets_saved_batches_count_as_done_not_in_the_pace(tmp_path: Path) -> None:

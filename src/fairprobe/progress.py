@@ -347,8 +347,13 @@ def counting_answers(callback: Callable[[int, tuple[int, int] | None], None]) ->
 def answers_came(n: int, tokens: tuple[int, int] | None = None) -> None:
     """A backend answered `n` more prompts of the call under way (with the prompt tokens read and new tokens made,
     where known); nothing happens outside `counting_answers`."""
-    if (callback := _ANSWERS.get()) is not None:
-        callback(n, tokens)
+    answers_teller()(n, tokens)
+
+
+def answers_teller() -> Callable[[int, tuple[int, int] | None], None]:
+    """`answers_came` as this thread sees it now, for a backend whose answers arrive on a thread of its own (a
+    server's event loop): what it tells reaches the step that asked."""
+    return _ANSWERS.get() or (lambda n, tokens: None)
 
 
 # Libraries' own progress-bar switches: (module, whether its bars are on, switch off, switch on).
