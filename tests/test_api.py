@@ -102,6 +102,10 @@ def test_parse_reply_reads_both_logprob_formats_and_rejects_malformed_answers() 
     assert parse_reply({"choices": [{"text": ""}]}, chat=False) == Answer("")  # an empty continuation is an answer
     with_ids = {"choices": [{"text": " she", "prompt_token_ids": [1, 2], "token_ids": [7]}]}
     assert parse_reply(with_ids, chat=False) == Answer(" she", None, [1, 2], [7])
+    usage = {"choices": [{"text": " she"}], "usage": {"prompt_tokens": 12, "completion_tokens": 3}}
+    assert parse_reply(usage, chat=False) == Answer(" she", prompt_tokens=12, new_tokens=3)  # the model's work
+    odd = {"choices": [{"text": " she"}], "usage": {"prompt_tokens": "12", "completion_tokens": -1}}
+    assert parse_reply(odd, chat=False) == Answer(" she")  # counts that are not counts are not said
     for bad in ([], {"choices": []}, {"choices": [{"text": None}]}, {"choices": [{"message": {}}]}):
         with pytest.raises(MalformedResponse):
             parse_reply(bad, chat=True)

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from fairprobe.families import RunContext, load_probe_set
 from fairprobe.families.paper import FAMILY, PaperOptions, PaperSample
-from fairprobe.families.paper.metrics import stereotype_following
+from fairprobe.families.paper.stereotype import stereotype_following
 from fairprobe.records import MetricValue, SetResult, Summary
 from fairprobe.report.console import print_summary
 from fairprobe.report.html import render_html

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import errno
 import json
-import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from fairprobe.families import Family, family_of_set
 from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric, load_bound_set
 from fairprobe.io import atomic_write_json, fingerprint
 from fairprobe.models import GenerationConfig, ModelBackend
-from fairprobe.models.base import Completion, ScoreRequest, generate_seeded, row_seeds, stable_seed
+from fairprobe.models.base import ScoreRequest, generate_seeded, row_seeds, stable_seed
 from fairprobe.models.cached import CachedBackend, prompt_json
 from fairprobe.models.fingerprint import fingerprint_change
 from fairprobe.options import RunOptions
@@ -33,7 +33,7 @@ from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redacted_command
 from fairprobe.runfolder import RunWriter
-from fairprobe.setwork import SetWork, Unread, fused_calls, model_calls, set_work
+from fairprobe.setwork import SetWatch, SetWork, fused_calls, model_calls, run_clock, set_work
 from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "RunPlan", "run", "run_set", "run_with_samples"]
@@ -153,18 +153,14 @@ def run_set(
     """Ask the model every probe of one set (skipping batches already saved) and return its samples: read back
     from the run's samples file when there is one (a set's records are never all in memory), else as made.
 
-    Progress counts the model's work (generations and the scorings that are calls of their own), `clock` the
-    run's (`work`: the set's work when the caller counted it already); replies the family cannot read are counted
-    as they come, and said once when they are most."""
+    Progress (setwork.SetWatch) counts the model's work (generations and the scorings that are calls of their own,
+    and their tokens), `clock` the run's (`work`: the set's work when the caller counted it already); replies the
+    family cannot read are counted as they come, and said once when they are most."""
     progress = progress or SilentProgress()
     family, family_options, context = bound.family, bound.options, plan.context
     gen = family.generation(context, family_options)
     by_id: dict[str, Sample] = {}
-    work = work or set_work(family, ps, context, family_options)
-    if (cost := work.cost_line(ps.name, len(ps.probes), family.unit)) is not None:
-        progress.note(cost)
-    progress.start(ps.name, work.calls)
-    unread = Unread(ps.name)
+    watch = SetWatch(ps, family.unit, work or set_work(family, ps, context, family_options), progress, clock)
     for index, whole in enumerate(batches_of(ps.probes, plan.options.batch_size)):
         batch = [p for p in whole if writer is None or not writer.answered(ps.name, p)]
         wanted = {p.id for p in batch}
@@ -172,13 +168,11 @@ def run_set(
         asked = [(probe_id, r) for probe_id, r in every if probe_id in wanted]
         calls = model_calls(asked)
         if (skipped := model_calls(every) - calls) > 0:
-            progress.advance(skipped)
-            if clock is not None:
-                clock.skipped(skipped)
+            watch.skipped(skipped)
         if not batch:
             continue
-        started = time.monotonic()
-        replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(plan.seed, ps.name, asked))
+        with watch.asking(calls):
+            replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(plan.seed, ps.name, asked))
         samples = []
         for probe in batch:
             sample = family.sample(ps, probe, replies[probe.id], context, family_options)
@@ -188,11 +182,8 @@ def run_set(
             writer.append(samples)
         else:
             by_id.update({s.id: s for s in samples})
-        progress.advance(calls)
-        if clock is not None:
-            clock.asked_for(calls, time.monotonic() - started)
-        if (said := unread.add(samples)) is not None:
-            progress.note(said)
+        watch.answered(replies.values(), samples)
+    watch.end()
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
@@ -231,7 +222,7 @@ def ask(
         )
         for i, reply in zip(indices, answers, strict=True):
             probe, request = asked[i]
-            replies[probe].completions[request.key] = Completion(text=reply.text, error=reply.error)
+            replies[probe].completions[request.key] = replace(reply, scores=None)  # its scores are the rider's
             if i in riders and reply.error is None and reply.scores is not None:
                 replies[probe].scores[asked[riders[i]][1].key] = reply.scores
     requests = [ScoreRequest(asked[i][1].prompt, continuations_of(asked[i][1])) for i in alone]
@@ -346,7 +337,7 @@ def run_sets(
     per_set: dict[str, Sequence[Sample]] = {}
     bound = {ps.name: plan.bound(ps.name) for ps in sets}
     works = {ps.name: set_work(bound[ps.name].family, ps, plan.context, bound[ps.name].options) for ps in sets}
-    clock = WorkClock(sum(w.calls for w in works.values())) if len(sets) > 1 else None  # counted once, up front
+    clock = run_clock(list(works.values())) if len(sets) > 1 else None  # counted once, before any is asked
     for ps in sets:
         own = bound[ps.name]
         try:

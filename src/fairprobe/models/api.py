@@ -56,6 +56,7 @@ from fairprobe.models.transport import (
     retry_after_seconds,
 )
 from fairprobe.models.validate import AnswerLimits, MalformedResponse
+from fairprobe.progress import answers_teller
 from fairprobe.records import message_dicts
 from fairprobe.redact import API_KEY_ENV, redact, shorten
 
@@ -155,7 +156,15 @@ class OpenAIBackend(ServerScorer, ModelBackend):
             if config.greedy
             else [config.model_copy(update={"seed": seed}) for seed in row_seeds(config, len(prompts), seeds)]
         )
-        return self._run(self._generate(prompts, configs, wanted, on_result))
+        tell = answers_teller()  # the run's progress, told each answer as it arrives (on the event loop's thread)
+
+        def arrived(index: int, completion: Completion) -> None:
+            if on_result is not None:
+                on_result(index, completion)
+            said = (completion.prompt_tokens, completion.new_tokens)
+            tell(1, None if said == (None, None) else (said[0] or 0, said[1] or 0))
+
+        return self._run(self._generate(prompts, configs, wanted, arrived))
 
     def generate_streamed(
         self,
@@ -328,7 +337,7 @@ class OpenAIBackend(ServerScorer, ModelBackend):
                 answer = await self._attempt(base + path, body, timeouts)
                 if not isinstance(answer, str) and answer[0] == 200:
                     parsed = parse_reply(validate.json_body(answer[2]), not isinstance(prompt, str))
-                    return Completion(text=parsed.text), parsed
+                    return Completion(parsed.text, None, None, parsed.prompt_tokens, parsed.new_tokens), parsed
             except MalformedResponse as exc:
                 malformed += 1
                 if malformed >= policy.malformed_attempts or attempt >= policy.attempts:

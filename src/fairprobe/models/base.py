@@ -177,12 +177,16 @@ class Completion:
     """A model's reply to one prompt: its text and, when asked in the same call, the scores of continuations.
 
     `scores` answers the `score` tuple given to `ModelBackend.generate` for this prompt (read from the same forward
-    pass as the generation); `error` is set when the call failed (then `text` is empty).
+    pass as the generation); `error` is set when the call failed (then `text` is empty). `prompt_tokens` and
+    `new_tokens` are the model's work on it, where the backend knows them (a local model; a server's `usage`), so
+    progress can show tokens a second; None otherwise (and on a cached answer, which cost no model work).
     """
 
     text: str
     scores: Scores | None = None
     error: str | None = None
+    prompt_tokens: int | None = None
+    new_tokens: int | None = None
 
 
 @runtime_checkable

@@ -44,6 +44,7 @@ from fairprobe.models.engine import PackedLinears, Shape, prefill_chunk, rows_wi
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings, parse_memory
+from fairprobe.progress import answers_came
 from fairprobe.records import message_dicts
 from fairprobe.redact import clip
 from fairprobe.threads import ThreadChooser, apply_threads
@@ -199,12 +200,12 @@ class HFBackend(ModelBackend):
             copies = 1 + max((self.table(tuple(c)).tail_rows for c in chunk or () if c), default=0)
             rows = self.rows_per_pass(enc, config.max_new_tokens, copies)
             if rows >= len(batch):
-                out.extend(self._generate_batch(enc, config, chunk, batch_seeds))
+                out.extend(came(self._generate_batch(enc, config, chunk, batch_seeds)))
                 continue
             for part in range(0, len(batch), rows):
                 scored = None if chunk is None else chunk[part : part + rows]
                 enc_part = self.encode(batch[part : part + rows])
-                out.extend(self._generate_batch(enc_part, config, scored, batch_seeds[part : part + rows]))
+                out.extend(came(self._generate_batch(enc_part, config, scored, batch_seeds[part : part + rows])))
         return out
 
     def _generate_batch(
@@ -230,8 +231,13 @@ class HFBackend(ModelBackend):
                 do_sample=False,
                 **({"prefill_chunk_size": chunk} if chunk else {}),
             )
-        texts = self.tokenizer.batch_decode(generated.sequences[:, prompt_len:], skip_special_tokens=True)
-        completions = [Completion(text=text) for text in texts]
+        new_ids = generated.sequences[:, prompt_len:]
+        texts = self.tokenizer.batch_decode(new_ids, skip_special_tokens=True)
+        read, made = enc["attention_mask"].sum(1).tolist(), self.until_end(new_ids).sum(1).tolist()
+        completions = [
+            Completion(text=text, prompt_tokens=int(n), new_tokens=int(m))
+            for text, n, m in zip(texts, read, made, strict=True)
+        ]
         if score and any(score):
             cache = prompt_part(kv_cache(generated), prompt_len)
             for rows, scores in self._score_rows(enc, score, capture.log_probs, cache):
@@ -290,6 +296,7 @@ class HFBackend(ModelBackend):
             for part in range(0, len(batch), rows):
                 chunk = batch[part : part + rows]
                 out.extend(self._score_requests(chunk, enc if rows >= len(batch) else None))
+                answers_came(len(chunk))
         return out
 
     def _score_requests(self, chunk: list[ScoreRequest], enc: dict[str, torch.Tensor] | None) -> list[Scores]:
@@ -419,11 +426,16 @@ class HFBackend(ModelBackend):
             positions = cont.shape[1]
             full, full_mask = torch.cat([ids, cont], 1), torch.cat([mask, torch.ones_like(cont)], 1)
             base = self._window_logits(full, full_mask, ids.shape[1], positions)
-        eos = torch.as_tensor(self.model.generation_config.eos_token_id or [], device=cont.device).reshape(-1)
-        ended = torch.isin(cont, eos).long().cumsum(-1)
-        valid = torch.cat([torch.zeros_like(ended[:, :1]), ended[:, :-1]], 1) == 0
+        valid = self.until_end(cont)
         tuned = self._window_logits(full, full_mask, ids.shape[1], positions)
         return Window(tuned=tuned, base=base, valid=valid[:, :positions])
+
+    def until_end(self, generated: torch.Tensor) -> torch.Tensor:
+        """Which generated positions the model made (B, T): those up to its first end token, that one included
+        (the rest is padding after the row ended)."""
+        eos = torch.as_tensor(self.model.generation_config.eos_token_id or [], device=generated.device).reshape(-1)
+        ended = torch.isin(generated, eos).long().cumsum(-1)
+        return torch.cat([torch.zeros_like(ended[:, :1]), ended[:, :-1]], 1) == 0
 
     def _window_logits(self, ids: torch.Tensor, mask: torch.Tensor, prompt_len: int, positions: int) -> torch.Tensor:
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
@@ -460,6 +472,13 @@ class HFBackend(ModelBackend):
             },
             "quantized_4bit": bool(getattr(self.model, "is_loaded_in_4bit", False)),
         }
+
+
+def came(completions: list[Completion]) -> list[Completion]:
+    """A pass's completions, told to the progress of the step under way (`answers_came`) as they come."""
+    read = sum(c.prompt_tokens or 0 for c in completions)
+    answers_came(len(completions), (read, sum(c.new_tokens or 0 for c in completions)))
+    return completions
 
 
 def resolve_device(device: str) -> str:

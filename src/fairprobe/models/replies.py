@@ -43,8 +43,9 @@ def _first_top_chat(choice: dict[str, Any]) -> dict[str, float] | None:
 @dataclass(frozen=True)
 class Answer:
     """A generation answer: the text, the first generated position's logprobs (top-k, or those of the ids asked
-    for, keyed `token_id:N`), the prompt's and the output's token ids where the server returned them, and the
-    logprob the answer gives its first generated token (`own`, completions only). Logprobs that hold more than
+    for, keyed `token_id:N`), the prompt's and the output's token ids where the server returned them, the
+    logprob the answer gives its first generated token (`own`, completions only), and the prompt tokens read and
+    tokens generated (`usage`, where the server says). Logprobs that hold more than
     probability 1 together leave the text as it is and fail the scoring alone (`scoring_error`)."""
 
     text: str
@@ -53,6 +54,8 @@ class Answer:
     output_ids: list[int] | None = None
     own: float | None = None
     scoring_error: str | None = None
+    prompt_tokens: int | None = None
+    new_tokens: int | None = None
 
     def chosen(self) -> dict[int, float]:
         """The logprobs of the token ids asked for in `logprob_token_ids` (keys `token_id:N`)."""
@@ -100,7 +103,9 @@ def parse_reply(data: Any, chat: bool) -> Answer:
         except MalformedResponse as exc:
             scoring_error, top = f"malformed scoring answer: {exc}", None
         top = None if top is None else {redact(k): v for k, v in top.items()}
-    return Answer(redact(text), top, prompt_ids, optional_ids(choice.get("token_ids")), own, scoring_error)
+    read, made = validate.usage(data)
+    output_ids = optional_ids(choice.get("token_ids"))
+    return Answer(redact(text), top, prompt_ids, output_ids, own, scoring_error, read, made)
 
 
 def _own_first_logprob(choice: dict[str, Any]) -> float | None:

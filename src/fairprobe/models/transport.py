@@ -113,11 +113,9 @@ def failed(url: str, answer: tuple[int, httpx.Headers, bytes] | str) -> Failed:
 def generated_tokens(content: bytes) -> int:
     """The tokens a server says it generated (`usage.completion_tokens`), 0 where its answer does not say."""
     try:
-        usage = validate.json_body(content).get("usage")
-        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    except (MalformedResponse, AttributeError):
+        return validate.usage(validate.json_body(content))[1] or 0
+    except MalformedResponse:
         return 0
-    return tokens if isinstance(tokens, int) and tokens > 0 else 0
 
 
 class Transport:

@@ -100,6 +100,20 @@ def total_probability(top: dict[str, float], where: str = "top_logprobs") -> flo
     return total
 
 
+def usage(data: Any) -> tuple[int | None, int | None]:
+    """The prompt tokens a server read and the tokens it generated for an answer (its `usage` object's
+    `prompt_tokens` and `completion_tokens`), each None where the answer does not say."""
+    found = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(found, dict):
+        return None, None
+    return _count(found.get("prompt_tokens")), _count(found.get("completion_tokens"))
+
+
+def _count(value: Any) -> int | None:
+    """A count a server gave (a non-negative integer), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def json_body(content: bytes, non_finite: bool = False) -> Any:
     """A body parsed as JSON (UTF-8; NaN and Infinity, which JSON does not have, are refused).
 

@@ -13,7 +13,6 @@ import numpy as np
 from fairprobe.families.base import Family, MetricTable, Replies, Request, RunContext, Scoring, summarize_by_subset
 from fairprobe.families.paper.groups import likeliest_group
 from fairprobe.families.paper.metrics import (
-    STEREOTYPED_GENDER,
     failure_metrics,
     gas_metrics,
     group_masses,
@@ -21,12 +20,11 @@ from fairprobe.families.paper.metrics import (
     implicit_record,
     next_word_metrics,
     paper_metrics,
-    stereotype_following,
-    stereotype_metrics,
 )
 from fairprobe.families.paper.options import PaperOptions
 from fairprobe.families.paper.record import PaperSample
 from fairprobe.families.paper.sets import load_statement_file
+from fairprobe.families.paper.stereotype import STEREOTYPED_GENDER, stereotype_following, stereotype_metrics
 from fairprobe.families.paper.words import detect_gendered_words
 from fairprobe.models.base import Scores
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
