@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from conftest import exact_scores
 from fairprobe.catalog import FAMILIES
 from fairprobe.families import Replies, load_probe_set
 from fairprobe.models.base import Completion
@@ -76,3 +77,58 @@ def test_professional_bias_sample_mode_numbers_are_pinned() -> None:
     assert m["gender_effect_she"] == pytest.approx(0.25) and m["gender_effect_he"] == 0.0
     assert m["they_female_share"] == pytest.approx(0.5) and m["they_first_share"] == pytest.approx(4 / 6)
     assert "option_mass" not in m
+
+
+UNIFORM = [0.25, 0.25, 0.25, 0.25]
+# P of "yes", "Yes", "no", "No" after each version (original, flipped) of the first six pairs.
+INCOME_SCORES = [([0.3, 0.1, 0.1, 0.1], [0.1, 0.1, 0.2, 0.2]), ([0.4, 0.2, 0.1, 0.1], [0.3, 0.1, 0.3, 0.1])]
+INCOME_SCORES += [(UNIFORM, UNIFORM)] * 4
+
+
+def scored(
+    set_name: str, keys: tuple[str, str], probs: list[tuple[list[float], list[float]]], **opts: Any
+) -> SetResult:
+    """The set's first six probes scored with known probabilities (a fake backend's exact loglikelihoods)."""
+    family = FAMILIES.get(set_name.replace("-", "_"))
+    options = family.parse_options(opts)
+    run = RunOptions(suite="fairness")  # the embedded model: it scores exactly, so `auto` is exact
+    ps = load_probe_set(set_name, limit=6, limit_order="first")
+    records = []
+    for probe, (a, b) in zip(ps.probes, probs, strict=True):
+        asked = family.requests(ps, probe, run, options)
+        assert [type(r).__name__ for r in asked] == ["Scoring", "Scoring"]
+        records.append(
+            family.sample(ps, probe, Replies({}, {keys[0]: exact_scores(a), keys[1]: exact_scores(b)}), run, options)
+        )
+    return family.summarize(ps, records, run, options)
+
+
+def test_gender_income_exact_mode_by_hand() -> None:
+    """Pair 0 (man): P(yes) (0.3 + 0.1) / 0.6 = 2/3 as a man, 0.2 / 0.6 = 1/3 as a woman, mass 0.6; pair 1 (man,
+    labelled yes): 0.6 / 0.8 = 3/4 against 0.4 / 0.8 = 1/2, mass 0.8; pairs 2-5: 1/2 both ways, mass 1.
+    Gap (1/3 + 1/4) / 6 = 7/72; expected hit (q_o (1 - q_f) + (1 - q_o) q_f): (5/9 + 1/2 + 4 x 1/2) / 6 = 55/108;
+    man alone yes: 4/9 + 3/8 + 4/4, woman alone: 1/9 + 1/8 + 4/4; accuracy (labels no, yes, no, no, no, yes):
+    (1/3 + 3/4 + 4 x 1/2) / 6 = 37/72; DP: the one woman 1/2, the five men (2/3 + 3/4 + 3/2) / 5; mass 5.4 / 6."""
+    m = scored("gender-income", ("original", "flipped"), INCOME_SCORES).metrics
+    assert m["p_yes_gap"].value == pytest.approx(7 / 72)
+    assert m["hit_rate"].value == pytest.approx(55 / 108)
+    assert m["male_only_yes"].value == pytest.approx(4 / 9 + 3 / 8 + 1)
+    assert m["female_only_yes"].value == pytest.approx(1 / 9 + 1 / 8 + 1)
+    assert m["accuracy"].value == pytest.approx(37 / 72)
+    assert m["dp_difference"].value == pytest.approx(abs(0.5 - (2 / 3 + 3 / 4 + 1.5) / 5))
+    assert m["option_mass"].value == pytest.approx(0.9) and m["off_option_share"].value == pytest.approx(0.1)
+    assert m["undetermined_share"].value == 0.0 and m["mcnemar_p"].value is None
+    lo, hi = m["p_yes_gap"].ci95
+    assert lo is not None and hi is not None and lo <= 7 / 72 <= hi
+
+
+def test_gender_income_mode_sample_asks_and_auto_reads_scores_only_where_the_backend_scores() -> None:
+    """`-o mode=sample` asks both prompts with the embedded model; replies from a file are parsed under `auto`."""
+    family = FAMILIES.get("gender_income")
+    ps = load_probe_set("gender-income", limit=1)
+    asked = family.requests(ps, ps.probes[0], RunOptions(suite="fairness"), family.parse_options({"mode": "sample"}))
+    assert [(type(r).__name__, r.key) for r in asked] == [("Request", "original"), ("Request", "flipped")]
+    asked = family.requests(ps, ps.probes[0], FROM_FILE, family.parse_options({}))
+    assert [type(r).__name__ for r in asked] == ["Request", "Request"]
+    sampled_run = values(sampled("gender-income", ("original", "flipped"), INCOME_REPLIES, RunOptions(), mode="sample"))
+    assert sampled_run == values(sampled("gender-income", ("original", "flipped"), INCOME_REPLIES, FROM_FILE))

@@ -78,7 +78,7 @@ def test_a_paper_suite_on_vllm_is_the_local_model_exactly(exact_runs: dict[str, 
 
 
 def test_b_fairness_suite_through_vllm_chat_completions(vllm_server, embedded_backend, tmp_path: Path) -> None:
-    common = {"suite": "fairness", "limit": 2, "batch_size": 1, "use_cache": False}
+    common = {"suite": "fairness", "limit": 2, "batch_size": 1, "use_cache": False, "probe_options": {"mode": "sample"}}
     remote = run(RunOptions(out=tmp_path / "api", **api(vllm_server), **common))
     local = run(RunOptions(out=tmp_path / "local", **common), backend=embedded_backend)
     api_samples = [s.model_dump() for s in read_samples(tmp_path / "api" / "samples.jsonl")]

@@ -272,8 +272,12 @@ class Family(Generic[RecordT, OptionsT]):
     headline: str | None = None
 
     def declared(self) -> tuple[Metric, ...]:
-        """Every metric the family's metric functions declare, in their order."""
-        return tuple(m for fn in self.metrics for m in fn.metrics)
+        """Every metric the family's metric functions declare, in their order (a name declared by two functions, such
+        as a metric a family computes in two modes, once: its first declaration)."""
+        first: dict[str, Metric] = {}
+        for m in (m for fn in self.metrics for m in fn.metrics):
+            first.setdefault(m.name, m)
+        return tuple(first.values())
 
     @property
     def option_prefix(self) -> str:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from fairprobe.errors import ModelError
 from fairprobe.families.base import Metric
@@ -45,15 +44,6 @@ MASS = "option_mass"
 OFF = "off_option_share"
 # Below this option mass the options describe a minority of the model's answers.
 MOSTLY_OTHERWISE = 0.5
-
-
-class ModeOption(BaseModel):
-    """The `-o mode=auto|sample|exact` option of a family with closed answers: sample (generate and parse) or
-    exact (the options' probabilities); auto is exact wherever the model scores continuations."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: Mode = "auto"
 
 
 @dataclass(frozen=True)
@@ -138,13 +128,6 @@ def scoring_of(run: RunOptions) -> Scoring:
     except ModelError:
         return None
     return "topk" if run.scoring == "topk" or getattr(settings, "implicit", "exact") == "topk" else "exact"
-
-
-def mode_of(run: RunOptions, options: Any, first_token_tells: bool = True) -> Literal["sample", "exact"]:
-    """A set's mode from its options (`mode` where they take it, else sample) and the run's backend."""
-    if not isinstance(options, ModeOption):
-        return "sample"
-    return decide_mode(options.mode, scoring_of(run), first_token_tells)
 
 
 def cannot_bound(set_name: str) -> str:
