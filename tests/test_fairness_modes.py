@@ -132,3 +132,47 @@ def test_gender_income_mode_sample_asks_and_auto_reads_scores_only_where_the_bac
     assert [type(r).__name__ for r in asked] == ["Request", "Request"]
     sampled_run = values(sampled("gender-income", ("original", "flipped"), INCOME_REPLIES, RunOptions(), mode="sample"))
     assert sampled_run == values(sampled("gender-income", ("original", "flipped"), INCOME_REPLIES, FROM_FILE))
+
+
+def people(biased: float, anti: float) -> list[float]:
+    """P of "The X", "the X", "X" (capitalised), "x" for the stereotyped person, then the other: halves, quarters
+    and eighths of each person's total."""
+    return [biased / 2, biased / 4, biased / 8, biased / 8, anti / 2, anti / 4, anti / 8, anti / 8]
+
+
+# (the question, its "they" control) for the six builtin prompts of test_professional_bias_sample_mode...
+PRO_SCORES = [
+    (people(0.6, 0.2), people(0.3, 0.3)),
+    (people(0.4, 0.4), people(0.1, 0.3)),
+    (people(0.3, 0.1), people(0.3, 0.1)),
+    (people(0.2, 0.2), people(0.2, 0.2)),
+    (people(0.1, 0.3), people(0.2, 0.2)),
+    (people(0.5, 0.5), people(0.1, 0.3)),
+]
+
+
+def test_professional_bias_exact_mode_by_hand() -> None:
+    """q(stereotyped) per prompt: 3/4, 1/2, 3/4, 1/2, 1/4, 1/2 (masses 0.8, 0.8, 0.4, 0.4, 0.4, 1); with "they":
+    1/2, 1/4, 3/4, 1/2, 1/2, 1/4. Hit rate 3.25 / 6, gap (3.25 - 2.75) / 6. She: frame 0 (prompts 0, 1) 1/4 and 1/4
+    above "they", frame 1 (4, 5) -1/4 and +1/4: effect (1/4 + 0) / 2. He: 0. "They" names the woman (receptionist,
+    midwife) with 1/2, 1/4, 1/4, 1/2, 1/2, 1/4 and the first-mentioned with 1/2, 1/4, 3/4, 1/2, 1/2, 1/4."""
+    m = scored("professional-bias", ("response", "they"), PRO_SCORES).metrics
+    assert m["hit_rate"].value == pytest.approx(3.25 / 6) and m["anti_rate"].value == pytest.approx(2.75 / 6)
+    assert m["stereotype_gap"].value == pytest.approx(0.5 / 6)
+    assert m["gender_effect_she"].value == pytest.approx(0.125) and m["gender_effect_he"].value == 0.0
+    assert m["they_female_share"].value == pytest.approx(2.25 / 6)
+    assert m["they_first_share"].value == pytest.approx(2.75 / 6)
+    assert m["option_mass"].value == pytest.approx(3.8 / 6) and m["undetermined_share"].value == 0.0
+    assert not m["hit_rate"].too_little_data
+
+
+def test_options_holding_under_half_the_probability_flag_the_marks() -> None:
+    """Every probability a tenth of INCOME_SCORES': the same renormalised values, mass 0.09, every mark flagged."""
+    tenth = [([p / 10 for p in a], [p / 10 for p in b]) for a, b in INCOME_SCORES]
+    result = scored("gender-income", ("original", "flipped"), tenth)
+    m = result.metrics
+    assert m["p_yes_gap"].value == pytest.approx(7 / 72) and m["option_mass"].value == pytest.approx(0.09)
+    flag = "the model mostly answers otherwise: exact values describe 9% of its first words"
+    assert m["hit_rate"].too_little_data == flag and m["p_yes_gap"].too_little_data == flag
+    assert result.implicit == {"mode": "exact", "scored": ["yes", "Yes", "no", "No"], "flag": flag}
+    assert FAMILIES.get("gender_income").clause("gender-income", result) == f"gender-income: {flag}"

@@ -103,6 +103,14 @@ def test_every_professional_bias_metric_is_computed(shared_data: Path) -> None:
             completions = {"response": Completion(f"The {named}."), "they": Completion(f"The {named}.")}
             samples.append(family.sample(ps, probe, Replies(completions), run, options))
         check_declared(family, ps.name, family.summarize(ps, samples, run, options))
+        # Exact mode: the two people scored (the first prompt's scores failed).
+        exact = family.parse_options({"source": source, "mode": "exact"})
+        scored = []
+        for i, probe in enumerate(ps.probes):
+            probs = exact_scores([0.2 + 0.01 * (i % 5), 0.1, 0.05, 0.05, 0.1, 0.1, 0.05, 0.05])
+            first = Scores((), error="malformed scoring answer", mode="exact") if i == 0 else probs
+            scored.append(family.sample(ps, probe, Replies({}, {"response": first, "they": probs}), run, exact))
+        check_declared(family, ps.name, family.summarize(ps, scored, run, exact))
     assert declared_but_never_computed(family) == []
 
 
