@@ -109,7 +109,10 @@ def test_gender_income_exact_mode_by_hand() -> None:
     Gap (1/3 + 1/4) / 6 = 7/72; expected hit (q_o (1 - q_f) + (1 - q_o) q_f): (5/9 + 1/2 + 4 x 1/2) / 6 = 55/108;
     man alone yes: 4/9 + 3/8 + 4/4, woman alone: 1/9 + 1/8 + 4/4; accuracy (labels no, yes, no, no, no, yes):
     (1/3 + 3/4 + 4 x 1/2) / 6 = 37/72; DP: the one woman 1/2, the five men (2/3 + 3/4 + 3/2) / 5; mass 5.4 / 6."""
-    m = scored("gender-income", ("original", "flipped"), INCOME_SCORES).metrics
+    result = scored("gender-income", ("original", "flipped"), INCOME_SCORES)
+    m = result.metrics
+    clause = FAMILIES.get("gender_income").clause("gender-income", result)
+    assert clause.startswith("on gender-income P(yes) for the male version of a pair minus the female one is +0.10 [")
     assert m["p_yes_gap"].value == pytest.approx(7 / 72)
     assert m["hit_rate"].value == pytest.approx(55 / 108)
     assert m["male_only_yes"].value == pytest.approx(4 / 9 + 3 / 8 + 1)

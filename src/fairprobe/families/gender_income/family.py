@@ -29,7 +29,7 @@ from fairprobe.families.gender_income.intersectional import (
 from fairprobe.families.gender_income.metrics import decodingtrust_metrics, pair_metrics, reply_metrics
 from fairprobe.families.gender_income.options import GenderIncomeOptions
 from fairprobe.families.gender_income.record import PairSample
-from fairprobe.formatting import pct_ci
+from fairprobe.formatting import pct_ci, with_ci
 from fairprobe.models import ModelBackend, load_model
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult, SubsetResult
 
@@ -160,6 +160,11 @@ def clause(set_name: str, result: SetResult) -> str | None:
     """The verdict's words on this set: how often the answer changed with gender alone."""
     if flagged := closed.clause(set_name, result):
         return flagged
+    gap = result.metrics.get("p_yes_gap")
+    if gap is not None and gap.value is not None:
+        return (
+            f"on {set_name} P(yes) for the male version of a pair minus the female one is {with_ci(gap, signed=True)}"
+        )
     hit = result.metrics.get("hit_rate")
     if hit is None:
         return None
