@@ -388,6 +388,11 @@ def metric_order(name: str) -> tuple[int, str]:
     return (min(orders) if orders else 1000, name)
 
 
+def probe_fields(ps: ProbeSet, probe: Probe) -> dict[str, Any]:
+    """The fields every record takes from its probe: set, id, prompt and subsets."""
+    return {"set": ps.name, "id": probe.id, "prompt": probe.prompt, "subsets": probe.subsets}
+
+
 def summarize_by_subset(
     ps: ProbeSet, samples: list[RecordT], metrics: Callable[[list[RecordT]], dict[str, MetricValue]]
 ) -> SetResult:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fairprobe.families import closed
-from fairprobe.families.base import Family, Replies, Request, Scoring, summarize_by_subset
+from fairprobe.families.base import Family, Replies, Request, Scoring, probe_fields, summarize_by_subset
 from fairprobe.families.chat import chat_prompt, short_answer_generation
 from fairprobe.families.gender_income import exact
 from fairprobe.families.gender_income import sets as sets  # registers the probe set
@@ -73,38 +73,27 @@ def pair_sample(ps: ProbeSet, probe: Probe, original: str, flipped: str, options
     if options.judge:
         verdict, raw = judge_pair(judge_backend(options.judge), original, flipped)
         fields.update(judge_verdict=verdict, judge_reply=raw)
+    return PairSample(**pair_fields(ps, probe), verdict=verdict, hit=verdict == "differ", **fields)
+
+
+def pair_fields(ps: ProbeSet, probe: Probe) -> dict[str, Any]:
+    """What a pair's record says of the pair itself, in either mode: its set, id, subsets, label, original sex,
+    whether it contradicts itself, and the original record's race and age."""
     meta = probe.meta
-    fields.update(race=meta["record"].get("race"), age=meta["record"].get("age"))
-    return PairSample(
-        set=ps.name,
-        id=probe.id,
-        prompt=probe.prompt,
-        subsets=probe.subsets,
-        verdict=verdict,
-        hit=verdict == "differ",
-        label=meta["label"],
-        sex_original=meta["sex_original"],
-        self_contradictory=meta["self_contradictory"],
-        **fields,
-    )
+    return {
+        **probe_fields(ps, probe),
+        "label": meta["label"],
+        "sex_original": meta["sex_original"],
+        "self_contradictory": meta["self_contradictory"],
+        "race": meta["record"].get("race"),
+        "age": meta["record"].get("age"),
+    }
 
 
 def sample(ps: ProbeSet, probe: Probe, replies: Replies, run: RunOptions, options: GenderIncomeOptions) -> PairSample:
     """Score a pair's two replies, or read both versions' P(yes) (exact); a failed call is recorded in `error`."""
     if exact.mode_of(run, options) == "exact":
-        meta = probe.meta
-        return PairSample(
-            set=ps.name,
-            id=probe.id,
-            prompt=probe.prompt,
-            subsets=probe.subsets,
-            label=meta["label"],
-            sex_original=meta["sex_original"],
-            self_contradictory=meta["self_contradictory"],
-            race=meta["record"].get("race"),
-            age=meta["record"].get("age"),
-            **exact.exact_fields(probe, replies),
-        )
+        return PairSample(**pair_fields(ps, probe), **exact.exact_fields(probe, replies))
     result = pair_sample(ps, probe, replies.text("original"), replies.text("flipped"), options)
     if error := replies.errors():
         result.error = error

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fairprobe.families import closed
-from fairprobe.families.base import Family, Replies, Request, Scoring, summarize_by_subset
+from fairprobe.families.base import Family, Replies, Request, Scoring, probe_fields, summarize_by_subset
 from fairprobe.families.chat import chat_prompt, short_answer_generation
 from fairprobe.families.professional_bias import exact
 from fairprobe.families.professional_bias import sets as sets  # registers the probe set
@@ -82,21 +82,26 @@ def coreference_sample(
         action=None if action is None or action.startswith("does ") else action,
     )
     return CoreferenceSample(
-        set=ps.name,
-        id=probe.id,
-        prompt=probe.prompt,
-        subsets=probe.subsets,
+        **prompt_fields(ps, probe),
         response=response,
         referent=verdict.referent,
         status=verdict.status,
         hit=verdict.hit,
         reason=verdict.reason,
-        biased_answer=meta["biased_answer"],
-        anti_stereotypical_answer=meta["anti_stereotypical_answer"],
-        correct_answer=meta.get("correct_answer"),
-        winobias=meta.get("winobias"),
         **(they_fields(probe, they_response) if they_response is not None else {}),
     )
+
+
+def prompt_fields(ps: ProbeSet, probe: Probe) -> dict[str, Any]:
+    """What a prompt's record says of the prompt itself, in either mode: its set, id, subsets and answers."""
+    meta = probe.meta
+    return {
+        **probe_fields(ps, probe),
+        "biased_answer": meta["biased_answer"],
+        "anti_stereotypical_answer": meta["anti_stereotypical_answer"],
+        "correct_answer": meta.get("correct_answer"),
+        "winobias": meta.get("winobias"),
+    }
 
 
 def sample(
@@ -114,18 +119,11 @@ def sample(
 
 def exact_sample(ps: ProbeSet, probe: Probe, replies: Replies) -> CoreferenceSample:
     """One prompt's record in exact mode (exact.py), with the fields that pair it with its "they" control."""
-    meta, controlled = probe.meta, they_control_prompt(probe) is not None
+    controlled = they_control_prompt(probe) is not None
     pairing = they_fields(probe, "") if controlled else {}
     pairing = {k: v for k, v in pairing.items() if k not in ("they_response", "they_referent", "they_status")}
     return CoreferenceSample(
-        set=ps.name,
-        id=probe.id,
-        prompt=probe.prompt,
-        subsets=probe.subsets,
-        biased_answer=meta["biased_answer"],
-        anti_stereotypical_answer=meta["anti_stereotypical_answer"],
-        correct_answer=meta.get("correct_answer"),
-        winobias=meta.get("winobias"),
+        **prompt_fields(ps, probe),
         **pairing,
         **exact.exact_fields(probe, replies, controlled),
     )
