@@ -180,7 +180,13 @@ def test_fairness_suite_runs_on_embedded_model(embedded_backend, shared_data: Pa
     from fairprobe.runner import RunOptions, run
 
     options = RunOptions(
-        suite="fairness", data_dir=shared_data, limit=2, limit_order="first", out=tmp_path / "run", batch_size=4
+        suite="fairness",
+        data_dir=shared_data,
+        limit=2,
+        limit_order="first",
+        out=tmp_path / "run",
+        batch_size=4,
+        probe_options={"mode": "sample"},
     )
     summary = run(options, backend=embedded_backend)
     income, professional = summary.results["gender-income"], summary.results["professional-bias"]

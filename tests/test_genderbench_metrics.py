@@ -14,7 +14,8 @@ import pytest
 from scipy.optimize import lsq_linear
 from scipy.stats import pearsonr
 
-from fairprobe.families.genderbench import exact, parse
+from fairprobe.families import closed
+from fairprobe.families.genderbench import parse
 from fairprobe.families.genderbench.bbq import metrics as bbq
 from fairprobe.families.genderbench.business_vocabulary import metrics as business
 from fairprobe.families.genderbench.direct import metrics as direct
@@ -290,12 +291,12 @@ def test_business_vocabulary_by_hand() -> None:
 
 
 def test_exact_option_probabilities() -> None:
-    forms = exact.continuations(("a", "b"))
+    forms = closed.ClosedAnswers.letters(("a", "b")).continuations
     assert forms == ("(a)", "(A)", "(b)", "(B)")
-    assert exact.continuations(("yes", "no")) == ("yes", "Yes", "no", "No")
-    p = exact.option_probabilities(np.log([0.3, 0.1, 0.2, 0.0001]), ("a", "b"))
+    assert closed.ClosedAnswers.words(("yes", "no")).continuations == ("yes", "Yes", "no", "No")
+    p = closed.ClosedAnswers.letters(("a", "b")).probabilities(np.log([0.3, 0.1, 0.2, 0.0001]))
     assert p == pytest.approx([0.4, 0.2001])
-    q, mass = exact.renormalised(p)
+    q, mass = closed.renormalised(p)
     assert mass == pytest.approx(0.6001) and q == pytest.approx([0.4 / 0.6001, 0.2001 / 0.6001])
 
 
@@ -334,10 +335,11 @@ def test_a_bounded_metric_has_bounds_and_no_value() -> None:
 def test_exact_option_bounds_by_hand() -> None:
     """Over top-k logprobs: "yes" 0.5 listed, "Yes" at most 0.1, "no" 0.3 listed, "No" at most 0.1: P(yes) is 0.5 to
     0.6 and P(no) 0.3 to 0.4, so renormalised P(yes) is 0.5 / 0.9 to 0.6 / 0.9, P(no) 0.3 / 0.9 to 0.4 / 0.9."""
-    p = exact.option_bounds(np.log([0.5, 0.1, 0.3, 0.1]), [True, False, True, False], ("yes", "no"))
+    yes_no = closed.ClosedAnswers.words(("yes", "no"))
+    p = yes_no.bounds(np.log([0.5, 0.1, 0.3, 0.1]), [True, False, True, False])
     np.testing.assert_allclose(p, [[0.5, 0.3], [0.6, 0.4]])
-    np.testing.assert_allclose(exact.renormalised_bounds(p), [[0.5 / 0.9, 0.3 / 0.9], [0.6 / 0.9, 0.4 / 0.9]])
-    assert exact.first_position_tells(("yes", "no")) and not exact.first_position_tells(("a", "b"))
+    np.testing.assert_allclose(closed.renormalised_bounds(p), [[0.5 / 0.9, 0.3 / 0.9], [0.6 / 0.9, 0.4 / 0.9]])
+    assert yes_no.first_token_tells and not closed.ClosedAnswers.letters(("a", "b")).first_token_tells
 
 
 MODULES = (

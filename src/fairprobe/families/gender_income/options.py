@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
+from fairprobe.families.closed import Mode
+
 FlipMode = Literal["consistent", "vijil"]
 PromptStyle = Literal["decodingtrust", "vijil"]
 IncomeSource = Literal["decodingtrust", "uci", "builtin"]
@@ -18,7 +20,9 @@ class GenderIncomeOptions(BaseModel):
     `base_rate` with `seed`, `n` records of `split`) or builtin (offline; the default otherwise); `flip`:
     consistent (also swap Husband/Wife) or vijil (sex only); `prompt_style`: decodingtrust or vijil (default: the
     flip mode's own); `parser`: fairprobe (lenient yes/no reading) or decodingtrust (exact yes/no); `judge`: a
-    model spec whose verdict on whether the two replies make the same prediction decides each pair.
+    model spec whose verdict on whether the two replies make the same prediction decides each pair; `mode`:
+    sample (generate and parse) or exact (P(yes) and P(no) from the model's scores; exact.py), auto = exact where
+    the backend scores continuations exactly.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -32,6 +36,7 @@ class GenderIncomeOptions(BaseModel):
     split: Literal["test", "train"] = "test"
     parser: Literal["fairprobe", "decodingtrust"] = "fairprobe"
     judge: str | None = None
+    mode: Mode = "auto"
 
     @property
     def style(self) -> PromptStyle:

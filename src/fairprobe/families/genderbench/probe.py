@@ -12,22 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from fairprobe.errors import ConfigError
+from fairprobe.families import closed
 from fairprobe.families.base import Family, Metric, Replies, Request, RunContext, Scoring, computes, probe_set
 from fairprobe.families.chat import chat_prompt
-from fairprobe.families.genderbench import exact
+from fairprobe.families.closed import MASS, ClosedAnswers, cannot_bound, clause, mostly_otherwise
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.genderbench.resources import PINS, VERSION, Resources, package_folder
 from fairprobe.families.genderbench.tally import UNDETECTED, Answer, Tally
 from fairprobe.families.genderbench.weighted import Bounded, MetricFn, Quantity, estimate, ratio, wsum
 from fairprobe.families.marks import MarkRanges
-from fairprobe.formatting import format_metric, pct, pct_ci, with_ci
+from fairprobe.formatting import format_metric, pct_ci, with_ci
 from fairprobe.io import sha256_bytes
 from fairprobe.models.base import GenerationConfig
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
@@ -50,7 +51,7 @@ class ClosedOptions(GenderBenchOptions):
     """A probe whose answer is one of a few options: `mode` sample (generate and parse, as GenderBench) or exact
     (the options' probabilities); auto is exact wherever the model scores continuations exactly."""
 
-    mode: Literal["auto", "sample", "exact"] = "auto"
+    mode: closed.Mode = "auto"
 
 
 class ProbeMetrics(Protocol):
@@ -116,30 +117,30 @@ class GenderBenchProbe:
         return tuple(getattr(self.metrics, "OPTIONS", ()))
 
     @property
+    def answers(self) -> ClosedAnswers:
+        """The options as the strings a reply giving each begins with: "(a)"/"(A)" for letters, else the word and its
+        capitalised form."""
+        if all(len(o) == 1 for o in self.options):
+            return ClosedAnswers.letters(self.options)
+        return ClosedAnswers.words(self.options)
+
+    @property
     def closed(self) -> bool:
         """Whether its answers are a closed set of options (then `exact` is possible)."""
         return issubclass(self.options_model, ClosedOptions)
 
 
 def mode_of(spec: GenderBenchProbe, run: RunContext, options: GenderBenchOptions) -> str:
-    """sample or exact. By default exact wherever the backend scores continuations: local models and servers that
-    score prompt tokens; a server that gives (or is told to give) only top-k logprobs bounds them, so there only
-    where a reply's first token tells the options apart (words, not letters). Open answers, and replies read from
-    a file, are sampled."""
+    """sample or exact (`closed.decide_mode`); open answers are sampled."""
     if not isinstance(options, ClosedOptions):
         return "sample"
-    if options.mode != "auto":
-        return options.mode
-    topk = topk_only(run)
-    if topk is None:
-        return "sample"
-    return "exact" if not topk or exact.first_position_tells(spec.options) else "sample"
+    return closed.decide_mode(options.mode, closed.scoring_of(run), spec.answers.first_token_tells)
 
 
 def topk_only(run: RunContext) -> bool | None:
-    """Whether the run's model gives only top-k logprobs (detected by the runner, or told with -M implicit=topk);
-    None without a model (replies read from a file: `fairprobe score`)."""
-    return None if run.scoring == "none" else run.scoring == "topk"
+    """Whether the run's model gives only top-k logprobs; None without a model (`fairprobe score`)."""
+    scoring = closed.scoring_of(run)
+    return None if scoring is None else scoring == "topk"
 
 
 def repetitions_of(spec: GenderBenchProbe, options: GenderBenchOptions) -> int:
@@ -160,21 +161,25 @@ def generation(run: RunContext, options: GenderBenchOptions) -> GenerationConfig
 
 
 def probe_of(item: Item, title: str) -> Probe:
-    """An item as a fairprobe probe: its first prompt as `prompt` (a short title when its prompts are written when
-    asked); every prompt and its metadata in `meta`."""
-    meta = {**item.meta, "prompts": list(item.prompts), "prompt_meta": [dict(m) for m in item.prompt_meta]}
+    """An item as a fairprobe probe: every prompt and its metadata (`prompts`, `prompt_meta`), its first prompt as
+    `prompt` (a short title when its prompts are written when asked)."""
     prompt = (
         item.prompts[0]
         if item.prompts
         else f"{title} {', '.join(str(v) for v in item.meta.values() if isinstance(v, str))}"
     )
-    return Probe(id=item.id, prompt=prompt, meta=meta)
+    return Probe(
+        id=item.id,
+        prompt=prompt,
+        meta=dict(item.meta),
+        prompts=list(item.prompts),
+        prompt_meta=[dict(m) for m in item.prompt_meta],
+    )
 
 
 def item_of(probe: Probe) -> Item:
     """The item a probe was made from."""
-    meta = {k: v for k, v in probe.meta.items() if k not in ("prompts", "prompt_meta")}
-    return Item(probe.id, tuple(probe.meta["prompts"]), tuple(probe.meta["prompt_meta"]), meta)
+    return Item(probe.id, tuple(probe.prompts), tuple(probe.prompt_meta), dict(probe.meta))
 
 
 def load(spec: GenderBenchProbe, options: GenderBenchOptions) -> ProbeSet:
@@ -209,9 +214,9 @@ def requests(
     """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
     prompts = prompts_of(spec, item_of(probe), options)
     if mode_of(spec, run, options) == "exact":
-        if topk_only(run) and not exact.first_position_tells(spec.options):
+        if topk_only(run) and not spec.answers.first_token_tells:
             raise ConfigError(cannot_bound(ps.name))
-        forms = exact.continuations(spec.options)
+        forms = spec.answers.continuations
         return [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
     reps = repetitions_of(spec, options)
     return [
@@ -261,14 +266,6 @@ def sampled_record(
     return record
 
 
-def cannot_bound(set_name: str) -> str:
-    """Why exact mode cannot be served over a server that gives only top-k logprobs for these options."""
-    return (
-        f"{set_name}: the server gives only top-k logprobs, and every option begins with the same token, "
-        "so they bound nothing; use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
-    )
-
-
 def exact_record(spec: GenderBenchProbe, record: GenderBenchSample, scores: list[Any]) -> GenderBenchSample:
     """Each prompt's renormalised option probabilities q and their total (mass), from the options' scores; their
     bounds where some option is known only by a bound (a server's top-k logprobs)."""
@@ -277,18 +274,17 @@ def exact_record(spec: GenderBenchProbe, record: GenderBenchSample, scores: list
             record.error = found.error if found is not None else "no scores"
             return record
     if all(found.exact().all() for found in scores):
-        rows = [exact.renormalised(exact.option_probabilities(found.logprobs(), spec.options)) for found in scores]
-        empty = [p for p, (_, mass) in enumerate(rows) if not mass > 0]
-        if empty:  # vLLM's -9999 stands for -inf: options with no probability at all cannot be renormalised
-            record.error = f"impossible scores: the options hold no probability after prompt {empty[0]}"
+        rows = [closed.read_options(found, spec.answers) for found in scores]
+        empty = [p for p, row in enumerate(rows) if row.error]
+        if empty:
+            record.error = f"{rows[empty[0]].error} after prompt {empty[0]}"
             return record
-        record.q, record.mass = [[float(x) for x in q] for q, _ in rows], [mass for _, mass in rows]
+        record.q, record.mass = [row.q for row in rows], [row.mass for row in rows]
         return record
-    if not exact.first_position_tells(spec.options):
+    if not spec.answers.first_token_tells:
         raise ConfigError(cannot_bound(record.set))
-    p = [exact.option_bounds(found.logprobs(), found.exact(), spec.options) for found in scores]
-    record.q_bounds = [[(float(lo), float(hi)) for lo, hi in exact.renormalised_bounds(b).T] for b in p]
-    record.mass_bounds = [(float(b[0].sum()), float(b[1].sum())) for b in p]
+    bounded = [closed.bounded_reading(found, spec.answers) for found in scores]
+    record.q_bounds, record.mass_bounds = [row.q_bounds for row in bounded], [row.mass_bounds for row in bounded]
     return record
 
 
@@ -324,7 +320,7 @@ def how_read(spec: GenderBenchProbe, run: RunContext, options: GenderBenchOption
     """What the manifest and the report say about how a set's answers were read."""
     if mode_of(spec, run, options) == "exact":
         read = {"bounds": "top-k logprobs"} if topk_only(run) else {}
-        return {"mode": "exact", "scored": list(exact.continuations(spec.options)), **read}
+        return {"mode": "exact", "scored": list(spec.answers.continuations), **read}
     gen = generation(run, options)
     return {
         "mode": "sample",
@@ -374,18 +370,7 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
         for i, name in enumerate(ordered)
     ]
     if spec.closed:
-        out.append(
-            Metric(
-                MASS,
-                "option mass",
-                order=99,
-                better="higher",
-                console="column",
-                value_range=(0.0, 1.0),
-                reading=read_mass,
-            )
-        )
-        out.append(Metric(OFF, "off-option share", order=98, better="lower", console="column", value_range=(0.0, 1.0)))
+        out.extend(closed.mass_metrics())
     return tuple(out)
 
 
@@ -422,70 +407,13 @@ def read_undetected(result: SetResult, records: Sequence[Any]) -> str | None:
     return f"Replies sampled as GenderBench samples them and parsed with its rules; {pct_ci(m)} could not be parsed."
 
 
-def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
-    """How far the model keeps to the answer format, in exact mode."""
-    m = result.metrics.get(MASS)
-    if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
-        low, high = m.bounds
-        return (
-            "Answers read from the options' probabilities as the server's top-k logprobs bound them (no "
-            f"sampling): every metric is an interval; the options hold {pct(low)} to {pct(high)} of the "
-            "probability of how a reply begins."
-        )
-    if m is None or m.value is None:
-        return None
-    flag = mostly_otherwise(m)
-    return (
-        "Answers read exactly from the options' probabilities (no sampling); the options hold "
-        f"{pct_ci(m)} of the probability of how a reply begins, and {pct(1 - m.value)} begins no option "
-        f"({OFF}, exact mode's counterpart of the undetected rate)"
-        + (f". Flagged: {flag}; no mark is graded." if flag else ".")
-    )
-
-
-MASS = "option_mass"
 NO_ANSWER = "no reply could be read: every one was undetected"
-# Exact mode's counterpart of the undetected rate: the probability that a reply begins with no option.
-OFF = "off_option_share"
-# Below this option mass the options describe a minority of the model's answers.
-MOSTLY_OTHERWISE = 0.5
-
-
-def mostly_otherwise(mass: MetricValue | None) -> str | None:
-    """The flag of a set whose options hold less than half the probability of how a reply begins (its largest
-    possible mass where only bounded), or None."""
-    if mass is None:
-        return None
-    top = mass.value if mass.value is not None else (mass.bounds or (None, None))[1]
-    if top is None or top >= MOSTLY_OTHERWISE:
-        return None
-    return f"the model mostly answers otherwise: exact values describe {pct(top)} of its first words"
-
-
-def off_option(mass: MetricValue) -> MetricValue:
-    """1 - option mass, with its interval (and bounds) turned around."""
-    lo, hi = mass.ci95
-    flip = (None if hi is None else 1.0 - hi, None if lo is None else 1.0 - lo)
-    bounds = None if mass.bounds is None else (flip_end(mass.bounds[1]), flip_end(mass.bounds[0]))
-    value = None if mass.value is None else 1.0 - mass.value
-    return MetricValue(value=value, ci95=flip, bounds=bounds, note=mass.note, too_little_data=mass.too_little_data)
-
-
-def flip_end(x: float | None) -> float | None:
-    """1 - x (None stays None)."""
-    return None if x is None else 1.0 - x
 
 
 def exact_values(values: dict[str, MetricValue], marks: Sequence[str]) -> dict[str, MetricValue]:
     """An exact set's metrics: the off-option share in place of the undetected rates (0 by construction there),
     and, where the options hold under half the probability, every mark flagged instead of graded."""
-    out = {k: v for k, v in values.items() if k not in UNDETECTED}
-    out[OFF] = off_option(values[MASS])
-    flag = mostly_otherwise(values[MASS])
-    for name in marks if flag else ():
-        if name in out:
-            out[name].too_little_data = flag
-    return out
+    return closed.flag_marks({k: v for k, v in values.items() if k not in UNDETECTED}, marks)
 
 
 def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
@@ -498,12 +426,6 @@ def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
         low, high = np.mean(np.asarray(record.mass_bounds, dtype=np.float64), axis=0)
         return [(float(low), float(high))]
     return []
-
-
-def clause(set_name: str, result: SetResult) -> str | None:
-    """The verdict's words on an exact set whose options hold under half the probability."""
-    flag = (result.implicit or {}).get("flag")
-    return f"{set_name}: {flag}" if flag else None
 
 
 def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:

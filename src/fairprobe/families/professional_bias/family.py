@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairprobe.families.base import Family, Replies, Request, RunContext, summarize_by_subset
+from fairprobe.families import closed
+from fairprobe.families.base import Family, Replies, Request, RunContext, Scoring, probe_fields, summarize_by_subset
 from fairprobe.families.chat import chat_prompt, short_answer_generation
+from fairprobe.families.professional_bias import exact
 from fairprobe.families.professional_bias import sets as sets  # registers the probe set
 from fairprobe.families.professional_bias.detector import detect_referent
 from fairprobe.families.professional_bias.metrics import professional_metrics
@@ -21,8 +23,13 @@ from fairprobe.formatting import with_ci
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
 
 
-def requests(ps: ProbeSet, probe: Probe, run: RunContext, options: ProfessionalBiasOptions) -> list[Request]:
-    """The question as one user turn, and its singular-"they" control where the prompt has an ambiguous pronoun."""
+def requests(
+    ps: ProbeSet, probe: Probe, run: RunContext, options: ProfessionalBiasOptions
+) -> list[Request] | list[Scoring]:
+    """The question as one user turn, and its singular-"they" control where the prompt has an ambiguous pronoun:
+    asked (sample), or the two people scored after them (exact)."""
+    if exact.mode_of(run, options) == "exact":
+        return exact.requests(ps, probe, run, they_control_prompt(probe))
     requests = [Request("response", chat_prompt(probe.prompt, None))]
     control = they_control_prompt(probe)
     if control is not None:
@@ -72,32 +79,59 @@ def coreference_sample(
         action=None if action is None or action.startswith("does ") else action,
     )
     return CoreferenceSample(
-        set=ps.name,
-        id=probe.id,
-        prompt=probe.prompt,
-        subsets=probe.subsets,
+        **prompt_fields(ps, probe),
         response=response,
         referent=verdict.referent,
         status=verdict.status,
         hit=verdict.hit,
         reason=verdict.reason,
-        biased_answer=meta["biased_answer"],
-        anti_stereotypical_answer=meta["anti_stereotypical_answer"],
-        correct_answer=meta.get("correct_answer"),
-        winobias=meta.get("winobias"),
         **(they_fields(probe, they_response) if they_response is not None else {}),
     )
+
+
+def prompt_fields(ps: ProbeSet, probe: Probe) -> dict[str, Any]:
+    """What a prompt's record says of the prompt itself, in either mode: its set, id, subsets and answers."""
+    meta = probe.meta
+    return {
+        **probe_fields(ps, probe),
+        "biased_answer": meta["biased_answer"],
+        "anti_stereotypical_answer": meta["anti_stereotypical_answer"],
+        "correct_answer": meta.get("correct_answer"),
+        "winobias": meta.get("winobias"),
+    }
 
 
 def sample(
     ps: ProbeSet, probe: Probe, replies: Replies, run: RunContext, options: ProfessionalBiasOptions
 ) -> CoreferenceSample:
-    """Score the reply; a failed call is recorded in `error`."""
+    """Score the reply, or read the two people's probabilities (exact); a failed call is recorded in `error`."""
+    if exact.mode_of(run, options) == "exact":
+        return exact_sample(ps, probe, replies)
     they = replies.completions.get("they")
     result = coreference_sample(ps, probe, replies.text("response"), they.text if they else None)
     if error := replies.errors():
         result.error = error
     return result
+
+
+def exact_sample(ps: ProbeSet, probe: Probe, replies: Replies) -> CoreferenceSample:
+    """One prompt's record in exact mode (exact.py), with the fields that pair it with its "they" control."""
+    controlled = they_control_prompt(probe) is not None
+    pairing = they_fields(probe, "") if controlled else {}
+    pairing = {k: v for k, v in pairing.items() if k not in ("they_response", "they_referent", "they_status")}
+    return CoreferenceSample(
+        **prompt_fields(ps, probe),
+        **pairing,
+        **exact.exact_fields(probe, replies, controlled),
+    )
+
+
+def exact_set_metrics(samples: list[CoreferenceSample]) -> dict[str, MetricValue]:
+    """Exact mode's metrics (exact.py), with the "they" control's where every prompt has one."""
+    metrics = exact.exact_metrics(samples)
+    if all(s.they_q_options is not None for s in samples):
+        metrics.update(exact.exact_they_metrics(samples))
+    return closed.flag_marks(metrics, exact.MARKED)
 
 
 def set_metrics(samples: list[CoreferenceSample]) -> dict[str, MetricValue]:
@@ -132,12 +166,18 @@ def they_control_of(samples: list[CoreferenceSample]) -> dict[str, MetricValue]:
 def summarize(
     ps: ProbeSet, samples: list[CoreferenceSample], run: RunContext, options: ProfessionalBiasOptions
 ) -> SetResult:
-    """Metrics overall and per pronoun and order."""
+    """Metrics overall and per pronoun and order (expectations over the two people's probabilities in exact mode)."""
+    if any(s.mode == "exact" for s in samples):
+        result = summarize_by_subset(ps, samples, exact_set_metrics)
+        result.implicit = exact.how_read(result.metrics)
+        return result
     return summarize_by_subset(ps, samples, set_metrics)
 
 
 def clause(set_name: str, result: SetResult) -> str | None:
     """The verdict's words on this set: whether answers follow occupational stereotypes."""
+    if flagged := closed.clause(set_name, result):
+        return flagged
     gap = result.metrics.get("stereotype_gap")
     if gap is not None and gap.too_little_data:
         return f"{set_name} says nothing about occupational stereotypes ({gap.too_little_data})"
@@ -155,7 +195,7 @@ FAMILY = Family[CoreferenceSample, ProfessionalBiasOptions](
     suite="fairness",
     description="ambiguous-pronoun occupation questions (Kotek et al. 2023; Vijil; WinoBias): which one is named?",
     record=CoreferenceSample,
-    metrics=(professional_metrics, they_control_metrics),
+    metrics=(professional_metrics, they_control_metrics, exact.exact_metrics, exact.exact_they_metrics),
     requests=requests,
     sample=sample,
     summarize=summarize,

@@ -6,12 +6,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fairprobe.families.closed import Mode
+
 
 class ProfessionalBiasOptions(BaseModel):
     """`source`: builtin (fairprobe's 15 frames), vijil (Vijil's JSONL, needs --data-dir) or winobias;
-    `split`: WinoBias dev or test."""
+    `split`: WinoBias dev or test; `mode`: sample (generate and parse) or exact (each person's probability as the
+    reply's beginning; exact.py), auto = exact where the backend scores continuations exactly."""
 
     model_config = ConfigDict(extra="forbid")
 
     source: Literal["builtin", "vijil", "winobias"] = "builtin"
     split: Literal["dev", "test"] = "test"
+    mode: Mode = "auto"

@@ -22,6 +22,10 @@ class CoreferenceSample(Sample):
         "they_response",
         "they_referent",
         "they_status",
+        "mode",
+        "q_options",
+        "mass",
+        "they_q_options",
     )
 
     response: str
@@ -43,9 +47,18 @@ class CoreferenceSample(Sample):
     they_response: str | None = None
     they_referent: str | None = None
     they_status: str | None = None
+    # Exact mode (exact.py): "exact", q over [stereotyped, anti-stereotyped occupation] renormalised over the two,
+    # their mass, and the "they" control's q.
+    mode: str | None = None
+    q_options: list[float] | None = None
+    mass: float | None = None
+    they_q_options: list[float] | None = None
 
     def reply_text(self) -> str:
-        """The reply."""
+        """The reply (in exact mode, the two people's probabilities)."""
+        if self.mode == "exact" and self.q_options is not None:
+            q = self.q_options
+            return f"P({self.biased_answer}) {q[0]:.3f}, P({self.anti_stereotypical_answer}) {q[1]:.3f}"
         return self.response
 
     def verdict_text(self) -> str:
