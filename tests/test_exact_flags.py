@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from conftest import exact_scores
-from fairprobe.families.genderbench.probe import mostly_otherwise, read_mass
+from fairprobe.families.genderbench.mass import mostly_otherwise, read_mass
 from fairprobe.models.base import ModelBackend, ScoreRequest, Scores
 from fairprobe.options import RunOptions
 from fairprobe.records import MetricValue

@@ -167,6 +167,8 @@ def run_set(
     progress = progress or SilentProgress()
     family_options = family.parse_options(options.probe_options, ps.name)
     gen = family.generation(options, family_options)
+    if family.settle is not None:
+        family_options = family.settle(ps, options, family_options, lambda asked: ask(backend, asked, gen))
     by_id: dict[str, Sample] = {}
     work = work or set_work(family, ps, options, family_options)
     if (cost := work.cost_line(ps.name, len(ps.probes), family.unit)) is not None:
@@ -187,11 +189,11 @@ def run_set(
             continue
         started = time.monotonic()
         replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(options.seed, ps.name, asked))
-        samples = []
-        for probe in batch:
-            sample = family.sample(ps, probe, replies[probe.id], options, family_options)
+        if family.follow is not None:
+            replies = followed(backend, family, ps, batch, replies, options, family_options)
+        samples = [family.sample(ps, probe, replies[probe.id], options, family_options) for probe in batch]
+        for sample in samples:
             sample.batch = index
-            samples.append(sample)
         if writer is not None:
             writer.append(samples)
         else:
@@ -204,6 +206,25 @@ def run_set(
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
+
+
+def followed(
+    backend: ModelBackend,
+    family: Family[Any, Any],
+    ps: ProbeSet,
+    batch: list[Probe],
+    replies: dict[str, Replies],
+    options: RunOptions,
+    family_options: Any,
+) -> dict[str, Replies]:
+    """A batch's replies with the scores of the scorings its family builds from them (`Family.follow`), asked in
+    one `loglikelihood` call."""
+    asked = [(p.id, s) for p in batch for s in family.follow(ps, p, replies[p.id], options, family_options)]
+    if asked:
+        scored = backend.loglikelihood([ScoreRequest(s.prompt, s.continuations) for _, s in asked])
+        for (probe, scoring), scores in zip(asked, scored, strict=True):
+            replies[probe].scores[scoring.key] = scores
+    return replies
 
 
 def ask(

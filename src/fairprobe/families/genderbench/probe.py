@@ -18,16 +18,26 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from fairprobe.errors import ConfigError, ModelError
-from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, probe_set
+from fairprobe.families.base import Asker, Family, Metric, Replies, Request, Scoring, computes, probe_set
 from fairprobe.families.chat import chat_prompt
-from fairprobe.families.genderbench import exact
+from fairprobe.families.genderbench import anchored, exact
 from fairprobe.families.genderbench.items import Item
+from fairprobe.families.genderbench.mass import (
+    MASS,
+    NO_ANSWER,
+    OFF,
+    clause,
+    exact_values,
+    mass_of,
+    mostly_otherwise,
+    read_mass,
+)
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.genderbench.resources import PINS, VERSION, Resources, package_folder
 from fairprobe.families.genderbench.tally import UNDETECTED, Answer, Tally
 from fairprobe.families.genderbench.weighted import Bounded, MetricFn, Quantity, estimate, ratio, wsum
 from fairprobe.families.marks import MarkRanges
-from fairprobe.formatting import format_metric, pct, pct_ci, with_ci
+from fairprobe.formatting import format_metric, pct_ci, with_ci
 from fairprobe.io import sha256_bytes
 from fairprobe.models import backend_settings
 from fairprobe.models.base import GenerationConfig
@@ -51,10 +61,11 @@ class GenderBenchOptions(BaseModel):
 
 
 class ClosedOptions(GenderBenchOptions):
-    """A probe whose answer is one of a few options: `mode` sample (generate and parse, as GenderBench) or exact
-    (the options' probabilities); auto is exact wherever the model scores continuations exactly."""
+    """A probe whose answer is one of a few options: `mode` sample (generate and parse, as GenderBench), exact
+    (the options' probabilities at the reply's start) or anchored (sampled replies, the options' probabilities
+    where each names one); auto picks per set (`mode_of`)."""
 
-    mode: Literal["auto", "sample", "exact"] = "auto"
+    mode: Literal["auto", "sample", "exact", "anchored"] = "auto"
 
 
 class ProbeMetrics(Protocol):
@@ -125,11 +136,13 @@ class GenderBenchProbe:
         return issubclass(self.options_model, ClosedOptions)
 
 
-def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> str:
-    """sample or exact. By default exact wherever the backend scores continuations: local models and servers that
-    score prompt tokens; a server that gives (or is told to give) only top-k logprobs bounds them, so there only
-    where a reply's first token tells the options apart (words, not letters). Open answers, and replies read from
-    a file, are sampled."""
+def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions, mass: float | None = None) -> str:
+    """sample, exact or anchored: the one place a set's mode is decided. By default, where the backend scores
+    continuations exactly (local models, servers that score prompt tokens), exact where the options hold at least
+    half the probability of the reply's first token (`mass`, the set's mean, measured before it runs: `settle`)
+    and anchored below; a server that gives (or is told to give) only top-k logprobs bounds them, so there exact
+    only where a reply's first token tells the options apart (words, not letters). Open answers, and replies read
+    from a file, are sampled."""
     if not isinstance(options, ClosedOptions):
         return "sample"
     if options.mode != "auto":
@@ -137,7 +150,33 @@ def mode_of(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions
     topk = topk_only(run)
     if topk is None:
         return "sample"
-    return "exact" if not topk or exact.first_position_tells(spec.options) else "sample"
+    if topk:
+        return "exact" if exact.first_position_tells(spec.options) else "sample"
+    return "exact" if mass is None else anchored.chosen_mode(mass)
+
+
+def settle(
+    spec: GenderBenchProbe, ps: ProbeSet, run: RunOptions, options: GenderBenchOptions, ask: Asker
+) -> GenderBenchOptions:
+    """A set's options with auto decided (`mode_of`) from its option mass at the first token, read before the set
+    runs by the scorings exact mode asks (a cache keeps them); any other mode as it is."""
+    if getattr(options, "mode", None) != "auto" or mode_of(spec, run, options) != "exact":
+        return options
+    found = ask([(probe.id, s) for probe in ps.probes for s in requests(spec, ps, probe, run, options)])
+    mass = anchored.first_mass(found, spec.options)
+    return options.model_copy(update={"mode": mode_of(spec, run, options, mass)})
+
+
+def follow(
+    spec: GenderBenchProbe, probe: Probe, replies: Replies, run: RunOptions, options: GenderBenchOptions
+) -> list[Scoring]:
+    """Anchored mode's second round: each parsed reply's options scored where it names one (`anchored`)."""
+    if mode_of(spec, run, options) != "anchored":
+        return []
+    item = item_of(probe)
+    record = sampled_record(spec, GenderBenchSample(set="", id="", prompt="", mode="anchored"), item, replies, options)
+    prompts = [chat_prompt(text, None) for text in prompts_of(spec, item, options)]
+    return anchored.scorings(prompts, record.replies or [], record.answers or [], spec.options)
 
 
 def topk_only(run: RunOptions) -> bool | None:
@@ -214,17 +253,21 @@ def prompts_of(spec: GenderBenchProbe, item: Item, options: GenderBenchOptions) 
 def requests(
     spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, run: RunOptions, options: GenderBenchOptions
 ) -> list[Request | Scoring]:
-    """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
-    prompts = prompts_of(spec, item_of(probe), options)
-    if mode_of(spec, run, options) == "exact":
-        if topk_only(run) and not exact.first_position_tells(spec.options):
-            raise ConfigError(cannot_bound(ps.name))
-        forms = exact.continuations(spec.options)
-        return [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
+    """Each prompt as a user turn: asked `repetitions` times (sample), its options scored once (exact), or both
+    (anchored: the scores of where replies begin are read from the generation, `follow` asks the rest)."""
+    prompts, mode = prompts_of(spec, item_of(probe), options), mode_of(spec, run, options)
+    topk = topk_only(run) if mode != "sample" else False
+    if topk is not False and (mode == "anchored" or (topk and not exact.first_position_tells(spec.options))):
+        raise ConfigError(cannot_bound(ps.name, topk is None and mode == "anchored"))
+    forms = exact.continuations(spec.options)
+    scored = [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
+    if mode == "exact":
+        return list(scored)
     reps = repetitions_of(spec, options)
-    return [
+    asked = [
         Request(f"p{p}r{r}", chat_prompt(text, None), seed=r) for p, text in enumerate(prompts) for r in range(reps)
     ]
+    return [*asked, *scored] if mode == "anchored" else list(asked)
 
 
 def sample(
@@ -234,10 +277,13 @@ def sample(
     with the marked metrics on the item alone."""
     item = item_of(probe)
     record = GenderBenchSample(set=ps.name, id=probe.id, prompt=probe.prompt, mode=mode_of(spec, run, options))
-    if record.mode == "exact":
+    if record.mode != "sample":
         record = exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(item.size)])
-    else:
+    if record.mode != "exact":
         record = sampled_record(spec, record, item, replies, options)
+    if record.mode == "anchored" and record.replies is not None and record.error is None:
+        offsets, read, error = anchored.read(record.replies, record.answers or [], replies.scores, spec.options)
+        record.anchors, record.anchored, record.error = offsets, read, error
     tally = Tally.from_rows([tally_row(spec, item, record, repetitions_of(spec, options))])
     values = spec.metric_fn([item], tally)(np.ones((1, 1)))
     record.item_metrics = {k: item_value(values[k]) for k in spec.marks}
@@ -269,8 +315,11 @@ def sampled_record(
     return record
 
 
-def cannot_bound(set_name: str) -> str:
-    """Why exact mode cannot be served over a server that gives only top-k logprobs for these options."""
+def cannot_bound(set_name: str, no_model: bool = False) -> str:
+    """Why exact mode cannot be served over a server that gives only top-k logprobs for these options (anchored
+    mode for any options), or without a model."""
+    if no_model:
+        return f"{set_name}: -o mode=anchored scores the model's replies, which needs the model: use -o mode=sample"
     return (
         f"{set_name}: the server gives only top-k logprobs, and every option begins with the same token, "
         "so they bound nothing; use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
@@ -310,7 +359,9 @@ def tally_row(
         return counts, np.zeros(len(counts)), np.ones(len(counts))
     prompts, width = item.size, len(spec.options)
     counts, undetected, attempts = np.zeros((prompts, width)), np.zeros(prompts), np.zeros(prompts)
-    if record.q is not None:
+    if record.anchored is not None:
+        return anchored.counts(record.anchored, width)
+    if record.q is not None and record.mode == "exact":
         counts[:] = reps * np.nan_to_num(np.asarray(record.q, dtype=np.float64))
         attempts[:] = reps
     elif record.q_bounds is not None:
@@ -328,14 +379,19 @@ def tally_row(
     return counts, undetected, attempts
 
 
-def how_read(spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions) -> dict[str, Any]:
-    """What the manifest and the report say about how a set's answers were read."""
-    if mode_of(spec, run, options) == "exact":
+def how_read(
+    spec: GenderBenchProbe, run: RunOptions, options: GenderBenchOptions, mode: str, mass: float | None
+) -> dict[str, Any]:
+    """What the manifest and the report say about how a set's answers were read (`mode`: what its records say),
+    and why where auto chose it from the set's option mass at the first token."""
+    why = {"why": anchored.why(mode, mass)} if mass is not None and getattr(options, "mode", None) == "auto" else {}
+    if mode == "exact":
         read = {"bounds": "top-k logprobs"} if topk_only(run) else {}
-        return {"mode": "exact", "scored": list(exact.continuations(spec.options)), **read}
+        return {"mode": "exact", "scored": list(exact.continuations(spec.options)), **read, **why}
     gen = generation(run, options)
     return {
-        "mode": "sample",
+        **why,
+        "mode": mode,
         "repetitions": repetitions_of(spec, options),
         "temperature": gen.temperature,
         "top_p": gen.top_p,
@@ -430,95 +486,13 @@ def read_undetected(result: SetResult, records: Sequence[Any]) -> str | None:
     return f"Replies sampled as GenderBench samples them and parsed with its rules; {pct_ci(m)} could not be parsed."
 
 
-def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
-    """How far the model keeps to the answer format, in exact mode."""
-    m = result.metrics.get(MASS)
-    if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
-        low, high = m.bounds
-        return (
-            "Answers read from the options' probabilities as the server's top-k logprobs bound them (no "
-            f"sampling): every metric is an interval; the options hold {pct(low)} to {pct(high)} of the "
-            "probability of how a reply begins."
-        )
-    if m is None or m.value is None:
-        return None
-    flag = mostly_otherwise(m)
-    return (
-        "Answers read exactly from the options' probabilities (no sampling); the options hold "
-        f"{pct_ci(m)} of the probability of how a reply begins, and {pct(1 - m.value)} begins no option "
-        f"({OFF}, exact mode's counterpart of the undetected rate)"
-        + (f". Flagged: {flag}; no mark is graded." if flag else ".")
-    )
-
-
-MASS = "option_mass"
-NO_ANSWER = "no reply could be read: every one was undetected"
-# Exact mode's counterpart of the undetected rate: the probability that a reply begins with no option.
-OFF = "off_option_share"
-# Below this option mass the options describe a minority of the model's answers.
-MOSTLY_OTHERWISE = 0.5
-
-
-def mostly_otherwise(mass: MetricValue | None) -> str | None:
-    """The flag of a set whose options hold less than half the probability of how a reply begins (its largest
-    possible mass where only bounded), or None."""
-    if mass is None:
-        return None
-    top = mass.value if mass.value is not None else (mass.bounds or (None, None))[1]
-    if top is None or top >= MOSTLY_OTHERWISE:
-        return None
-    return f"the model mostly answers otherwise: exact values describe {pct(top)} of its first words"
-
-
-def off_option(mass: MetricValue) -> MetricValue:
-    """1 - option mass, with its interval (and bounds) turned around."""
-    lo, hi = mass.ci95
-    flip = (None if hi is None else 1.0 - hi, None if lo is None else 1.0 - lo)
-    bounds = None if mass.bounds is None else (flip_end(mass.bounds[1]), flip_end(mass.bounds[0]))
-    value = None if mass.value is None else 1.0 - mass.value
-    return MetricValue(value=value, ci95=flip, bounds=bounds, note=mass.note, too_little_data=mass.too_little_data)
-
-
-def flip_end(x: float | None) -> float | None:
-    """1 - x (None stays None)."""
-    return None if x is None else 1.0 - x
-
-
-def exact_values(values: dict[str, MetricValue], marks: Sequence[str]) -> dict[str, MetricValue]:
-    """An exact set's metrics: the off-option share in place of the undetected rates (0 by construction there),
-    and, where the options hold under half the probability, every mark flagged instead of graded."""
-    out = {k: v for k, v in values.items() if k not in UNDETECTED}
-    out[OFF] = off_option(values[MASS])
-    flag = mostly_otherwise(values[MASS])
-    for name in marks if flag else ():
-        if name in out:
-            out[name].too_little_data = flag
-    return out
-
-
-def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
-    """An exact record's mean option mass over its prompts, as [least, greatest] (equal unless bounded); none for
-    a sampled or failed record."""
-    if record.mass:
-        mean = float(np.mean(record.mass))
-        return [(mean, mean)]
-    if record.mass_bounds:
-        low, high = np.mean(np.asarray(record.mass_bounds, dtype=np.float64), axis=0)
-        return [(float(low), float(high))]
-    return []
-
-
-def clause(set_name: str, result: SetResult) -> str | None:
-    """The verdict's words on an exact set whose options hold under half the probability."""
-    flag = (result.implicit or {}).get("flag")
-    return f"{set_name}: {flag}" if flag else None
-
-
 def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
     """The family of one GenderBench probe; registers its probe set in the genderbench suite."""
 
     @computes(*declared(spec))
-    def metrics(items: Sequence[Item], tally: Tally, masses: Sequence[tuple[float, float]]) -> dict[str, MetricValue]:
+    def metrics(
+        items: Sequence[Item], tally: Tally, masses: Sequence[tuple[float, float]], exact_mode: bool = True
+    ) -> dict[str, MetricValue]:
         values = estimate(spec.metric_fn(items, tally), len(items))
         if items and not tally.valid.any():  # nothing was answered: a difference of 0 would be made up
             values = {k: v if k in UNDETECTED else MetricValue(value=None, note=NO_ANSWER) for k, v in values.items()}
@@ -526,22 +500,25 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
             low, high = np.array(masses, dtype=np.float64).T
             per_item: Quantity = low if np.array_equal(low, high) else Bounded(low, high)
             values[MASS] = estimate(lambda w: {MASS: ratio(wsum(per_item, w), w.sum(1))}, len(masses))[MASS]
-            return exact_values(values, tuple(spec.marks))
+            return exact_values(values, tuple(spec.marks)) if exact_mode else values
         return values
 
     def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunOptions, options: Any) -> SetResult:
         """The set's metrics, reading its records once, one at a time (only their answer counts are kept)."""
         by_id, reps = {p.id: p for p in ps.probes}, repetitions_of(spec, options)
-        items, rows, masses = [], [], []
+        items, rows, masses, modes = [], [], [], set()
         for record in records:
             if record.id in by_id:
                 items.append(item_of(by_id[record.id]))
                 rows.append(tally_row(spec, items[-1], record, reps))
                 masses.extend(mass_of(record))
+                modes.add(record.mode)
+        mode = modes.pop() if len(modes) == 1 else mode_of(spec, run, options)
         tally = Tally.from_rows(rows) if rows else None
-        values = metrics(items, tally, masses) if tally is not None else {}
-        read = how_read(spec, run, options)
-        if flag := mostly_otherwise(values.get(MASS)):
+        values = metrics(items, tally, masses, mode == "exact") if tally is not None else {}
+        mass = values.get(MASS)
+        read = how_read(spec, run, options, mode, None if mass is None else mass.value)
+        if mode == "exact" and (flag := mostly_otherwise(mass)):
             read["flag"] = flag
         return SetResult(n=len(items), source=ps.source, metrics=values, implicit=read)
 
@@ -557,6 +534,8 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
         metrics=(metrics,),
         requests=lambda ps, probe, run, options: requests(spec, ps, probe, run, options),
         sample=lambda ps, probe, replies, run, options: sample(spec, ps, probe, replies, run, options),
+        follow=lambda ps, probe, replies, run, options: follow(spec, probe, replies, run, options),
+        settle=lambda ps, run, options, ask: settle(spec, ps, run, options, ask),
         summarize=summarize,
         options=spec.options_model,
         generation=generation,
