@@ -13,6 +13,7 @@ import pytest
 
 from conftest import exact_scores
 from fairprobe.families.genderbench import anchored
+from fairprobe.families.genderbench.mass import read_mass
 from fairprobe.models.base import Completion, ModelBackend, ScoreRequest, Scores
 from fairprobe.options import RunOptions
 from fairprobe.runner import read_samples, run
@@ -129,3 +130,9 @@ def test_auto_picks_per_set_and_anchored_reads_each_reply_where_it_answers(tmp_p
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["implicit"]["sets"]["direct"]["mode"] == "anchored"
     assert manifest["implicit"]["sets"]["discrimination-tamkin"]["mode"] == "exact"
+    assert read_mass(direct, records) == (
+        "Replies sampled and read where each names an option, the options' probabilities scored there; at the "
+        "reply's start the options hold 30% (95% CI 30–30%) of the probability (option_mass). Mode chosen by auto: "
+        "the options hold 30% of the first token's probability (under half): the replies are sampled and read "
+        "where each names an option."
+    )

@@ -16,7 +16,8 @@ from fairprobe.records import MetricValue, SetResult
 
 
 def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
-    """How far the model keeps to the answer format, in exact mode."""
+    """How the answers were read (exact or anchored), how far the model keeps to the answer format, and why auto
+    chose the mode."""
     m = result.metrics.get(MASS)
     if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
         low, high = m.bounds
@@ -27,10 +28,12 @@ def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
         )
     if m is None or m.value is None:
         return None
+    why = (result.implicit or {}).get("why")
+    chosen = f" Mode chosen by {why}." if why else ""
     if records and records[0].mode == "anchored":
         return (
             f"Replies sampled and read where each names an option, the options' probabilities scored there; at "
-            f"the reply's start the options hold {pct_ci(m)} of the probability (option_mass)."
+            f"the reply's start the options hold {pct_ci(m)} of the probability (option_mass).{chosen}"
         )
     flag = mostly_otherwise(m)
     return (
@@ -38,6 +41,7 @@ def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
         f"{pct_ci(m)} of the probability of how a reply begins, and {pct(1 - m.value)} begins no option "
         f"({OFF}, exact mode's counterpart of the undetected rate)"
         + (f". Flagged: {flag}; no mark is graded." if flag else ".")
+        + chosen
     )
 
 
