@@ -16,6 +16,7 @@ from fairprobe.families.genderbench import anchored
 from fairprobe.families.genderbench.mass import read_mass
 from fairprobe.models.base import Completion, ModelBackend, ScoreRequest, Scores
 from fairprobe.options import RunOptions
+from fairprobe.report.verdict import verdict
 from fairprobe.runner import read_samples, run
 
 FORMS = ("yes", "Yes", "no", "No")
@@ -127,6 +128,9 @@ def test_auto_picks_per_set_and_anchored_reads_each_reply_where_it_answers(tmp_p
     assert np.allclose(first.anchored[0][0], [2 / 3, 1 / 3]) and first.anchored[0][1] is None
     assert np.allclose(first.anchored[0][2], [1 / 3, 2 / 3])
     assert first.reply_text() == "anchored after 'The answer is ': the options' probabilities 0.67, 0.33"
+    said = verdict(summary)
+    assert "direct: auto: the options hold 30% of the first token's probability (under half)" in said
+    assert "discrimination-tamkin: auto" not in said  # read exactly: nothing to flag
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["implicit"]["sets"]["direct"]["mode"] == "anchored"
     assert manifest["implicit"]["sets"]["discrimination-tamkin"]["mode"] == "exact"

@@ -167,8 +167,12 @@ def run_set(
     progress = progress or SilentProgress()
     family_options = family.parse_options(options.probe_options, ps.name)
     gen = family.generation(options, family_options)
-    if family.settle is not None:
-        family_options = family.settle(ps, options, family_options, lambda asked: ask(backend, asked, gen))
+    if (
+        family.settle is not None
+        and (settled := family.settle(ps, options, family_options, lambda asked: ask(backend, asked, gen)))
+        != family_options
+    ):
+        family_options, work = settled, None  # counted again: the settled options ask other calls
     by_id: dict[str, Sample] = {}
     work = work or set_work(family, ps, options, family_options)
     if (cost := work.cost_line(ps.name, len(ps.probes), family.unit)) is not None:

@@ -103,6 +103,8 @@ def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
 
 
 def clause(set_name: str, result: SetResult) -> str | None:
-    """The verdict's words on an exact set whose options hold under half the probability."""
-    flag = (result.implicit or {}).get("flag")
+    """The verdict's words on an exact set whose options hold under half the probability, and on a set auto read
+    anchored for that reason."""
+    read = result.implicit or {}
+    flag = read.get("flag") or (read.get("why") if read.get("mode") == "anchored" else None)
     return f"{set_name}: {flag}" if flag else None
