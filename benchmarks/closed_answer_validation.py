@@ -8,9 +8,10 @@ For each closed-answer set (`--limit` items, the seeded stratified draw), on the
    the options' probabilities where it names one (or undetected), and per prompt exact mode's probabilities at the
    reply's first token (read in the same pass);
 3. from each, `--sims` sampled runs of the same size simulated with numpy: per prompt, `--sample-reps` answers
-   drawn among the options and "undetected". Anchored draws from the mean of its replies' probabilities, after
-   resampling its replies (so the range holds the anchored estimate's own uncertainty as well as sampling's);
-   exact draws from its first-token probabilities (never undetected).
+   drawn among the options and "undetected". Anchored draws from its replies' probabilities as they leave them
+   uncertain (the undetected share from its Jeffreys posterior, the options' shares from the parsed replies'
+   q resampled), so the range holds the anchored estimate's own uncertainty as well as sampling's; exact draws
+   from its first-token probabilities (never undetected).
 
 A metric counts as inside when its sampled value lies in the central 95% of its simulated values; metrics
 undefined on the sampled run are left out. Prints one row per set and the totals (target: >= 95% inside for
@@ -99,14 +100,29 @@ def simulated(
 
 
 def anchored_pi(records: Sequence[Any], width: int, sims: int, rng: Any) -> np.ndarray:
-    """(S, n, P, K+1): per simulation, each prompt's answer probabilities from its replies resampled."""
-    per_reply = np.asarray(
-        [[[[*q, 0.0] if q is not None else [0.0] * width + [1.0] for q in row] for row in r.anchored] for r in records]
-    )  # (n, P, R, K+1)
-    n, prompts, reps, _ = per_reply.shape
-    pick = rng.integers(0, reps, size=(sims, n, prompts, reps))
-    chosen = np.take_along_axis(per_reply[None], pick[..., None], axis=3)
-    return np.clip(chosen.mean(axis=3), 0.0, 1.0)
+    """(S, n, P, K+1): per simulation, each prompt's answer probabilities as its anchored replies leave them
+    uncertain: the undetected share drawn from its Jeffreys posterior (Beta(undetected + 1/2, parsed + 1/2)), the
+    options' shares as the mean q of its parsed replies resampled (uniform over the options, Dirichlet(1), where
+    none was parsed)."""
+    rows = [[[q for q in row if q is not None] for row in r.anchored] for r in records]
+    n, prompts = len(rows), max(len(r) for r in rows)
+    most = max((len(qs) for r in rows for qs in r), default=0) or 1
+    parsed = np.zeros((n, prompts), dtype=np.int64)
+    undetected = np.zeros((n, prompts))
+    q = np.zeros((n, prompts, most, width))
+    for i, (r, record) in enumerate(zip(rows, records, strict=True)):
+        for p, qs in enumerate(r):
+            parsed[i, p], undetected[i, p] = len(qs), len(record.anchored[p]) - len(qs)
+            if qs:
+                q[i, p, : len(qs)] = qs
+    share = rng.beta(undetected + 0.5, parsed + 0.5, size=(sims, n, prompts))
+    pick = np.floor(rng.random((sims, n, prompts, most)) * np.maximum(parsed, 1)[..., None]).astype(np.int64)
+    drawn = np.take_along_axis(np.broadcast_to(q, (sims, *q.shape)), pick[..., None], axis=3)
+    used = np.arange(most) < parsed[..., None]  # a resample as large as the replies parsed
+    mean = (drawn * used[None, ..., None]).sum(axis=3) / np.maximum(parsed, 1)[None, ..., None]
+    none = rng.dirichlet(np.ones(width), size=(sims, n, prompts))
+    options = np.where((parsed > 0)[None, ..., None], mean, none)
+    return np.clip(np.concatenate([(1 - share)[..., None] * options, share[..., None]], axis=-1), 0.0, 1.0)
 
 
 def exact_pi(records: Sequence[Any], sims: int) -> np.ndarray:

@@ -140,3 +140,19 @@ def test_auto_picks_per_set_and_anchored_reads_each_reply_where_it_answers(tmp_p
         "the options hold 30% of the first token's probability (under half): the replies are sampled and read "
         "where each names an option."
     )
+
+
+def test_anchored_mode_where_nothing_scores_exactly_is_refused_in_one_line() -> None:
+    from fairprobe.errors import ConfigError
+    from fairprobe.families import family_of_set, load_probe_set
+
+    family = family_of_set("direct")
+    ps = load_probe_set("direct", limit=1, limit_order="first")
+    options = family.parse_options({"mode": "anchored"}, "direct")
+    served = RunOptions(suite="genderbench", model="openai:m", model_args={"base_url": "http://x", "implicit": "topk"})
+    with pytest.raises(ConfigError) as raised:
+        family.requests(ps, ps.probes[0], served, options)
+    assert str(raised.value) == (
+        "direct: -o mode=anchored scores each reply's options exactly, which a server that gives only top-k "
+        "logprobs cannot: use -o mode=sample"
+    )

@@ -258,7 +258,8 @@ def requests(
     prompts, mode = prompts_of(spec, item_of(probe), options), mode_of(spec, run, options)
     topk = topk_only(run) if mode != "sample" else False
     if topk is not False and (mode == "anchored" or (topk and not exact.first_position_tells(spec.options))):
-        raise ConfigError(cannot_bound(ps.name, topk is None and mode == "anchored"))
+        where = "a server that gives only top-k logprobs" if topk else "replies read from a file"
+        raise ConfigError(cannot_bound(ps.name, where if mode == "anchored" else None))
     forms = exact.continuations(spec.options)
     scored = [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
     if mode == "exact":
@@ -315,11 +316,11 @@ def sampled_record(
     return record
 
 
-def cannot_bound(set_name: str, no_model: bool = False) -> str:
-    """Why exact mode cannot be served over a server that gives only top-k logprobs for these options (anchored
-    mode for any options), or without a model."""
-    if no_model:
-        return f"{set_name}: -o mode=anchored scores the model's replies, which needs the model: use -o mode=sample"
+def cannot_bound(set_name: str, anchored_where: str | None = None) -> str:
+    """Why exact mode cannot be served over a server that gives only top-k logprobs for these options; or anchored
+    mode where `anchored_where` cannot score (such a server, replies read from a file)."""
+    if anchored_where is not None:
+        return f"{set_name}: -o mode=anchored scores each reply's options exactly, which {anchored_where} cannot: use -o mode=sample"
     return (
         f"{set_name}: the server gives only top-k logprobs, and every option begins with the same token, "
         "so they bound nothing; use -o mode=sample (or a server that scores prompt tokens, such as vLLM)"
