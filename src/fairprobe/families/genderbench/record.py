@@ -51,7 +51,7 @@ class GenderBenchSample(Sample):
         reply's preamble and the options' probabilities read after it."""
         if self.anchored is not None:
             return self.anchored_text()
-        if self.q is not None:
+        if self.q is not None and self.mode == "exact":
             shown = "; ".join(", ".join(f"{p:.2f}" for p in q) for q in self.q if q)
             return f"exact: no reply generated; the options' probabilities, in the prompt's order: {shown}"
         if self.q_bounds is not None:
