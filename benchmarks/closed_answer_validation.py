@@ -19,6 +19,7 @@ anchored), and each run's wall time.
 
     FAIRPROBE_THREADS=1 .venv/bin/python benchmarks/closed_answer_validation.py [--limit 2] [--sample-reps 10] \
         [--anchored-reps 6] [--max-new-tokens 300] [--sims 1000] [--sets bbq-gender,direct,...] [--out /tmp/cav]
+        [--saved]   # compare again from the finished runs in --out, asking nothing
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from fairprobe.families.genderbench.tally import Tally
 from fairprobe.families.genderbench.weighted import Bounded
 from fairprobe.models.base import GenerationConfig
 from fairprobe.options import RunOptions
-from fairprobe.runner import load_backend, run_with_samples
+from fairprobe.runner import load_backend, read_samples, run_with_samples
 
 FOLDERS = {
     "bbq-gender": "bbq",
@@ -68,8 +69,10 @@ def asked(backend: Any, set_name: str, mode: str, reps: int, seed: int, args: ar
         out=Path(args.out) / f"{set_name}-{mode}",
     )
     started = time.monotonic()
-    _, per_set = run_with_samples(options, backend)
-    records = list(per_set[set_name])
+    if args.saved and (options.output_dir() / "summary.json").is_file():  # a finished run: its records as saved
+        records = [r for r in read_samples(options.output_dir() / "samples.jsonl") if r.set == set_name]
+    else:
+        records = list(run_with_samples(options, backend)[1][set_name])
     print(f"  {mode}: {len(records)} items x {reps} in {time.monotonic() - started:.0f} s", flush=True)
     return records, [r for r in records if r.error is None]
 
@@ -188,9 +191,10 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=1000)
     parser.add_argument("--sets", default=",".join(FOLDERS))
     parser.add_argument("--out", default="/tmp/closed-answer-validation")
+    parser.add_argument("--saved", action="store_true", help="read finished runs in --out instead of resuming them")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    backend = load_backend(RunOptions(use_cache=False))
+    backend = None if args.saved else load_backend(RunOptions(use_cache=False))
     started, rows = time.monotonic(), []
     for set_name in args.sets.split(","):
         rows.append((set_name, *validate(backend, set_name, args, rng)))
