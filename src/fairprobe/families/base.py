@@ -91,6 +91,10 @@ class Replies:
         return "; ".join(found) if found else None
 
 
+# How a family's `settle` asks the model scorings before a set runs: (probe id, scoring) pairs in, replies by id out.
+Asker = Callable[[list[tuple[str, Scoring]]], dict[str, Replies]]
+
+
 class NoOptions(BaseModel):
     """The options of a family that takes none (any `-o` key is an error)."""
 
@@ -261,7 +265,10 @@ class Family(Generic[RecordT, OptionsT]):
     Typed over its sample record and its options (a pydantic model; `NoOptions` when it takes none):
     `requests(ps, probe, run, options)` -> the probe's `Request`s and `Scoring`s; `sample(ps, probe, replies, run,
     options)` -> its record; `summarize(ps, records, run, options)` -> the set's result. `metrics` lists the
-    functions (made with `computes`) whose declared metrics are the family's: a result may name no other. Sets of
+    functions (made with `computes`) whose declared metrics are the family's: a result may name no other.
+    `follow(ps, probe, replies, run, options)` -> scorings built from a batch's replies, asked before `sample`
+    reads them (their scores join the replies); `settle(ps, run, options, ask)` -> the options one set runs with,
+    decided from scorings it may `ask` before the set's first batch (a mode chosen from the model's answers). Sets of
     families with a `section` (a harm type: "Decision-making", ...) are grouped under it in the report, with the
     marks of their marked metrics and one verdict per section. `headline` names the metric a comparison of models
     sorts its sets by unless told otherwise.
@@ -276,6 +283,8 @@ class Family(Generic[RecordT, OptionsT]):
     sample: Callable[[ProbeSet, Probe, Replies, RunContext, OptionsT], RecordT]
     summarize: Callable[[ProbeSet, list[RecordT], RunContext, OptionsT], SetResult]
     options: type[OptionsT]
+    follow: Callable[[ProbeSet, Probe, Replies, RunContext, OptionsT], Sequence[Scoring]] | None = None
+    settle: Callable[[ProbeSet, RunContext, OptionsT, Asker], OptionsT] | None = None
     generation: Callable[[RunContext, OptionsT], GenerationConfig] = run_generation
     unit: str = "prompts"
     section: str | None = None

@@ -223,7 +223,8 @@ def flag_marks(values: dict[str, MetricValue], marked: Sequence[str]) -> dict[st
 
 
 def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
-    """How far the model keeps to the answer format, in exact mode."""
+    """How the answers were read (exact, or anchored where a family reads replies where they name an option), how
+    far the model keeps to the answer format, and why auto chose the mode where it says (`implicit.why`)."""
     m = result.metrics.get(MASS)
     if m is not None and m.value is None and m.bounds is not None and None not in m.bounds:
         low, high = m.bounds
@@ -234,16 +235,26 @@ def read_mass(result: SetResult, records: Sequence[Any]) -> str | None:
         )
     if m is None or m.value is None:
         return None
+    why = (result.implicit or {}).get("why")
+    chosen = f" Mode chosen by {why}." if why else ""
+    if records and getattr(records[0], "mode", None) == "anchored":
+        return (
+            f"Replies sampled and read where each names an option, the options' probabilities scored there; at "
+            f"the reply's start the options hold {pct_ci(m)} of the probability ({MASS}).{chosen}"
+        )
     flag = mostly_otherwise(m)
     return (
         "Answers read exactly from the options' probabilities (no sampling); the options hold "
         f"{pct_ci(m)} of the probability of how a reply begins, and {pct(1 - m.value)} begins no option "
         f"({OFF}, exact mode's counterpart of the undetected rate)"
         + (f". Flagged: {flag}; no mark is graded." if flag else ".")
+        + chosen
     )
 
 
 def clause(set_name: str, result: SetResult) -> str | None:
-    """The verdict's words on an exact set whose options hold under half the probability."""
-    flag = (result.implicit or {}).get("flag")
+    """The verdict's words on an exact set whose options hold under half the probability, and on a set auto read
+    anchored for that reason."""
+    read = result.implicit or {}
+    flag = read.get("flag") or (read.get("why") if read.get("mode") == "anchored" else None)
     return f"{set_name}: {flag}" if flag else None

@@ -12,17 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from fairprobe.errors import ConfigError
 from fairprobe.families import closed
-from fairprobe.families.base import Family, Metric, Replies, Request, RunContext, Scoring, computes, probe_set
+from fairprobe.families.base import Asker, Family, Metric, Replies, Request, RunContext, Scoring, computes, probe_set
 from fairprobe.families.chat import chat_prompt
 from fairprobe.families.closed import MASS, ClosedAnswers, cannot_bound, clause, mostly_otherwise
+from fairprobe.families.genderbench import anchored
 from fairprobe.families.genderbench.items import Item
+from fairprobe.families.genderbench.mass import NO_ANSWER, exact_values, mass_of
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.genderbench.resources import PINS, VERSION, Resources, package_folder
 from fairprobe.families.genderbench.tally import UNDETECTED, Answer, Tally
@@ -48,10 +50,11 @@ class GenderBenchOptions(BaseModel):
 
 
 class ClosedOptions(GenderBenchOptions):
-    """A probe whose answer is one of a few options: `mode` sample (generate and parse, as GenderBench) or exact
-    (the options' probabilities); auto is exact wherever the model scores continuations exactly."""
+    """A probe whose answer is one of a few options: `mode` sample (generate and parse, as GenderBench), exact
+    (the options' probabilities at the reply's start) or anchored (sampled replies, the options' probabilities
+    where each names one); auto picks per set (`mode_of`)."""
 
-    mode: closed.Mode = "auto"
+    mode: Literal["auto", "sample", "exact", "anchored"] = "auto"
 
 
 class ProbeMetrics(Protocol):
@@ -130,11 +133,44 @@ class GenderBenchProbe:
         return issubclass(self.options_model, ClosedOptions)
 
 
-def mode_of(spec: GenderBenchProbe, run: RunContext, options: GenderBenchOptions) -> str:
-    """sample or exact (`closed.decide_mode`); open answers are sampled."""
+def mode_of(spec: GenderBenchProbe, run: RunContext, options: GenderBenchOptions, mass: float | None = None) -> str:
+    """sample, exact or anchored: the one place a set's mode is decided. By default, where the backend scores
+    continuations exactly (local models, servers that score prompt tokens), exact where the options hold at least
+    half the probability of the reply's first token (`mass`, the set's mean, measured before it runs: `settle`)
+    and anchored below; a server that gives (or is told to give) only top-k logprobs bounds them, so there exact
+    only where a reply's first token tells the options apart (`closed.decide_mode`). Open answers, and replies
+    read from a file, are sampled."""
     if not isinstance(options, ClosedOptions):
         return "sample"
-    return closed.decide_mode(options.mode, closed.scoring_of(run), spec.answers.first_token_tells)
+    if options.mode != "auto":
+        return options.mode
+    scoring = closed.scoring_of(run)
+    decided = closed.decide_mode("auto", scoring, spec.answers.first_token_tells)
+    return anchored.chosen_mode(mass) if decided == "exact" and scoring == "exact" and mass is not None else decided
+
+
+def settle(
+    spec: GenderBenchProbe, ps: ProbeSet, run: RunContext, options: GenderBenchOptions, ask: Asker
+) -> GenderBenchOptions:
+    """A set's options with auto decided (`mode_of`) from its option mass at the first token, read before the set
+    runs by the scorings exact mode asks (a cache keeps them); any other mode as it is."""
+    if getattr(options, "mode", None) != "auto" or mode_of(spec, run, options) != "exact":
+        return options
+    found = ask([(probe.id, s) for probe in ps.probes for s in requests(spec, ps, probe, run, options)])
+    mass = anchored.first_mass(found, spec.answers)
+    return options.model_copy(update={"mode": mode_of(spec, run, options, mass)})
+
+
+def follow(
+    spec: GenderBenchProbe, probe: Probe, replies: Replies, run: RunContext, options: GenderBenchOptions
+) -> list[Scoring]:
+    """Anchored mode's second round: each parsed reply's options scored where it names one (`anchored`)."""
+    if mode_of(spec, run, options) != "anchored":
+        return []
+    item = item_of(probe)
+    record = sampled_record(spec, GenderBenchSample(set="", id="", prompt="", mode="anchored"), item, replies, options)
+    prompts = [chat_prompt(text, None) for text in prompts_of(spec, item, options)]
+    return anchored.scorings(prompts, record.replies or [], record.answers or [], spec.answers)
 
 
 def topk_only(run: RunContext) -> bool | None:
@@ -211,17 +247,22 @@ def prompts_of(spec: GenderBenchProbe, item: Item, options: GenderBenchOptions) 
 def requests(
     spec: GenderBenchProbe, ps: ProbeSet, probe: Probe, run: RunContext, options: GenderBenchOptions
 ) -> list[Request | Scoring]:
-    """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
-    prompts = prompts_of(spec, item_of(probe), options)
-    if mode_of(spec, run, options) == "exact":
-        if topk_only(run) and not spec.answers.first_token_tells:
-            raise ConfigError(cannot_bound(ps.name))
-        forms = spec.answers.continuations
-        return [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
+    """Each prompt as a user turn: asked `repetitions` times (sample), its options scored once (exact), or both
+    (anchored: the scores of where replies begin are read from the generation, `follow` asks the rest)."""
+    prompts, mode = prompts_of(spec, item_of(probe), options), mode_of(spec, run, options)
+    topk = topk_only(run) if mode != "sample" else False
+    if topk is not False and (mode == "anchored" or (topk and not spec.answers.first_token_tells)):
+        where = "a server that gives only top-k logprobs" if topk else "replies read from a file"
+        raise ConfigError(anchored.cannot_anchor(ps.name, where) if mode == "anchored" else cannot_bound(ps.name))
+    forms = spec.answers.continuations
+    scored = [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
+    if mode == "exact":
+        return list(scored)
     reps = repetitions_of(spec, options)
-    return [
+    asked = [
         Request(f"p{p}r{r}", chat_prompt(text, None), seed=r) for p, text in enumerate(prompts) for r in range(reps)
     ]
+    return [*asked, *scored] if mode == "anchored" else list(asked)
 
 
 def sample(
@@ -231,10 +272,13 @@ def sample(
     with the marked metrics on the item alone."""
     item = item_of(probe)
     record = GenderBenchSample(set=ps.name, id=probe.id, prompt=probe.prompt, mode=mode_of(spec, run, options))
-    if record.mode == "exact":
+    if record.mode != "sample":
         record = exact_record(spec, record, [replies.scores.get(f"p{p}") for p in range(item.size)])
-    else:
+    if record.mode != "exact":
         record = sampled_record(spec, record, item, replies, options)
+    if record.mode == "anchored" and record.replies is not None and record.error is None:
+        offsets, read, error = anchored.read(record.replies, record.answers or [], replies.scores, spec.answers)
+        record.anchors, record.anchored, record.error = offsets, read, error
     tally = Tally.from_rows([tally_row(spec, item, record, repetitions_of(spec, options))])
     values = spec.metric_fn([item], tally)(np.ones((1, 1)))
     record.item_metrics = {k: item_value(values[k]) for k in spec.marks}
@@ -298,7 +342,9 @@ def tally_row(
         return counts, np.zeros(len(counts)), np.ones(len(counts))
     prompts, width = item.size, len(spec.options)
     counts, undetected, attempts = np.zeros((prompts, width)), np.zeros(prompts), np.zeros(prompts)
-    if record.q is not None:
+    if record.anchored is not None:
+        return anchored.counts(record.anchored, width)
+    if record.q is not None and record.mode == "exact":
         counts[:] = reps * np.nan_to_num(np.asarray(record.q, dtype=np.float64))
         attempts[:] = reps
     elif record.q_bounds is not None:
@@ -316,14 +362,19 @@ def tally_row(
     return counts, undetected, attempts
 
 
-def how_read(spec: GenderBenchProbe, run: RunContext, options: GenderBenchOptions) -> dict[str, Any]:
-    """What the manifest and the report say about how a set's answers were read."""
-    if mode_of(spec, run, options) == "exact":
+def how_read(
+    spec: GenderBenchProbe, run: RunContext, options: GenderBenchOptions, mode: str, mass: float | None
+) -> dict[str, Any]:
+    """What the manifest and the report say about how a set's answers were read (`mode`: what its records say),
+    and why where auto chose it from the set's option mass at the first token."""
+    why = {"why": anchored.why(mode, mass)} if mass is not None and getattr(options, "mode", None) == "auto" else {}
+    if mode == "exact":
         read = {"bounds": "top-k logprobs"} if topk_only(run) else {}
-        return {"mode": "exact", "scored": list(spec.answers.continuations), **read}
+        return {"mode": "exact", "scored": list(spec.answers.continuations), **read, **why}
     gen = generation(run, options)
     return {
-        "mode": "sample",
+        **why,
+        "mode": mode,
         "repetitions": repetitions_of(spec, options),
         "temperature": gen.temperature,
         "top_p": gen.top_p,
@@ -407,32 +458,13 @@ def read_undetected(result: SetResult, records: Sequence[Any]) -> str | None:
     return f"Replies sampled as GenderBench samples them and parsed with its rules; {pct_ci(m)} could not be parsed."
 
 
-NO_ANSWER = "no reply could be read: every one was undetected"
-
-
-def exact_values(values: dict[str, MetricValue], marks: Sequence[str]) -> dict[str, MetricValue]:
-    """An exact set's metrics: the off-option share in place of the undetected rates (0 by construction there),
-    and, where the options hold under half the probability, every mark flagged instead of graded."""
-    return closed.flag_marks({k: v for k, v in values.items() if k not in UNDETECTED}, marks)
-
-
-def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
-    """An exact record's mean option mass over its prompts, as [least, greatest] (equal unless bounded); none for
-    a sampled or failed record."""
-    if record.mass:
-        mean = float(np.mean(record.mass))
-        return [(mean, mean)]
-    if record.mass_bounds:
-        low, high = np.mean(np.asarray(record.mass_bounds, dtype=np.float64), axis=0)
-        return [(float(low), float(high))]
-    return []
-
-
 def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
     """The family of one GenderBench probe; registers its probe set in the genderbench suite."""
 
     @computes(*declared(spec))
-    def metrics(items: Sequence[Item], tally: Tally, masses: Sequence[tuple[float, float]]) -> dict[str, MetricValue]:
+    def metrics(
+        items: Sequence[Item], tally: Tally, masses: Sequence[tuple[float, float]], exact_mode: bool = True
+    ) -> dict[str, MetricValue]:
         values = estimate(spec.metric_fn(items, tally), len(items))
         if items and not tally.valid.any():  # nothing was answered: a difference of 0 would be made up
             values = {k: v if k in UNDETECTED else MetricValue(value=None, note=NO_ANSWER) for k, v in values.items()}
@@ -440,22 +472,25 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
             low, high = np.array(masses, dtype=np.float64).T
             per_item: Quantity = low if np.array_equal(low, high) else Bounded(low, high)
             values[MASS] = estimate(lambda w: {MASS: ratio(wsum(per_item, w), w.sum(1))}, len(masses))[MASS]
-            return exact_values(values, tuple(spec.marks))
+            return exact_values(values, tuple(spec.marks)) if exact_mode else values
         return values
 
     def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunContext, options: Any) -> SetResult:
         """The set's metrics, reading its records once, one at a time (only their answer counts are kept)."""
         by_id, reps = {p.id: p for p in ps.probes}, repetitions_of(spec, options)
-        items, rows, masses = [], [], []
+        items, rows, masses, modes = [], [], [], set()
         for record in records:
             if record.id in by_id:
                 items.append(item_of(by_id[record.id]))
                 rows.append(tally_row(spec, items[-1], record, reps))
                 masses.extend(mass_of(record))
+                modes.add(record.mode)
+        mode = modes.pop() if len(modes) == 1 else mode_of(spec, run, options)
         tally = Tally.from_rows(rows) if rows else None
-        values = metrics(items, tally, masses) if tally is not None else {}
-        read = how_read(spec, run, options)
-        if flag := mostly_otherwise(values.get(MASS)):
+        values = metrics(items, tally, masses, mode == "exact") if tally is not None else {}
+        mass = values.get(MASS)
+        read = how_read(spec, run, options, mode, None if mass is None else mass.value)
+        if mode == "exact" and (flag := mostly_otherwise(mass)):
             read["flag"] = flag
         return SetResult(n=len(items), source=ps.source, metrics=values, implicit=read)
 
@@ -471,6 +506,8 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
         metrics=(metrics,),
         requests=lambda ps, probe, run, options: requests(spec, ps, probe, run, options),
         sample=lambda ps, probe, replies, run, options: sample(spec, ps, probe, replies, run, options),
+        follow=lambda ps, probe, replies, run, options: follow(spec, probe, replies, run, options),
+        settle=lambda ps, run, options, ask: settle(spec, ps, run, options, ask),
         summarize=summarize,
         options=spec.options_model,
         generation=generation,
