@@ -199,3 +199,23 @@ def test_a_reserved_layer_writes_in_place_and_drops_rows() -> None:
     layer.update(torch.tensor([[[[40.0]]]]), torch.ones(1, 1, 1, 1))
     assert layer.keys[:, 0, :, 0].tolist() == [[10.0, 20.0, 30.0, 40.0]]
     assert layer.values[:, 0, :, 0].tolist() == [[-10.0, -20.0, 0.0, 1.0]]
+
+
+@pytest.mark.slow
+def test_rows_that_end_leave_the_batch_and_the_others_continue_as_transformers(embedded_backend: HFBackend) -> None:
+    prompts: list[object] = [
+        [{"role": "user", "content": "Answer yes or no: is the sky blue?"}],
+        [{"role": "user", "content": "Say hello."}],
+        "My friend is a nurse, and",
+    ]
+    enc = embedded_backend.tokenizer(
+        [embedded_backend.render(p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False
+    )
+    with torch.inference_mode():
+        out = embedded_backend.model.generate(**enc, do_sample=False, max_new_tokens=24)
+    new = out[:, enc["input_ids"].shape[1] :]
+    assert new[0, 2] == embedded_backend.tokenizer.eos_token_id  # "No." ends at the third step, the others go on
+    want = embedded_backend.tokenizer.batch_decode(new, skip_special_tokens=True)
+    assert want[0] == "No."
+    got = embedded_backend.generate(prompts, GenerationConfig(max_new_tokens=24))  # type: ignore[arg-type]
+    assert [c.text for c in got] == want

@@ -181,6 +181,7 @@ class ScreenedHead:
         rough = torch.ops.mkldnn._linear_pointwise(flat.bfloat16(), self.packed, None, "none", [], "").float()
         reach = 2 * SCREEN_MARGIN * self.row_norm * flat.norm(dim=-1, keepdim=True)
         near = (rough >= rough.amax(-1, keepdim=True) - reach).any(0).nonzero().squeeze(-1)
-        out = torch.full_like(rough, float("-inf"))
-        out[:, near] = flat @ self.weight[near].T
+        exact = flat @ self.weight[near].T
+        out = rough.fill_(float("-inf"))
+        out[:, near] = exact
         return out.reshape(*x.shape[:-1], out.shape[-1])
