@@ -18,7 +18,8 @@ from fairprobe.families import Request, RunContext, Scoring, all_families, load_
 from fairprobe.families.base import PROBE_SETS
 from fairprobe.models import GenerationConfig, ScoreRequest, load_model
 from fairprobe.models.continuations import cache_argument, kv_cache
-from fairprobe.models.engine import PackedLinears, Shape, prefill_chunk, rows_within
+from fairprobe.models.decode import ReservedLayer
+from fairprobe.models.engine import PackedLinears, ScreenedHead, Shape, prefill_chunk, rows_within
 from fairprobe.models.hf import HFBackend
 from fairprobe.models.settings import parse_memory
 from fairprobe.runner import ask
@@ -168,3 +169,52 @@ def test_packed_linears_decode_like_the_plain_ones_and_follow_weight_changes() -
     with torch.inference_mode(), packed.decoding():
         packed.start()
         assert torch.allclose(model(x), 2 * plain, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bfloat16 oneDNN kernels here")
+def test_the_screened_head_gives_the_float32_argmax_and_its_logit() -> None:
+    # Logits of h = (2, 1): 2, 1, 3, 1.5. |h| max|W_v| = sqrt(5) sqrt(2), so the screen keeps the tokens within
+    # 2 * 2^-7 * 3.162 = 0.049 of the rough maximum: token 2 alone, with its float32 logit.
+    weight = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]])
+    out = ScreenedHead(weight)(torch.tensor([[[2.0, 1.0]]]))
+    assert out.shape == (1, 1, 4)
+    assert out[0, 0].tolist() == [-math.inf, -math.inf, 3.0, -math.inf]
+    # 1.001 and 1.0 are the same number in bfloat16 (spacing 2^-7 near 1): both stay, float32 tells them apart.
+    near = ScreenedHead(torch.tensor([[1.0, 0.0], [1.001, 0.0], [0.0, 1.0]]))(torch.tensor([[1.0, 0.0]]))
+    assert near[0, :2].tolist() == [1.0, torch.tensor(1.001).item()]
+    assert int(near.argmax()) == 1
+    assert near[0, 2].item() == -math.inf
+
+
+def test_a_reserved_layer_writes_in_place_and_drops_rows() -> None:
+    keys = torch.tensor([1.0, 2.0, 10.0, 20.0]).reshape(2, 1, 2, 1)  # 2 rows, 1 head, 2 positions, dim 1
+    layer = ReservedLayer(keys, -keys, room=2)
+    buffer = layer.key_buffer.data_ptr()
+    got_keys, got_values = layer.update(torch.tensor([[[[3.0]]], [[[30.0]]]]), torch.zeros(2, 1, 1, 1))
+    assert got_keys[:, 0, :, 0].tolist() == [[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]]
+    assert got_values[:, 0, :, 0].tolist() == [[-1.0, -2.0, 0.0], [-10.0, -20.0, 0.0]]
+    assert layer.key_buffer.data_ptr() == buffer and layer.get_seq_length() == 3
+    layer.batch_select_indices(torch.tensor([1]))
+    layer.update(torch.tensor([[[[40.0]]]]), torch.ones(1, 1, 1, 1))
+    assert layer.keys[:, 0, :, 0].tolist() == [[10.0, 20.0, 30.0, 40.0]]
+    assert layer.values[:, 0, :, 0].tolist() == [[-10.0, -20.0, 0.0, 1.0]]
+
+
+@pytest.mark.slow
+def test_rows_that_end_leave_the_batch_and_the_others_continue_as_transformers(embedded_backend: HFBackend) -> None:
+    prompts: list[object] = [
+        [{"role": "user", "content": "Answer yes or no: is the sky blue?"}],
+        [{"role": "user", "content": "Say hello."}],
+        "My friend is a nurse, and",
+    ]
+    enc = embedded_backend.tokenizer(
+        [embedded_backend.render(p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False
+    )
+    with torch.inference_mode():
+        out = embedded_backend.model.generate(**enc, do_sample=False, max_new_tokens=24)
+    new = out[:, enc["input_ids"].shape[1] :]
+    assert new[0, 2] == embedded_backend.tokenizer.eos_token_id  # "No." ends at the third step, the others go on
+    want = embedded_backend.tokenizer.batch_decode(new, skip_special_tokens=True)
+    assert want[0] == "No."
+    got = embedded_backend.generate(prompts, GenerationConfig(max_new_tokens=24))  # type: ignore[arg-type]
+    assert [c.text for c in got] == want

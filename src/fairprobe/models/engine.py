@@ -25,6 +25,9 @@ from typing import Any
 import torch
 
 PREFILL_CHUNK = 512  # prompt tokens per row per prefill step when a prompt is longer (chunked prefill)
+# How far a bfloat16 logit may be from the float32 one, per unit of |hidden| x |weight row| (twice bfloat16's two
+# roundings of 2^-9 each, so the screen keeps every token that can be the argmax with a factor 2 to spare).
+SCREEN_MARGIN = 2.0**-7
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,9 @@ class PackedLinears:
         self.linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
         self._packed: dict[int, tuple[int, int, torch.Tensor]] = {}
         self._on = False
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        self.head = head if type(head) is torch.nn.Linear and head.bias is None else None
+        self._screens: dict[tuple[int, int], ScreenedHead] = {}
 
     @staticmethod
     def usable(model: torch.nn.Module) -> bool:
@@ -118,13 +124,20 @@ class PackedLinears:
             self._packed[id(linear)] = held
         return held[2]
 
-    def start(self) -> None:
-        """From now until the context ends, every Linear runs on its packed weight."""
+    def start(self, greedy: bool = False) -> None:
+        """From now until the context ends, every Linear runs on its packed weight; with `greedy`, the LM head
+        gives exact float32 logits only where the argmax can be (ScreenedHead), -inf elsewhere."""
         if self._on:
             return
         self._on = True
         for linear in self.linears:
             linear.forward = self._packed_forward(linear)  # type: ignore[method-assign]
+        if greedy and self.head is not None and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            weight = self.head.weight
+            key = (weight.data_ptr(), weight._version)
+            if key not in self._screens:
+                self._screens = {key: ScreenedHead(weight)}
+            self.head.forward = self._screens[key]  # type: ignore[method-assign]
 
     def _packed_forward(self, linear: torch.nn.Linear) -> Any:
         packed, bias = self._weight(linear), linear.bias
@@ -146,3 +159,29 @@ class PackedLinears:
                 for linear in self.linears:
                     linear.__dict__.pop("forward", None)
                 self._on = False
+
+
+class ScreenedHead:
+    """The LM head of greedy decode steps: a bfloat16 product screens the vocabulary, float32 decides.
+
+    A greedy step needs only the argmax of the logits. The bfloat16 product (half the bytes of the head's weight,
+    about twice as fast) is within SCREEN_MARGIN x |h| x max|W_v| of the float32 logit for every token, so every
+    token within twice that of the rough maximum is a candidate and the true argmax is one of them; the candidates'
+    float32 logits are computed exactly and every other token gets -inf. The argmax is the float32 one.
+    """
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        with torch.inference_mode(False), torch.no_grad():
+            self.weight = weight.detach()
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.bfloat16(), None)
+            self.row_norm = float(self.weight.norm(dim=1).max())
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        rough = torch.ops.mkldnn._linear_pointwise(flat.bfloat16(), self.packed, None, "none", [], "").float()
+        reach = 2 * SCREEN_MARGIN * self.row_norm * flat.norm(dim=-1, keepdim=True)
+        near = (rough >= rough.amax(-1, keepdim=True) - reach).any(0).nonzero().squeeze(-1)
+        exact = flat @ self.weight[near].T
+        out = rough.fill_(float("-inf"))
+        out[:, near] = exact
+        return out.reshape(*x.shape[:-1], out.shape[-1])

@@ -35,11 +35,11 @@ from fairprobe.models.base import (
 from fairprobe.models.continuations import (
     ContinuationTable,
     as_scores,
-    kv_cache,
     positions_from_mask,
     prompt_part,
     score_continuations,
 )
+from fairprobe.models.decode import chooser, continue_decoding, first_step, scoring_copy
 from fairprobe.models.engine import PackedLinears, Shape, prefill_chunk, rows_within
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
@@ -54,19 +54,15 @@ transformers_logging.disable_progress_bar()
 
 
 class _FirstStepCapture(LogitsProcessor):
-    """Keeps the log-softmax of the raw logits at the first generation step (the next-word distribution), then
-    switches the decode steps to packed weights (`packed`, on CPU): the prompt pass is the plain model's."""
+    """Keeps the log-softmax of the raw logits at the first generation step (the next-word distribution)."""
 
-    def __init__(self, prompt_len: int, packed: PackedLinears | None = None) -> None:
+    def __init__(self, prompt_len: int) -> None:
         self.prompt_len = prompt_len
-        self.packed = packed
         self.log_probs: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[1] == self.prompt_len and self.log_probs is None:
             self.log_probs = scores.float().log_softmax(-1)
-            if self.packed is not None:
-                self.packed.start()
         return scores
 
 
@@ -217,33 +213,37 @@ class HFBackend(ModelBackend):
     ) -> list[Completion]:
         prompt_len = enc["input_ids"].shape[1]
         packed = self.packed_linears()
-        capture = _FirstStepCapture(prompt_len, packed)
+        capture = _FirstStepCapture(prompt_len)
         processors: list[LogitsProcessor] = [capture]
         if not config.greedy:  # sampled row by row (models/sampling.py), then decoded greedily
             processors.append(RowSampler(seeds, config, self.device))
-        chunk = prefill_chunk(prompt_len)
-        with packed.decoding() if packed is not None else contextlib.nullcontext():
-            generated = self.model.generate(
-                **enc,
-                max_new_tokens=config.max_new_tokens,
-                logits_processor=LogitsProcessorList(processors),
-                return_dict_in_generate=True,
-                do_sample=False,
-                **({"prefill_chunk_size": chunk} if chunk else {}),
-            )
-        new_ids = generated.sequences[:, prompt_len:]
-        texts = self.tokenizer.batch_decode(new_ids, skip_special_tokens=True)
-        read, made = enc["attention_mask"].sum(1).tolist(), self.until_end(new_ids).sum(1).tolist()
-        completions = [
-            Completion(text=text, prompt_tokens=int(n), new_tokens=int(m))
-            for text, n, m in zip(texts, read, made, strict=True)
-        ]
-        if score and any(score):
-            cache = prompt_part(kv_cache(generated), prompt_len)
-            for rows, scores in self._score_rows(enc, score, capture.log_probs, cache):
+        first, cache = first_step(self.model, enc, LogitsProcessorList(processors), prefill_chunk(prompt_len))
+        completions = [Completion(text="") for _ in range(len(first))]
+        if score and any(score):  # on the plain kernels, before the decode steps use the cache
+            prompt_cache = prompt_part(scoring_copy(cache), prompt_len)
+            for rows, scores in self._score_rows(enc, score, capture.log_probs, prompt_cache):
                 for row, scored in zip(rows, scores, strict=True):
                     completions[row].scores = scored
+        sampler = processors[-1] if not config.greedy else None
+        choose = chooser(config, sampler.generators if isinstance(sampler, RowSampler) else None)
+        with packed.decoding() if packed is not None else contextlib.nullcontext():
+            if packed is not None:
+                packed.start(greedy=config.greedy)
+            new = continue_decoding(
+                self.model, cache, first, enc["attention_mask"], config.max_new_tokens, self._stop(), choose
+            )
+        texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        read, made = enc["attention_mask"].sum(1).tolist(), self.until_end(new).sum(1).tolist()
+        for completion, text, n, m in zip(completions, texts, read, made, strict=True):
+            completion.text, completion.prompt_tokens, completion.new_tokens = text, int(n), int(m)
         return completions
+
+    def _stop(self) -> tuple[list[int], int]:
+        """The end-of-sequence ids and the pad id of generation."""
+        eos = self.model.generation_config.eos_token_id
+        return [int(e) for e in (eos if isinstance(eos, list) else [eos]) if e is not None], int(
+            self.tokenizer.pad_token_id
+        )
 
     def _score_rows(
         self,

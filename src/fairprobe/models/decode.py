@@ -1,0 +1,146 @@
+"""The local engine's decode loop: after `transformers`' own prompt pass and first token, the later tokens come
+from a loop that keeps each layer's keys and values in one buffer reserved for the whole reply and lets finished
+rows leave the batch.
+
+`transformers.generate` grows every layer's keys and values by concatenation at each step (a copy of the whole
+cache per layer per step) and keeps computing rows that have ended. Here the prompt's cache is copied once into
+buffers as long as prompt + reply, each step writes its position in place, and a row that has produced its end
+of sequence is dropped from the batch (and from the buffers) before the next step. Each step is the same call
+`generate` makes (the last token, its position, the grown attention mask, the cache), so greedy replies are
+`generate`'s; a sampled row draws from its own generator once per step it is in the batch, as it did inside
+`generate` (models/sampling.py), so its reply is unchanged too.
+
+This module imports only torch and transformers besides fairprobe's sampling.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from transformers import Cache, DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from fairprobe.models.base import GenerationConfig
+from fairprobe.models.continuations import cache_argument
+from fairprobe.models.sampling import draw
+
+Choose = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits (B, V), active rows (B,)) -> tokens (B,)
+
+
+class ReservedLayer(DynamicLayer):
+    """A DynamicLayer whose keys and values live in buffers reserved for `room` more positions: an update writes
+    in place and the layer's keys and values are views of the filled part."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
+        super().__init__()
+        length = keys.shape[-2]
+        self.key_buffer = keys.new_empty((*keys.shape[:-2], length + room, keys.shape[-1]))
+        self.value_buffer = values.new_empty((*values.shape[:-2], length + room, values.shape[-1]))
+        self.key_buffer[..., :length, :] = keys
+        self.value_buffer[..., :length, :] = values
+        self.device, self.is_initialized = keys.device, True
+        self._view(length)
+
+    def _view(self, length: int) -> None:
+        self.length = length
+        self.keys = self.key_buffer[..., :length, :]
+        self.values = self.value_buffer[..., :length, :]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        """Write the new positions after the filled part; the keys and values so far."""
+        end = self.length + key_states.shape[-2]
+        self.key_buffer[..., self.length : end, :] = key_states
+        self.value_buffer[..., self.length : end, :] = value_states
+        self._view(end)
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the rows `indices` (their buffers copied once)."""
+        self.key_buffer = self.key_buffer.index_select(0, indices)
+        self.value_buffer = self.value_buffer.index_select(0, indices)
+        self._view(self.length)
+
+
+def reserve(cache: Cache, room: int) -> Cache:
+    """The cache with each plain dynamic layer moved into a ReservedLayer of `room` more positions (other layers,
+    e.g. sliding windows, stay as they are)."""
+    if isinstance(cache, DynamicCache):
+        for i, layer in enumerate(cache.layers):
+            if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.numel():
+                cache.layers[i] = ReservedLayer(layer.keys, layer.values, room)
+    return cache
+
+
+def chooser(config: GenerationConfig, generators: Sequence[torch.Generator] | None) -> Choose:
+    """How a step picks its tokens: the argmax (greedy), or each active row's draw from its own generator."""
+    if config.greedy or generators is None:
+        return lambda logits, active: logits.argmax(-1)
+    return lambda logits, active: draw(logits, [generators[int(r)] for r in active.tolist()], config).to(logits.device)
+
+
+def first_step(
+    model: Any, enc: dict[str, torch.Tensor], processors: Any, chunk: int | None
+) -> tuple[torch.Tensor, Cache]:
+    """`transformers.generate`'s prompt pass and first token (B,) with the `processors`, and the prompt's cache."""
+    generated = model.generate(
+        **enc,
+        max_new_tokens=1,
+        logits_processor=processors,
+        return_dict_in_generate=True,
+        do_sample=False,
+        **({"prefill_chunk_size": chunk} if chunk else {}),
+    )
+    cache = getattr(generated, "cache", None)
+    return generated.sequences[:, -1], cache if cache is not None else generated.past_key_values
+
+
+def scoring_copy(cache: Cache) -> Cache:
+    """A cache object of its own over the same key and value tensors (scoring passes reshape theirs)."""
+    other = copy.copy(cache)
+    other.layers = [copy.copy(layer) for layer in cache.layers]  # type: ignore[attr-defined]
+    return other
+
+
+def continue_decoding(
+    model: Any,
+    cache: Cache,
+    first: torch.Tensor,
+    mask: torch.Tensor,
+    max_new_tokens: int,
+    stop: tuple[Sequence[int], int],
+    choose: Choose,
+) -> torch.Tensor:
+    """The reply tokens (B, max_new_tokens) after `first`, each row padded after its end of sequence.
+
+    `stop` is (end-of-sequence ids, pad id). Step s feeds the token of step s - 1 at its position with the mask
+    grown by one, as `generate` does; a row that has ended leaves the batch before the next step.
+    """
+    batch, prompt_len, device = first.shape[0], mask.shape[1], first.device
+    eos, pad = torch.as_tensor(list(stop[0]), device=device), stop[1]
+    out = torch.full((batch, max_new_tokens), pad, dtype=torch.long, device=device)
+    out[:, 0] = first
+    masks = torch.cat([mask, mask.new_ones((batch, max_new_tokens))], 1)
+    positions, active, last = mask.long().sum(-1), torch.arange(batch, device=device), first
+    argument = cache_argument(model, cache)
+    reserve(cache, max_new_tokens)
+    for step in range(1, max_new_tokens):
+        going = ~torch.isin(last, eos)
+        if not bool(going.all()):
+            if not bool(going.any()):
+                break
+            keep = going.nonzero().squeeze(-1)
+            cache.batch_select_indices(keep)
+            active, last, positions, masks = active[keep], last[keep], positions[keep], masks[keep]
+        logits = model(
+            input_ids=last[:, None],
+            attention_mask=masks[:, : prompt_len + step],
+            position_ids=(positions + step - 1)[:, None],
+            use_cache=True,
+            **argument,
+        ).logits[:, -1]
+        last = choose(logits.float(), active)
+        out[active, step] = last
+    return out
