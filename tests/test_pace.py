@@ -65,13 +65,17 @@ def test_a_replys_rate_is_measured() -> None:
 
 def test_a_failures_backoff_pauses_every_request() -> None:
     """Two requests at once; the first is refused (500) and waits 0.2-0.4 s; the requests sent after it (other
-    prompts') wait that pause out too instead of loading the server meanwhile."""
+    prompts') wait that pause out too instead of loading the server meanwhile. The answers take 0.15 s longer than
+    the refusal, so the refusal is read first however busy the machine is (the order is the test's, not the
+    scheduler's)."""
     arrivals: list[float] = []
     lock = threading.Lock()
 
     def script(number: int, body: dict) -> str:
         with lock:
             arrivals.append(time.monotonic())
+        if number != 0:
+            time.sleep(0.15)
         return "500" if number == 0 else "ok"
 
     retry = RetryPolicy(attempts=3, base_delay=0.4, max_delay=0.4)
