@@ -79,4 +79,4 @@ def test_compare_markdown_keeps_the_paper_table_1_layout() -> None:
         "| -50% (p 1.000, Holm 1.000) | -0.050 [-0.10, 0.00] | equal |  | n/a | 0.750 [0.30, 0.95] (-0.25, p 1.000) "
         "| n/a | n/a |"
     )
-    assert lines[-2:] == ["- a note", ""]
+    assert lines[-2:] == ["", "- a note"]
