@@ -238,7 +238,9 @@ def compare(
     hyper: str | None = "temperature=0.3",
     sweep: str | Path | Sweep | None = None,
     instruction: str | None = "paper",
-    probes: str | list[str] = "stsb,snli",
+    probes: str | list[str] | None = "stsb,snli",
+    suite: str = "paper",
+    models: dict[str, str] | None = None,
     out: str | Path = "runs/compare",
     data_dir: str | Path | None = None,
     limit: int | None = None,
@@ -250,7 +252,7 @@ def compare(
     model_args: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> MitigationComparison:
-    """Original vs Hyperparameter vs Instruction vs Debias Tuning on the paper's sets (as `fairprobe compare`).
+    """Original vs each fix (decoding, instruction, adapters, other models) on any suite (as `fairprobe compare`).
 
     Args:
         model: the model spec.
@@ -259,8 +261,11 @@ def compare(
             `tune(ablations=True)` folder.
         hyper: the Hyperparameter method's decoding, e.g. `temperature=0.3` (None skips it).
         sweep: a sweep (folder or `Sweep`) whose best setting of its first set replaces `hyper`.
-        instruction: the Instruction method's prefix (`"paper"`: the paper's text; None skips it).
-        probes: paper probe sets.
+        instruction: the Instruction variant: a prefix of plain prompts, a system message of chat prompts
+            (`"paper"`: each family's own; None skips it).
+        probes: probe sets of the suites (None: every set of them; the default is the paper's Table 1 sets).
+        suite: a suite or a mix, e.g. `"paper,fairness,genderbench"`.
+        models: other model specs as variants, `{name: spec}`.
         out: the comparison folder (rerunning resumes).
         data_dir: the shared data root (else downloads).
         limit: prompts per set.
@@ -272,7 +277,6 @@ def compare(
         model_args: backend settings, as `-M key=value`.
         progress: show progress on stderr.
     """
-    from fairprobe.families.paper import INSTRUCTION
     from fairprobe.mitigation.compare import compare as compare_methods
     from fairprobe.mitigation.tuning import read_ablations
 
@@ -285,9 +289,16 @@ def compare(
         ablations = read_ablations(Path(ablations))  # type: ignore[assignment]
     settings = dict(locals())
     settings = {k: settings[k] for k in ("limit", "seed", "max_new_tokens", "batch_size", "device", "dtype")}
-    options = run_options(
-        model, {**RUN_DEFAULTS, **settings, "probes": probes, "data_dir": data_dir, "model_args": model_args}
-    )
+    first = suite.split(",")[0].strip()
+    given = {
+        **RUN_DEFAULTS,
+        **settings,
+        "suite": first,
+        "probes": probes,
+        "data_dir": data_dir,
+        "model_args": model_args,
+    }
+    options = run_options(model, given)
     folder = Path(out)
     with shown(progress) as display:
         compare_methods(
@@ -296,8 +307,10 @@ def compare(
             adapter=None if adapter is None else adapter_folder(adapter),
             ablations={k: adapter_folder(v) for k, v in (ablations or {}).items()},  # type: ignore[union-attr]
             hyper=hyper or None,
-            instruction=INSTRUCTION if instruction == "paper" else (instruction or ""),
+            instruction=instruction or None,
             progress=display,
+            suites=suite,
+            models=models,
         )
     return load(folder)  # type: ignore[return-value]
 

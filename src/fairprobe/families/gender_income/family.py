@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fairprobe.families.base import Family, Replies, Request, summarize_by_subset
-from fairprobe.families.chat import chat_prompt, short_answer_generation
+from fairprobe.families.chat import chat_prompt, short_answer_generation, system_instruction
 from fairprobe.families.gender_income import sets as sets  # registers the probe set
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
 from fairprobe.families.gender_income.intersectional import (
@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 
 def requests(ps: ProbeSet, probe: Probe, run: RunOptions, options: GenderIncomeOptions) -> list[Request]:
-    """The original and the flipped prompt, each as a user turn after the prompt style's system line."""
-    system = probe.meta.get("system")
+    """The original and the flipped prompt, each as a user turn after the prompt style's system line (and the
+    instruction, if any)."""
+    system = "\n".join(x for x in (probe.meta.get("system"), system_instruction(options.instruction)) if x) or None
     return [
         Request("original", chat_prompt(probe.meta["prompt_original"], system)),
         Request("flipped", chat_prompt(probe.meta["prompt_flipped"], system)),

@@ -18,7 +18,8 @@ class GenderIncomeOptions(BaseModel):
     `base_rate` with `seed`, `n` records of `split`) or builtin (offline; the default otherwise); `flip`:
     consistent (also swap Husband/Wife) or vijil (sex only); `prompt_style`: decodingtrust or vijil (default: the
     flip mode's own); `parser`: fairprobe (lenient yes/no reading) or decodingtrust (exact yes/no); `judge`: a
-    model spec whose verdict on whether the two replies make the same prediction decides each pair.
+    model spec whose verdict on whether the two replies make the same prediction decides each pair; `instruction`: a
+    system message after the prompt style's ('paper': fairprobe's debiasing instruction).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -32,6 +33,7 @@ class GenderIncomeOptions(BaseModel):
     split: Literal["test", "train"] = "test"
     parser: Literal["fairprobe", "decodingtrust"] = "fairprobe"
     judge: str | None = None
+    instruction: str | None = None
 
     @property
     def style(self) -> PromptStyle:

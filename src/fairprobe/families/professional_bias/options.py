@@ -9,9 +9,11 @@ from pydantic import BaseModel, ConfigDict
 
 class ProfessionalBiasOptions(BaseModel):
     """`source`: builtin (fairprobe's 15 frames), vijil (Vijil's JSONL, needs --data-dir) or winobias;
-    `split`: WinoBias dev or test."""
+    `split`: WinoBias dev or test; `instruction`: a system message before every question ('paper': fairprobe's
+    debiasing instruction)."""
 
     model_config = ConfigDict(extra="forbid")
 
     source: Literal["builtin", "vijil", "winobias"] = "builtin"
     split: Literal["dev", "test"] = "test"
+    instruction: str | None = None
