@@ -172,6 +172,14 @@ def test_the_page_view_colours_cells_by_status_and_effect() -> None:
     assert cost["cells"][0]["status"] == "untested"
     table = paired_tests_table(compare, default_thresholds(), "cmp")
     assert table is not None and table.rows[0][:4] == ["stsb", "Fix", "GAS", "bias"]
+    from fairprobe.report.html import render_html
+    from fairprobe.report.runs import RunData
+
+    html = render_html([RunData(path=Path("."), label="cmp", summary=None, compare=compare)])
+    assert (
+        '<td class="cell improved" style="--s:1.0" data-status="improved"><a href="#cell-0-0-0">improved**</a>' in html
+    )
+    assert '<div class="cell-detail" id="cell-0-0-1">' in html and "<td>GAS</td>" in html
 
 
 def test_a_sweep_ranks_settings_by_the_headline_in_its_direction() -> None:
@@ -243,8 +251,10 @@ def test_compare_on_a_mixed_suite_with_the_embedded_model(embedded_backend, tmp_
         marked = {m.name for m in family.declared() if m.marks is not None}
         assert marked and marked <= set(tests)  # every marked metric has its paired test
         assert all(tests[k]["test"] in ("paired bootstrap", "equal within 1e-06") for k in marked)
-    bbq = result["sets"]["bbq-gender"]["methods"]["Instruction"]["other_tests"]
-    assert bbq["option_mass"]["cost"] is True  # exact mode: the options' probability mass is a cost
+    bbq = result["sets"]["bbq-gender"]["methods"]["Instruction"]
+    assert {**bbq["vs_original"], **bbq["other_tests"]}["option_mass"][
+        "cost"
+    ] is True  # exact mode: the options' probability mass is a cost
     # Every test of the table is in one Holm family: the smallest raw p times the number of tests (capped at 1).
     tests = [
         t

@@ -363,8 +363,8 @@ def sweep(
     model_args: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> Sweep:
-    """Decoding sweep (the paper's Section 5.1, as `fairprobe sweep`): GAS per temperature, top-p and top-k over
-    seeds, against greedy decoding on the same prompts.
+    """Decoding sweep (the paper's Section 5.1, as `fairprobe sweep`) on any suite: each set's headline metric (GAS
+    for the paper's) per temperature, top-p and top-k over seeds, against greedy decoding on the same items.
 
     Args:
         model: the model spec.

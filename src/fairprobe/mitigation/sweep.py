@@ -378,7 +378,9 @@ def set_markdown(name: str, res: dict[str, Any], order: list[str]) -> list[str]:
     columns = ["setting", f"{label} [95% CI]", f"{label} per seed"]
     columns += ["drift (seed 0; vs greedy)"] * drift + ["cost (seed 0)"] * cost
     rows = [["greedy (reference)", format_value(g.get(head)), ""]]
-    rows[0] += [format_drift(res["greedy_drift"])] * drift + [_cost_text(res.get("greedy_cost", {}), name)] * cost
+    rows[0] += [format_drift(res.get("greedy_drift", {}))] * drift + [
+        _cost_text(res.get("greedy_cost", {}), name)
+    ] * cost
     lowest = DIRECTION_WORDS.get(info.better if info else "lower", DIRECTION_WORDS["lower"])[0]
     for setting in order:
         row = res["settings"][setting]

@@ -126,7 +126,7 @@ def heat_rows(compare: dict[str, Any], folder: Path, thresholds: Thresholds) -> 
                         "effect": max(effects, default=0.0),
                         "stars": significance(min(held)) if held else "",
                         "tests": [view_of_test(thresholds, set_name, m, t) for m, t in tests],
-                        "items": paired_items(folder, set_name, runs, read) if tests and all(runs) else [],
+                        "pairs": paired_items(folder, set_name, runs, read) if tests and all(runs) else [],
                     }
                 )
             rows.append({"variant": variant, "kind": kind, "cells": cells})
