@@ -67,6 +67,9 @@ def test_holm_runs_over_the_whole_table_and_reads_each_direction() -> None:
     assert effect(other["gap"]) == pytest.approx(0.1)
     assert reading({**other["accuracy"], "p_holm": 0.01}) == "worse"  # lower accuracy: worse, as a cost
     assert reading({"unchanged_by_design": "x"}) == "unchanged by design"
+    few = {"test": "paired bootstrap", "n": 9, "min_n": 10, "p": 1e-5, "p_holm": 1e-5, "better": "lower"}
+    assert reading(few) == "too little data"
+    assert reading({**few, "n": 10, "difference": {"value": -0.1}}) == "better"
     verdict = variant_verdict(result, "Fix")
     assert verdict["bias"] == {"better": ["a gas"]} and verdict["cost"] == {}
     assert verdict["tested"] == {"bias": 2, "cost": 1}
@@ -140,6 +143,7 @@ def test_the_page_view_colours_cells_by_status_and_effect() -> None:
     assert cell_status([{"reading": "better"}, {"reading": "no clear change"}]) == "improved"
     assert cell_status([{"reading": "better"}, {"reading": "worse"}]) == "mixed"
     assert cell_status([{"reading": "no clear change"}]) == "unchanged"
+    assert cell_status([{"reading": "too little data"}]) == "too-little"
 
     def t(diff: float, p: float, **more: Any) -> dict[str, Any]:
         return {"difference": {"value": diff, "ci95": [diff - 0.1, diff + 0.1]}, "p": p, "better": "lower", **more}
@@ -261,8 +265,11 @@ def test_compare_on_a_mixed_suite_with_the_embedded_model(embedded_backend, tmp_
         for res in result["sets"].values()
         for key in ("vs_original", "other_tests", "drift_vs_original")
         for t in res["methods"]["Instruction"].get(key, {}).values()
-        if t.get("p_mcnemar", t.get("p")) is not None
+        if "p_holm" in t
     ]
+    # A paired bootstrap over fewer items than its metric's min_n (2 items here) is too little data, not tested.
+    assert bbq["vs_original"]["stereotype_rate"]["reading"] == "too little data"
+    assert "p_holm" not in bbq["vs_original"]["stereotype_rate"]
     smallest = min(tests, key=lambda t: t.get("p_mcnemar", t.get("p")))
     assert smallest["p_holm"] == pytest.approx(min(1.0, len(tests) * smallest.get("p_mcnemar", smallest.get("p"))))
     assert result["verdicts"]["Instruction"]["sentence"].startswith("Instruction: bias of ")

@@ -9,7 +9,8 @@ Each test compares the same items (matched by id), items where either value is u
 Holm's correction runs over the whole table: every test of every variant, set and metric, bias and cost (drift
 and perplexity included), so "significant" means significant after looking at all of them. A significant change
 is then read in the metric's own direction: better, worse, or (a metric with no good direction) changed; the rest
-is "no clear change".
+is "no clear change". A paired bootstrap over fewer items than the metric's `min_n` is "too little data" (an exact
+McNemar test is valid at any size).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from fairprobe.records import Sample, SetResult
 from fairprobe.statistics.pairwise import bootstrap_test, holm, mcnemar_test
 
 ALPHA = 0.05
+# A paired bootstrap over fewer items than its metric's `min_n` (this many for drift and perplexity) is read as
+# "too little data" and left out of Holm's family: resampling two items finds no replicate crossing 0 and would
+# report a p-value at the floor.
+MIN_ITEMS = 10
 # Where a row keeps its tests against Original: the family's compared metrics, its other paired metrics, the drift
 # measures and the perplexity test.
 TEST_KEYS = ("vs_original", "other_tests", "drift_vs_original")
@@ -91,6 +96,7 @@ def metric_tests(
         test.update(
             cost=info.cost,
             better=info.better,
+            min_n=info.min_n,
             before=before.metrics[info.name].value,
             after=None if moved is None else moved.value,
         )
@@ -125,10 +131,18 @@ def effect(test: dict[str, Any]) -> float | None:
     return -diff if better == "lower" else diff
 
 
+def too_little(test: dict[str, Any]) -> bool:
+    """A paired bootstrap over fewer items than its metric's `min_n`."""
+    return test.get("test") == "paired bootstrap" and test.get("n", 0) < test.get("min_n", MIN_ITEMS)
+
+
 def reading(test: dict[str, Any]) -> str:
-    """better / worse / changed (no good direction) / no clear change / unchanged by design, by the Holm p."""
+    """better / worse / changed (no good direction) / no clear change / unchanged by design / too little data, by
+    the Holm p."""
     if test.get("unchanged_by_design"):
         return "unchanged by design"
+    if too_little(test):
+        return "too little data"
     p = test.get("p_holm")
     if p is None or p >= ALPHA:
         return "no clear change"
@@ -147,7 +161,7 @@ def row_tests(row: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def add_holm(result: dict[str, Any]) -> None:
-    """Holm over the whole table (every variant, set and test), then each test's reading."""
+    """Holm over the whole table (every variant, set and test with enough items), then each test's reading."""
     tests = [
         test
         for res in result["sets"].values()
@@ -155,9 +169,11 @@ def add_holm(result: dict[str, Any]) -> None:
         if name != result["method_order"][0]
         for _, test in row_tests(row)
     ]
-    for test, adjusted in zip(tests, holm([raw_p(t) for t in tests]), strict=True):
+    family = [t for t in tests if not too_little(t)]
+    for test, adjusted in zip(family, holm([raw_p(t) for t in family]), strict=True):
         if adjusted is not None:
             test["p_holm"] = adjusted
+    for test in tests:
         test["reading"] = reading(test)
         test["effect"] = effect(test)
 

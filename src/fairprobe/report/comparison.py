@@ -74,13 +74,16 @@ def view_of_test(thresholds: Thresholds, set_name: str, measure: str, test: dict
 
 
 def cell_status(tests: list[dict[str, Any]]) -> str:
-    """improved / worse / mixed / unchanged (nothing significant in a direction) / untested (no test)."""
+    """improved / worse / mixed / changed / unchanged (nothing significant) / too-little (every test on too few
+    items) / untested (no test)."""
     readings = {t.get("reading") for t in tests}
     if not tests:
         return "untested"
     if "better" in readings:
         return "mixed" if "worse" in readings else "improved"
-    return "worse" if "worse" in readings else "changed" if "changed" in readings else "unchanged"
+    if "worse" in readings or "changed" in readings:
+        return "worse" if "worse" in readings else "changed"
+    return "too-little" if readings <= {"too little data", "unchanged by design"} else "unchanged"
 
 
 def samples_by_set(path: Path, read: dict[Path, dict[str, dict[str, Sample]]]) -> dict[str, dict[str, Sample]]:
