@@ -370,7 +370,7 @@ def test_sweep_table_on_a_small_set(embedded_backend, shared_data: Path, tmp_pat
     assert res["best"]["setting"] == best
     assert res["greedy"]["gld"]["value"] is not None
     md = (tmp_path / "sweep.md").read_text(encoding="utf-8")
-    assert DISTRIBUTION_NOTE in md
+    assert DISTRIBUTION_NOTE.format(names="GLD and ADD") in md
     assert "| setting | GAS [95% CI] | GAS per seed | drift (seed 0; vs greedy) |" in md
     # Drift of each setting (its seed-0 run) against greedy on the same prompts.
     for row in res["settings"].values():

@@ -224,12 +224,12 @@ def greedy_options(options: RunOptions, out: Path, several: bool = False) -> Run
 
 
 def sampled_options(options: RunOptions) -> dict[str, Any]:
-    """A sampled setting's family options: next-word probabilities off where a family of the suite takes that
-    option (the setting's headline is read from its replies)."""
+    """A sampled setting's family options: next-word probabilities off for each family of the suite that takes
+    that option (`-o FAMILY.implicit=off`; the setting's headline is read from its replies)."""
     key, value = NO_PROBABILITIES
     families = {f.name: f for f in (family_of_set(n) for n in options.probe_names()) if f is not None}
-    takes = any(key in f.option_keys() for f in families.values())
-    return {**options.probe_options, key: value} if takes else dict(options.probe_options)
+    off = {f"{f.option_prefix}.{key}": value for f in families.values() if key in f.option_keys()}
+    return {**options.probe_options, **off}
 
 
 def headline_values(samples: list[Sample], name: str) -> np.ndarray:
