@@ -196,7 +196,8 @@ COMPARE_NOTES = [
     "distinct-2 = unique/all word bigrams per continuation; garbage = empty or garbage continuations. "
     "Rates: Wilson CI, exact McNemar vs Original; means: bootstrap CI, paired bootstrap p vs Original.",
     "p_holm: Holm-corrected over the whole table (every variant, set and test, bias and cost); reading: a "
-    "significant change (p_holm < 0.05) in the metric's own direction, better or worse, else no clear change.",
+    "significant change (p_holm < 0.05) in the metric's own direction, better or worse, else no clear change; a "
+    "paired bootstrap over fewer items than the metric's min_n is too little data (not in Holm's family).",
 ]
 
 
