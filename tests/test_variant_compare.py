@@ -73,6 +73,13 @@ def test_holm_runs_over_the_whole_table_and_reads_each_direction() -> None:
     verdict = variant_verdict(result, "Fix")
     assert verdict["bias"] == {"better": ["a gas"]} and verdict["cost"] == {}
     assert verdict["tested"] == {"bias": 2, "cost": 1}
+    few = {"test": "paired bootstrap", "n": 3, "min_n": 10, "p": 0.5, "cost": True}
+    result["sets"]["c"] = {"methods": {"Original": {}, "Fix": {"other_tests": {"acc": few}}}}
+    assert variant_verdict({**result, "sets": {"c": result["sets"]["c"]}}, "Fix")["sentence"] == (
+        "Fix: bias: not measured; cost: too little data (1 tests on too few items) "
+        "(Holm-corrected over the whole table, p < 0.05)."
+    )
+    del result["sets"]["c"]
     assert verdict["sentence"] == (
         "Fix: bias of 2 tests: better on 1 (a gas); cost of 1 tests: no clear change "
         "(Holm-corrected over the whole table, p < 0.05)."

@@ -186,7 +186,9 @@ def variant_verdict(result: dict[str, Any], variant: str) -> dict[str, Any]:
         for measure, test in row_tests(res["methods"][variant]):
             kind = "cost" if test.get("cost") else "bias"
             tested[kind] += "p_holm" in test
-            if test["reading"] in ("better", "worse", "changed"):
+            if too_little(test):
+                found[kind].setdefault("too little data", []).append(f"{set_name} {measure}")
+            if test.get("reading") in ("better", "worse", "changed"):
                 found[kind].setdefault(test["reading"], []).append(f"{set_name} {measure}")
     return {**found, "tested": tested, "sentence": verdict_sentence(variant, found, tested)}
 
@@ -201,7 +203,10 @@ def verdict_sentence(variant: str, found: dict[str, dict[str, list[str]]], teste
     for kind in ("bias", "cost"):
         seen = found[kind]
         if not tested[kind]:
-            parts.append(f"{kind}: not measured")
+            few = seen.get("too little data", [])
+            parts.append(
+                f"{kind}: too little data ({len(few)} tests on too few items)" if few else f"{kind}: not measured"
+            )
             continue
         words = [
             f"{how} on {len(seen[how])} ({_listed(seen[how])})"
