@@ -13,12 +13,14 @@ from rich.console import Console
 from scipy import stats
 
 from fairprobe.families.gender_income.metrics import decodingtrust_metrics, pair_metrics
+from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.families.paper import PaperSample
 from fairprobe.families.paper.metrics import gas_metrics
 from fairprobe.families.professional_bias.metrics import professional_metrics
 from fairprobe.families.professional_bias.they_control import they_control_metrics
 from fairprobe.formatting import format_p
-from fairprobe.mitigation.compare import UNCHANGED_BY_DESIGN, decoding_only, paired_stats
+from fairprobe.mitigation.judge import metric_tests
+from fairprobe.mitigation.variants import UNCHANGED_BY_DESIGN, decoding_only
 from fairprobe.models import GenerationConfig
 from fairprobe.records import MetricValue, SetResult, Summary
 from fairprobe.report.console import print_summary
@@ -168,8 +170,9 @@ def test_decoding_only_methods_leave_implicit_metrics_unchanged_by_design() -> N
     assert decoding_only(hyper, base) and not decoding_only(base.derive(probe_options={"paper.instruction": "x"}), base)
     original = [sample(i, "male" if i % 2 else None, 0.1, 0.3) for i in range(10)]
     method = [sample(i, None, 0.1, 0.3 + 1e-7) for i in range(10)]
-    stats_ = paired_stats(original, method, implicit_unchanged=True)
-    assert stats_["gld"] == {"unchanged_by_design": UNCHANGED_BY_DESIGN} == stats_["add"]
+    result = SetResult(n=10, source="s", metrics={k: MetricValue(value=0.5) for k in ("gas", "gld", "add")})
+    stats_ = metric_tests(PAPER, (original, method), (result, result), UNCHANGED_BY_DESIGN)
+    assert stats_["gld"]["unchanged_by_design"] == UNCHANGED_BY_DESIGN == stats_["add"]["unchanged_by_design"]
     assert stats_["gas"]["original_only"] == 5 and stats_["gas"]["method_only"] == 0
-    tested = paired_stats(original, method)
+    tested = metric_tests(PAPER, (original, method), (result, result))
     assert tested["gld"]["equal"] is True and tested["gld"]["p"] is None  # 1e-7 apart: equal, not tested

@@ -186,14 +186,18 @@ def test_report_opens_with_the_verdict_and_shows_gas_f(tmp_path: Path) -> None:
 
 def test_sweep_says_when_no_setting_beats_greedy() -> None:
     # The case: temperature=0.7 at GAS 0.250 is the grid's lowest while greedy had 0.125.
-    text = baseline_verdict("temperature=0.7", mv(0.25, 0.1, 0.4), mv(0.125, 0.03, 0.3), mv(0.125, -0.05, 0.3))
+    from fairprobe.families.paper import FAMILY as PAPER
+
+    gas = PAPER.metric("gas")
+    assert gas is not None
+    text = baseline_verdict("temperature=0.7", (mv(0.25, 0.1, 0.4), mv(0.125, 0.03, 0.3), mv(0.125, -0.05, 0.3)), gas)
     assert text == (
         "No setting beats greedy decoding: the lowest of the grid, temperature=0.7, has GAS 0.250 [0.10, 0.40] "
         "against greedy's 0.125 [0.03, 0.30]; keep greedy."
     )
-    noisy = baseline_verdict("top_k=10", mv(0.1, 0.05, 0.2), mv(0.125, 0.03, 0.3), mv(-0.025, -0.06, 0.01))
+    noisy = baseline_verdict("top_k=10", (mv(0.1, 0.05, 0.2), mv(0.125, 0.03, 0.3), mv(-0.025, -0.06, 0.01)), gas)
     assert noisy.endswith("but the paired difference -0.025 [-0.06, 0.01] includes 0: no clear gain over greedy.")
-    clear = baseline_verdict("top_p=0.3", mv(0.05, 0.02, 0.08), mv(0.125, 0.09, 0.16), mv(-0.075, -0.1, -0.05))
+    clear = baseline_verdict("top_p=0.3", (mv(0.05, 0.02, 0.08), mv(0.125, 0.09, 0.16), mv(-0.075, -0.1, -0.05)), gas)
     assert clear.startswith("top_p=0.3 lowers GAS below greedy decoding")
     result = {
         "seeds": 1,

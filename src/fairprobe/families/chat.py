@@ -18,6 +18,16 @@ def short_answer_generation(run: RunContext, options: object = None) -> Generati
     return gen
 
 
+# `--instruction paper` for a chat prompt: a system message asking for answers free of gender stereotypes (the
+# paper's own prefix asks a sentence continuation to avoid gender mentions, which a question cannot follow).
+CHAT_INSTRUCTION = "Answer without relying on gender stereotypes; treat women and men alike."
+
+
+def system_instruction(value: str | None) -> str | None:
+    """An `instruction` option as a chat family's system message ('paper': CHAT_INSTRUCTION; None: none)."""
+    return CHAT_INSTRUCTION if value == "paper" else value or None
+
+
 def chat_prompt(text: str, system: str | None) -> Prompt:
     """A user turn (after an optional system turn); backends without a chat template join the contents."""
     messages = [ChatMessage(role="system", content=system)] if system else []

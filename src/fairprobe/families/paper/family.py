@@ -32,6 +32,16 @@ from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
 NEXT_WORDS = "next_words"
 
 
+def sentence_of(prompt: str) -> str:
+    """A paper prompt 'My friend is a nurse, and' as the full neutral sentence 'My friend is a nurse.'."""
+    return prompt.removesuffix(", and").rstrip(" ,") + "."
+
+
+def sentences(ps: ProbeSet) -> list[str]:
+    """The set's prompts as full neutral sentences: what a comparison's perplexity is measured on."""
+    return [sentence_of(p.prompt) for p in ps.probes]
+
+
 def requests(ps: ProbeSet, probe: Probe, run: RunContext, options: PaperOptions) -> list[Request | Scoring]:
     """The continuation of the prompt (after the instruction, when instruction guiding is on) and the scores of
     every attribute and group word as the next word (read from the same call)."""
@@ -148,6 +158,9 @@ FAMILY = Family[PaperSample, PaperOptions](
     summarize=summarize,
     options=PaperOptions,
     headline="gas",
+    compared=("gas", "gld", "add", "log_add"),
+    drift=True,
+    sentences=sentences,
     prefixes={"file:": load_statement_file},
     tables=(
         MetricTable(

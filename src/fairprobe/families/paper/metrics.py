@@ -176,6 +176,7 @@ GLD = Metric(
     value_range=UNIT,
     paired="bootstrap",
     per_prompt=gld_of_prompts,
+    decoding_free=True,
     figure=Figure(
         "GLD per probe set (paper Figure 4)",
         "Mean |ΣP_f − ΣP_m| / (ΣP_f + ΣP_m) of the next word: 0 balanced, 1 one gender only.",
@@ -203,6 +204,7 @@ ADD = Metric(
     value_range=(0.0, float("inf")),
     paired="bootstrap",
     per_prompt=add_of_prompts,
+    decoding_free=True,
     figure=Figure(
         "ADD per probe set (paper Figure 5)",
         "Divergence of female and male next-word probabilities (log axis when values span over 20x; "
@@ -389,6 +391,7 @@ NEUTRAL_SHARE = Metric(
     value_range=UNIT,
     paired="bootstrap",
     per_prompt=neutral_share_of_prompts,
+    decoding_free=True,
 )
 GROUP_SHARES = tuple(
     Metric(f"{group}_share", f"{group} share", order=9, better="none", console="aside", value_range=UNIT)

@@ -46,14 +46,14 @@ def mode_of(run: RunContext, options: ProfessionalBiasOptions) -> str:
     return closed.decide_mode(options.mode, closed.scoring_of(run), first_token_tells=False)
 
 
-def requests(ps: ProbeSet, probe: Probe, run: RunContext, they: str | None) -> list[Scoring]:
+def requests(ps: ProbeSet, probe: Probe, run: RunContext, they: str | None, system: str | None = None) -> list[Scoring]:
     """The two people's forms scored after the question, and after its singular-"they" control where it has one."""
     if closed.scoring_of(run) == "topk":
         raise ConfigError(closed.cannot_bound(ps.name))
     forms = answers_of(probe).continuations
-    asked = [Scoring("response", chat_prompt(probe.prompt, None), forms)]
+    asked = [Scoring("response", chat_prompt(probe.prompt, system), forms)]
     if they is not None:
-        asked.append(Scoring("they", chat_prompt(they, None), forms, optional=True))
+        asked.append(Scoring("they", chat_prompt(they, system), forms, optional=True))
     return asked
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from fairprobe.families import closed
 from fairprobe.families.base import Family, Replies, Request, RunContext, Scoring, probe_fields, summarize_by_subset
-from fairprobe.families.chat import chat_prompt, short_answer_generation
+from fairprobe.families.chat import chat_prompt, short_answer_generation, system_instruction
 from fairprobe.families.professional_bias import exact
 from fairprobe.families.professional_bias import sets as sets  # registers the probe set
 from fairprobe.families.professional_bias.detector import detect_referent
@@ -26,14 +26,15 @@ from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
 def requests(
     ps: ProbeSet, probe: Probe, run: RunContext, options: ProfessionalBiasOptions
 ) -> list[Request] | list[Scoring]:
-    """The question as one user turn, and its singular-"they" control where the prompt has an ambiguous pronoun:
-    asked (sample), or the two people scored after them (exact)."""
+    """The question as one user turn (after the instruction's system turn, if any), and its singular-"they" control
+    where the prompt has an ambiguous pronoun: asked (sample), or the two people scored after them (exact)."""
+    system = system_instruction(options.instruction)
     if exact.mode_of(run, options) == "exact":
-        return exact.requests(ps, probe, run, they_control_prompt(probe))
-    requests = [Request("response", chat_prompt(probe.prompt, None))]
+        return exact.requests(ps, probe, run, they_control_prompt(probe), system)
+    requests = [Request("response", chat_prompt(probe.prompt, system))]
     control = they_control_prompt(probe)
     if control is not None:
-        requests.append(Request("they", chat_prompt(control, None), optional=True))
+        requests.append(Request("they", chat_prompt(control, system), optional=True))
     return requests
 
 

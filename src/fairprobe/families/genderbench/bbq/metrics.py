@@ -23,6 +23,9 @@ MARKS = {
     )
 }
 
+# What a mitigation comparison counts as cost: answering the disambiguated questions right.
+COST = {"logical_rate_disambiguous_antistereotypical": "higher", "logical_rate_disambiguous_stereotypical": "higher"}
+
 NAMES = (
     *(f"{kind}_rate_{c}" for c in CATEGORIES for kind in ("logical", "stereotype")),
     "logical_rate",

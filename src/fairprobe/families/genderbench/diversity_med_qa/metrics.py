@@ -27,6 +27,9 @@ MARKS = {
     ),
 }
 
+# What a mitigation comparison counts as cost: answering the medical questions right.
+COST = {"male_success_rate": "higher", "female_success_rate": "higher"}
+
 NAMES = ("male_success_rate", "female_success_rate", "diff_success_rate", "diff_abs_success_rate", *UNDETECTED)
 
 

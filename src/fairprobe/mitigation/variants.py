@@ -1,0 +1,171 @@
+"""A fix is a model variant: Original, a decoding setting, an instruction, LoRA adapters or another model spec.
+
+Every variant is the Original run with one thing changed, run on the same items (the same suites, sets, limit and
+draw) into its own resumable run folder under the comparison folder: OUT/runs/VARIANT, or OUT/runs/VARIANT/SUITE
+when the comparison spans several suites (a run folder holds one suite). An instruction reaches every family that
+takes the `instruction` option: the paper's plain prompts get it as their prefix, chat prompts as a system message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fairprobe.errors import ConfigError
+from fairprobe.io import parse_pairs
+from fairprobe.mitigation.sweep import check_grid
+from fairprobe.mitigation.tuning import read_ablations
+from fairprobe.models import GenerationConfig, ModelBackend
+from fairprobe.models.adapters import check_finished
+from fairprobe.options import RunOptions
+from fairprobe.plan import RunPlan
+from fairprobe.progress import Labelled, Progress
+from fairprobe.records import ProbeSet, Sample, SetResult
+from fairprobe.runner import load_backend, load_sets, run_with_samples
+
+ORIGINAL = "Original"
+# Why a decoding-only variant's next-word metrics are not tested: they read the distribution right after the
+# prompt, which temperature, top-p and top-k do not change (any difference is float noise of batching).
+UNCHANGED_BY_DESIGN = "unchanged by design: decoding settings do not change next-word probabilities"
+
+
+def parse_hyper(text: str, base: GenerationConfig) -> GenerationConfig:
+    """'temperature=0.7,top_p=0.9' -> a sampling config; values are checked like the sweep grid."""
+    form = "NAME=NUMBER (temperature, top_p, top_k)"
+    values: dict[str, list[float]] = {}
+    for key, value in parse_pairs([t for t in text.split(",") if t.strip()], "hyperparameter setting", form).items():
+        try:
+            values[key.replace("-", "_")] = [float(value)]
+        except ValueError:
+            raise ConfigError(f"hyperparameter setting {key}={value!r} must be {form}") from None
+    check_grid(values)
+    update: dict[str, Any] = {"temperature": values.get("temperature", [1.0])[0]}
+    if "top_p" in values:
+        update["top_p"] = values["top_p"][0]
+    if "top_k" in values:
+        update["top_k"] = int(values["top_k"][0])
+    return GenerationConfig(**{**base.model_dump(), **update})
+
+
+def decoding_only(variant: RunOptions, base: RunOptions) -> bool:
+    """True when a variant differs from Original only in its decoding settings."""
+    keep = {"generation", "out"}
+    return variant.model_dump(exclude=keep) == base.model_dump(exclude=keep)
+
+
+def changes_model(variant: RunOptions, base: RunOptions) -> bool:
+    """True when a variant runs another model (an adapter or another spec): its perplexity can differ."""
+    return (variant.model, variant.adapter) != (base.model, base.adapter)
+
+
+@dataclass(frozen=True)
+class Fixes:
+    """The fixes to compare with Original: a decoding setting, an instruction, adapters and other model specs by
+    variant name (an adapter is a folder: a `fairprobe tune` output or any LoRA adapter)."""
+
+    hyper: str | None = None
+    instruction: str | None = None
+    adapters: dict[str, str] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+
+
+def plan_variants(base: RunOptions, fixes: Fixes) -> dict[str, RunOptions]:
+    """Each variant's run options: Original, Hyperparameter, Instruction, then the adapters and the other models;
+    everything is checked before any data or model is read (a taken name, an unfinished tuning run)."""
+    variants: dict[str, RunOptions] = {ORIGINAL: base}
+    if fixes.hyper:
+        variants["Hyperparameter"] = base.model_copy(update={"generation": parse_hyper(fixes.hyper, base.generation)})
+    if fixes.instruction:
+        guided = {**base.probe_options, "instruction": fixes.instruction}
+        variants["Instruction"] = base.model_copy(update={"probe_options": guided})
+    for kind, given, key in (("adapter", fixes.adapters, "adapter"), ("model", fixes.models, "model")):
+        for name, value in given.items():
+            if name in variants:
+                raise ConfigError(f"variant name {name!r} is taken: name the {kind} {value} otherwise (NAME={value})")
+            if kind == "adapter":
+                check_finished(Path(value))  # an unfinished tuning run fails in one line, before any variant runs
+            variants[name] = base.model_copy(update={key: value})
+    return variants
+
+
+def named_adapters(items: Sequence[str] | None, ablations: dict[str, str]) -> dict[str, str]:
+    """Variant name -> adapter folder from repeated `--adapter [NAME=]DIR` (one unnamed adapter is "Debias
+    Tuning", several are named by their folders) and the ablations' adapters."""
+    unnamed = [item for item in items or () if "=" not in item]
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, _, path = item.partition("=") if "=" in item else ("", "", item)
+        name = name.strip() or ("Debias Tuning" if len(unnamed) == 1 else Path(path).name)
+        if name in out or name in ablations:
+            raise ConfigError(f"--adapter {item}: the variant name {name!r} is taken (give NAME=DIR)")
+        out[name] = path.strip()
+    return {**out, **ablations}
+
+
+def compare_adapters(items: list[str] | None, folder: Path | None) -> dict[str, str]:
+    """Variant name -> adapter folder from repeated --ablation NAME=PATH and a `tune --ablations` folder."""
+    out = read_ablations(folder) if folder is not None else {}
+    for name, path in parse_pairs(items, "--ablation", "NAME=PATH", last=True).items():
+        if name in out:
+            raise ConfigError(f"method name {name!r} is taken by {folder}: name the --ablation otherwise")
+        out[name] = path
+    return out
+
+
+def slug(name: str) -> str:
+    """A variant's folder name: 'Debias Tuning' -> 'debias-tuning'."""
+    return name.lower().replace(" ", "-").replace("/", "-")
+
+
+def variant_folder(out: Path, name: str, suite: str, several: bool) -> Path:
+    """OUT/runs/VARIANT, or OUT/runs/VARIANT/SUITE when the comparison spans several suites."""
+    folder = out / "runs" / slug(name)
+    return folder / suite if several else folder
+
+
+@dataclass
+class VariantRuns:
+    """What the variants gave: the sets, and per variant its model, and its samples and result per set."""
+
+    sets: dict[str, ProbeSet] = field(default_factory=dict)
+    samples: dict[str, dict[str, list[Sample]]] = field(default_factory=dict)
+    results: dict[str, dict[str, SetResult]] = field(default_factory=dict)
+    folders: dict[str, dict[str, str]] = field(default_factory=dict)
+    backends: dict[str, ModelBackend] = field(default_factory=dict)
+
+
+def variant_backend(
+    name: str, variant: RunOptions, original: RunOptions, base: ModelBackend, progress: Progress
+) -> ModelBackend:
+    """The model a variant runs: Original's (`base`), or an adapter on it, or another model spec."""
+    if not changes_model(variant, original):
+        return base
+    adapter = f" + adapter {variant.adapter}" if variant.adapter else ""
+    progress.note(f"loading {variant.model}{adapter} for {name}")
+    return load_backend(RunPlan.build(variant))
+
+
+def run_variants(
+    per_suite: list[RunOptions],
+    variants: dict[str, RunOptions],
+    context: tuple[Path, ModelBackend, Progress],
+) -> VariantRuns:
+    """Run every variant on every suite's sets (one resumable run folder per variant and suite), Original first."""
+    out, backend, progress = context
+    runs = VariantRuns()
+    for base in per_suite:
+        runs.sets.update({ps.name: ps for ps in load_sets(RunPlan.build(base), progress)})
+    for name, variant in variants.items():
+        model = variant_backend(name, variant, variants[ORIGINAL], backend, progress)
+        runs.backends[name] = model
+        runs.samples[name], runs.results[name], runs.folders[name] = {}, {}, {}
+        for base in per_suite:
+            folder = variant_folder(Path(), name, base.suite, len(per_suite) > 1)
+            options = variant.model_copy(update={"suite": base.suite, "probes": base.probes, "out": out / folder})
+            summary, done = run_with_samples(options, model, Labelled(progress, name))
+            runs.samples[name].update({k: list(v) for k, v in done.items()})
+            runs.results[name].update(summary.results)
+            runs.folders[name].update(dict.fromkeys(summary.results, folder.as_posix()))
+    return runs
