@@ -21,7 +21,7 @@ from fairprobe.mitigation.sweep import sweep
 from fairprobe.mitigation.tuning import read_ablations
 from fairprobe.models.adapters import attach_adapter
 from fairprobe.report.runs import load_run, read_comparison
-from fairprobe.runner import RunOptions, RunPlan
+from fairprobe.runner import RunOptions
 from openai_servers import scripted
 
 Edit = Callable[[dict[str, Any]], None]
@@ -59,8 +59,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sweep and a mitigation comparison written by fairprobe (an API model on the scripted server)."""
     root = tmp_path_factory.mktemp("documents")
     with scripted() as (url, _):
-        options = RunPlan.build(
-            RunOptions(model="openai:toy", model_args={"base_url": url}, probes=["template"], limit=4, use_cache=False)
+        options = RunOptions(
+            model="openai:toy", model_args={"base_url": url}, probes=["template"], limit=4, use_cache=False
         )
         compare(options, root / "cmp", hyper="temperature=0.5", instruction="")
         sweep(options, root / "sweep", grid={"temperature": [0.5, 1.0]}, seeds=1)

@@ -29,7 +29,7 @@ from fairprobe.report.runs import load_runs
 from fairprobe.report.severity import default_thresholds
 from fairprobe.report.tables import significance
 from fairprobe.report.verdict import verdict
-from fairprobe.runner import RunOptions, RunPlan
+from fairprobe.runner import RunOptions
 from fairprobe.statistics.pairwise import N_RESOLVE, bootstrap_test, holm
 from fairprobe.statistics.stats import folded, wilson_interval
 
@@ -165,9 +165,10 @@ def sample(i: int, first: str | None, f: float, m: float) -> PaperSample:
 
 
 def test_decoding_only_methods_leave_implicit_metrics_unchanged_by_design() -> None:
-    base = RunPlan.build(RunOptions(probes=["template"]))
-    hyper = base.derive(generation=GenerationConfig(temperature=0.3))
-    assert decoding_only(hyper, base) and not decoding_only(base.derive(probe_options={"paper.instruction": "x"}), base)
+    base = RunOptions(probes=["template"])
+    hyper = base.model_copy(update={"generation": GenerationConfig(temperature=0.3)})
+    guided = base.model_copy(update={"probe_options": {"paper.instruction": "x"}})
+    assert decoding_only(hyper, base) and not decoding_only(guided, base)
     original = [sample(i, "male" if i % 2 else None, 0.1, 0.3) for i in range(10)]
     method = [sample(i, None, 0.1, 0.3 + 1e-7) for i in range(10)]
     result = SetResult(n=10, source="s", metrics={k: MetricValue(value=0.5) for k in ("gas", "gld", "add")})

@@ -113,8 +113,7 @@ def method_row(
     before = costs["scores"][ORIGINAL].get(set_name)
     if scores is not None and before is not None:
         test = paired_test("bootstrap", sentence_nll(before), sentence_nll(scores))
-        if test is not None:
-            row["perplexity_test"] = {**test, "cost": True, "better": "lower", "label": "perplexity (sentence NLL)"}
+        row["perplexity_test"] = {**test, "cost": True, "better": "lower", "label": "perplexity (sentence NLL)"}
         row["perplexity_relative_change"] = row["perplexity"] / perplexity_of(before) - 1
     return row
 

@@ -51,13 +51,18 @@ def matched(original: Sequence[Sample], variant: Sequence[Sample]) -> tuple[list
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
-def paired_test(kind: str | None, a: np.ndarray, b: np.ndarray) -> dict[str, Any] | None:
-    """The paired test of per-item values (NaN where undefined, dropped with its partner); None when no item has
-    both. McNemar tests also keep their discordant counts (`original_only`, `method_only`, `p_mcnemar`)."""
+# What a metric's test says when no item has a value in both runs (nothing parsed, or no value per item).
+NO_PAIRED_ITEMS = "no item has a value in both runs"
+
+
+def paired_test(kind: str | None, a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+    """The paired test of per-item values (NaN where undefined, dropped with its partner); with no item that has
+    both, a test of 0 items (too little data). McNemar tests also keep their discordant counts (`original_only`,
+    `method_only`, `p_mcnemar`)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     known = np.isfinite(a) & np.isfinite(b)
     if not known.any():
-        return None
+        return {"test": "none", "n": 0, "p": None, "note": NO_PAIRED_ITEMS}
     a, b = a[known], b[known]
     if kind == "mcnemar":
         out = mcnemar_test(a, b).to_json()
@@ -85,13 +90,11 @@ def metric_tests(
         if info.name not in before.metrics:
             continue
         if unchanged is not None and info.decoding_free:
-            test: dict[str, Any] | None = {"unchanged_by_design": unchanged}
+            test: dict[str, Any] = {"unchanged_by_design": unchanged}
         else:
             per_item = info.per_prompt
             assert per_item is not None
             test = paired_test(info.paired, per_item(original), per_item(variant))
-        if test is None:
-            continue
         moved = after.metrics.get(info.name)
         test.update(
             cost=info.cost,
@@ -132,7 +135,9 @@ def effect(test: dict[str, Any]) -> float | None:
 
 
 def too_little(test: dict[str, Any]) -> bool:
-    """A paired bootstrap over fewer items than its metric's `min_n`."""
+    """A test of no paired items, or a paired bootstrap over fewer items than its metric's `min_n`."""
+    if test.get("note") == NO_PAIRED_ITEMS:
+        return True
     return test.get("test") == "paired bootstrap" and test.get("n", 0) < test.get("min_n", MIN_ITEMS)
 
 
