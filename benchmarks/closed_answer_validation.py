@@ -13,12 +13,14 @@ For each closed-answer set (`--limit` items, the seeded stratified draw), on the
    q resampled), so the range holds the anchored estimate's own uncertainty as well as sampling's; exact draws
    from its first-token probabilities (never undetected).
 
-A metric counts as inside when its sampled value lies in the central 95% of its simulated values; metrics
-undefined on the sampled run are left out. Prints one row per set and the totals (target: >= 95% inside for
-anchored), and each run's wall time.
+A metric counts as inside when its sampled value lies in the central share (`--central`, 95% and 99%) of its
+simulated values; metrics undefined on the sampled run are left out. Even a perfect predictor leaves about 5% of
+metrics outside a 95% range, so the target (>= 95% inside for anchored) is read on the 99% range, and the 95%
+range shows how tight the fit is. Prints one row per set and the totals, and each run's wall time.
 
     FAIRPROBE_THREADS=1 .venv/bin/python benchmarks/closed_answer_validation.py [--limit 2] [--sample-reps 10] \
         [--anchored-reps 6] [--max-new-tokens 300] [--sims 1000] [--sets bbq-gender,direct,...] [--out /tmp/cav]
+        [--central 0.95,0.99] [--device cuda] [--dtype float32] [--batch-size 256] [--memory 16GB]
         [--saved]   # compare again from the finished runs in --out, asking nothing
 """
 
@@ -39,6 +41,7 @@ from fairprobe.families.genderbench.tally import Tally
 from fairprobe.families.genderbench.weighted import Bounded
 from fairprobe.models.base import GenerationConfig
 from fairprobe.options import RunOptions
+from fairprobe.plan import RunPlan
 from fairprobe.runner import load_backend, read_samples, run_with_samples
 
 FOLDERS = {
@@ -67,6 +70,7 @@ def asked(backend: Any, set_name: str, mode: str, reps: int, seed: int, args: ar
         generation=GenerationConfig(max_new_tokens=args.max_new_tokens),
         probe_options={"mode": mode, "repetitions": reps},
         out=Path(args.out) / f"{set_name}-{mode}",
+        batch_size=args.batch_size,
     )
     started = time.monotonic()
     if args.saved and (options.output_dir() / "summary.json").is_file():  # a finished run: its records as saved
@@ -135,19 +139,20 @@ def exact_pi(records: Sequence[Any], sims: int) -> np.ndarray:
     return np.broadcast_to(pi, (sims, *pi.shape))
 
 
-def inside(value: float, sims: np.ndarray) -> bool | None:
-    """Whether a sampled value lies in the central 95% of simulated ones (None where it is undefined)."""
+def inside(value: float, sims: np.ndarray, central: float) -> bool | None:
+    """Whether a sampled value lies in the central share `central` of simulated ones (None where it is undefined)."""
     if not np.isfinite(value):
         return None
     finite = sims[np.isfinite(sims)]
     if finite.size == 0:
         return False
-    low, high = np.percentile(finite, [2.5, 97.5])
+    low, high = np.percentile(finite, [50 * (1 - central), 50 * (1 + central)])
     return bool(low - 1e-9 <= value <= high + 1e-9)
 
 
-def validate(backend: Any, set_name: str, args: argparse.Namespace, rng: Any) -> tuple[int, int, int]:
-    """One set: (metrics compared, inside anchored's range, inside exact's range), with its lines printed."""
+def validate(backend: Any, set_name: str, args: argparse.Namespace, rng: Any) -> tuple[int, np.ndarray, np.ndarray]:
+    """One set: (metrics compared, inside anchored's range, inside exact's range) per central share of --central,
+    with its lines printed."""
     spec = spec_of(set_name)
     print(set_name, flush=True)
     _, sampled_ok = asked(backend, set_name, "sample", args.sample_reps, 1, args)
@@ -162,14 +167,16 @@ def validate(backend: Any, set_name: str, args: argparse.Namespace, rng: Any) ->
     width = len(spec.options)
     by_anchor = simulated(spec, items, anchored_pi(read_ok, width, args.sims, rng), args.sample_reps, rng)
     by_exact = simulated(spec, items, exact_pi(read_ok, args.sims), args.sample_reps, rng)
-    counted = in_a = in_e = 0
+    counted, in_a, in_e = 0, np.zeros(len(args.central), int), np.zeros(len(args.central), int)
     for name, value in truth.items():
-        a, e = inside(value, by_anchor[name]), inside(value, by_exact[name])
-        if a is None:
+        a = [inside(value, by_anchor[name], c) for c in args.central]
+        if a[0] is None:
             continue
-        counted, in_a, in_e = counted + 1, in_a + bool(a), in_e + bool(e)
-        if not a:
-            print(f"    outside anchored: {name} sampled {value:.3f}", flush=True)
+        counted += 1
+        in_a += np.array(a, dtype=bool)
+        in_e += np.array([bool(inside(value, by_exact[name], c)) for c in args.central])
+        if not all(a):
+            print(f"    outside anchored's central {args.central}: {name} sampled {value:.3f} {a}", flush=True)
     print(f"  {set_name}: {counted} metrics, {in_a} inside anchored, {in_e} inside exact", flush=True)
     return counted, in_a, in_e
 
@@ -192,17 +199,31 @@ def main() -> None:
     parser.add_argument("--sets", default=",".join(FOLDERS))
     parser.add_argument("--out", default="/tmp/closed-answer-validation")
     parser.add_argument("--saved", action="store_true", help="read finished runs in --out instead of resuming them")
+    parser.add_argument("--central", default="0.95,0.99", help="central shares of the simulated range, e.g. 0.95,0.99")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda (the model's device)")
+    parser.add_argument("--dtype", default="float32", help="float32 (default: the CPU's exact probabilities), bfloat16")
+    parser.add_argument("--batch-size", type=int, default=RunOptions.model_fields["batch_size"].default)
+    parser.add_argument(
+        "--memory", default=None, help="the engine's memory budget, e.g. 16GB (default: the weights' size)"
+    )
     args = parser.parse_args()
+    args.central = [float(c) for c in args.central.split(",")]
     rng = np.random.default_rng(0)
-    backend = None if args.saved else load_backend(RunOptions(use_cache=False))
+    settings = {"device": args.device, "dtype": args.dtype} | ({"memory": args.memory} if args.memory else {})
+    backend = None if args.saved else load_backend(RunPlan.build(RunOptions(use_cache=False, model_args=settings)))
     started, rows = time.monotonic(), []
     for set_name in args.sets.split(","):
         rows.append((set_name, *validate(backend, set_name, args, rng)))
-    print("\n| set | metrics | inside anchored's range | inside exact's range |\n|---|---|---|---|")
+    shares = " | ".join(f"anchored {c:.0%} | exact {c:.0%}" for c in args.central)
+    print(f"\n| set | metrics | {shares} |\n|---|---|{'---|---|' * len(args.central)}")
     for name, counted, in_a, in_e in rows:
-        print(f"| {name} | {counted} | {in_a} | {in_e} |")
-    total, in_a, in_e = (sum(r[i] for r in rows) for i in (1, 2, 3))
-    print(f"| all | {total} | {in_a} ({in_a / max(total, 1):.0%}) | {in_e} ({in_e / max(total, 1):.0%}) |")
+        print(f"| {name} | {counted} | " + " | ".join(f"{a} | {e}" for a, e in zip(in_a, in_e, strict=True)) + " |")
+    total = sum(r[1] for r in rows)
+    in_a, in_e = sum(r[2] for r in rows), sum(r[3] for r in rows)
+    cells = " | ".join(
+        f"{a} ({a / max(total, 1):.0%}) | {e} ({e / max(total, 1):.0%})" for a, e in zip(in_a, in_e, strict=True)
+    )
+    print(f"| all | {total} | {cells} |")
     print(f"wall {time.monotonic() - started:.0f} s", flush=True)
 
 
