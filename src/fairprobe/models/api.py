@@ -48,9 +48,7 @@ from fairprobe.models.settings import OpenAISettings
 from fairprobe.models.tokens import first_ids
 from fairprobe.models.transport import (
     RETRY_STATUS,
-    Again,
     EndpointError,
-    Failed,
     GaveUp,
     RetryPolicy,
     failed,
@@ -322,54 +320,45 @@ class OpenAIBackend(ServerScorer, ModelBackend):
         chosen: list[int],
         abort: asyncio.Event | None,
     ) -> tuple[Completion | None, Answer | None]:
-        """One prompt with retries (RetryPolicy.retrying, each try at the next endpoint); a malformed or refused
-        answer becomes a Completion with `error` set."""
+        """One prompt with retries; a malformed or refused answer becomes a Completion with `error` set."""
         policy = self.retry
         top_k = bool(continuations) and mode == "topk"
         want_ids = bool(continuations) and mode == "exact" and self._every("prompt_ids")
-        tries = malformed = timeouts = 0
-        base = self.base_urls[index % len(self.base_urls)]
-
-        async def once() -> tuple[Completion | None, Answer | None]:
-            nonlocal tries, malformed, timeouts, base
+        attempt = malformed = timeouts = 0
+        failure = ""
+        while attempt < policy.attempts:
             if abort is not None and abort.is_set():
                 return None, None
-            tries += 1
-            base = self.base_urls[(index + tries - 1) % len(self.base_urls)]
-            while True:  # a refusal of so many logprobs is asked again with fewer, in the same try
-                path, body = self._payload(prompt, config, top_k, chosen, want_ids)
-                asked = int(body.get("top_logprobs", body.get("logprobs", 0)) or 0) if top_k else 0
-                try:
-                    answer = await self._attempt(base + path, body, timeouts)
-                    if not isinstance(answer, str) and answer[0] == 200:
-                        parsed = parse_reply(validate.json_body(answer[2]), not isinstance(prompt, str))
-                        return Completion(parsed.text, None, None, parsed.prompt_tokens, parsed.new_tokens), parsed
-                except MalformedResponse as exc:
-                    malformed += 1
-                    if malformed >= policy.malformed_attempts or tries >= policy.attempts:
-                        return Completion(text="", error=f"malformed response: {exc}"), None
-                    raise Again(Failed(f"malformed response from {base}: {exc}", retry_after=0.0)) from None
-                got = failed(base, answer)
-                timeouts, status, detail = timeouts + got.timed_out, got.status, got.detail
-                if not (
-                    status in REJECT_STATUS and "logprob" in detail.lower() and top_k and self._lower_logprobs(asked)
-                ):
-                    break
+            attempt += 1
+            base = self.base_urls[(index + attempt - 1) % len(self.base_urls)]
+            path, body = self._payload(prompt, config, top_k, chosen, want_ids)
+            asked = int(body.get("top_logprobs", body.get("logprobs", 0)) or 0) if top_k else 0
+            try:
+                answer = await self._attempt(base + path, body, timeouts)
+                if not isinstance(answer, str) and answer[0] == 200:
+                    parsed = parse_reply(validate.json_body(answer[2]), not isinstance(prompt, str))
+                    return Completion(parsed.text, None, None, parsed.prompt_tokens, parsed.new_tokens), parsed
+            except MalformedResponse as exc:
+                malformed += 1
+                if malformed >= policy.malformed_attempts or attempt >= policy.attempts:
+                    return Completion(text="", error=f"malformed response: {exc}"), None
+                failure = f"malformed response from {base}: {exc}"
+                continue
+            got = failed(base, answer)
+            failure, timeouts, status, detail = got.why, timeouts + got.timed_out, got.status, got.detail
+            if status in REJECT_STATUS and "logprob" in detail.lower() and top_k and self._lower_logprobs(asked):
+                attempt -= 1
+                continue
             if status in REJECT_STATUS:
                 return Completion(text="", error=f"rejected by server (HTTP {status}): {detail}"), None
             if status is not None and status not in RETRY_STATUS and status < 500:
                 hint = {401: "check $FAIRPROBE_API_KEY", 403: "check $FAIRPROBE_API_KEY", 404: next_step(base, 404)}
                 shown = f" ({hint[status]})" if status in hint else ""
                 raise EndpointError(f"{base}{path} answered HTTP {status}{shown}: {detail}")
-            raise Again(got)
-
-        try:
-            return await policy.retrying(self._back_off)(once)
-        except Again as last:
-            gave_up = f"{shorten(last.got.why, 400)}; gave up after {policy.attempts} attempts"
-            raise GaveUp(
-                gave_up if self.reached else f"no server answers at {base} ({gave_up}): {next_step(base)}"
-            ) from None
+            if attempt < policy.attempts:
+                await self._back_off(policy.delay(attempt, got.retry_after))
+        gave_up = f"{shorten(failure, 400)}; gave up after {policy.attempts} attempts"
+        raise GaveUp(gave_up if self.reached else f"no server answers at {base} ({gave_up}): {next_step(base)}")
 
 
 def parse_base_url(url: str) -> httpx.URL:
