@@ -300,12 +300,14 @@ def test_compare_on_a_mixed_suite_with_the_embedded_model(embedded_backend, tmp_
     assert "every paired test" in text and "| bbq-gender | Instruction |" in text
 
 
-
 @pytest.mark.parametrize(
     ("variant", "error"),
     [
         ({"models": {"Other": "nope:x"}}, "variant 'Other': unknown model spec 'nope:x': use one of "),
-        ({"models": {"Other": "hf:gpt2"}, "model_args": {"flavour": "sweet"}}, "variant 'Other': the local backend takes no -M key 'flavour'"),
+        (
+            {"models": {"Other": "hf:gpt2"}, "model_args": {"flavour": "sweet"}},
+            "variant 'Other': the local backend takes no -M key 'flavour'",
+        ),
         ({"adapter": "missing"}, "not a LoRA adapter folder (no adapter_config.json): missing"),
     ],
     ids=["unknown-spec", "bad-M-for-its-scheme", "no-adapter"],
