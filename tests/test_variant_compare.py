@@ -298,3 +298,34 @@ def test_compare_on_a_mixed_suite_with_the_embedded_model(embedded_backend, tmp_
     assert html.count('class="cell-detail"') >= 4  # one per tested cell, each with its paired items
     text, _ = export([tmp_path], "md", None)
     assert "every paired test" in text and "| bbq-gender | Instruction |" in text
+
+
+@pytest.mark.parametrize(
+    ("variant", "error"),
+    [
+        ({"models": {"Other": "nope:x"}}, "variant 'Other': unknown model spec 'nope:x': use one of "),
+        (
+            {"models": {"Other": "hf:gpt2"}, "model_args": {"flavour": "sweet"}},
+            "variant 'Other': the local backend takes no -M key 'flavour'",
+        ),
+        ({"adapter": "missing"}, "not a LoRA adapter folder (no adapter_config.json): missing"),
+    ],
+    ids=["unknown-spec", "bad-M-for-its-scheme", "no-adapter"],
+)
+def test_a_bad_variant_fails_before_any_run_writes_a_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: dict[str, Any], error: str
+) -> None:
+    """Every variant's run plan is built before anything runs: a fault of a variant after Original stops the
+    comparison in one line, before Original (the first to run) wrote anything."""
+    import fairprobe
+    import fairprobe.models
+    from fairprobe.errors import FairprobeError
+    from test_leaderboard import LeaningBackend
+
+    monkeypatch.setattr(fairprobe.models.SCHEMES, "_entries", dict(fairprobe.models.SCHEMES._entries))
+    fairprobe.models.register_scheme("plan-a")(lambda rest, **kw: LeaningBackend("plan-a", 2, 0.0))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FairprobeError) as info:
+        fairprobe.compare("plan-a:x", probes="template", limit=4, hyper=None, out="out", progress=False, **variant)
+    assert error in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "out").exists()  # no run folder, no samples

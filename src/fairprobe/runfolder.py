@@ -6,7 +6,7 @@ run loses nothing; a resumed run keeps its whole records and asks its failed ite
 (written last, atomically). This layer knows no family: the runner passes which record class each sample is read
 as, and how two records of the model's answer to the probe prompt differ.
 
-A folder that fairprobe writes (a run, a `score` output) is locked with an advisory lock on
+A folder that fairprobe writes (a run, a `score` output) is locked with filelock's native lock on
 `.fairprobe.lock`, which names the holder (process id, host, command, start time). The kernel drops the
 lock when its holder dies, so a lock left by a killed run is taken over at once and safely (no pid guessing,
 no race). A second process gets a one-line refusal naming the holder.
@@ -28,15 +28,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from fairprobe.errors import ConfigError, first_line
 from fairprobe.io import atomic_write_json, fingerprint, split_lines
 from fairprobe.records import Probe, Sample, Summary
 from fairprobe.redact import clip, redact, redacted_command
-
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks; one writer per folder is then the user's care
-    fcntl = None  # type: ignore[assignment]
 
 LOCK_NAME = ".fairprobe.lock"
 MANIFEST = "manifest.json"
@@ -47,40 +44,38 @@ RecordType = Callable[[dict[str, Any]], type[Sample]]
 
 
 class FolderLock:
-    """An exclusive advisory lock on a folder's `.fairprobe.lock`, held until `release` (or process death)."""
+    """An exclusive lock on a folder's `.fairprobe.lock` (filelock's native lock: flock on Unix, the kernel drops it
+    when its holder dies), held until `release`.
+
+    filelock says only that a lock is taken, not by whom, so the holder's record (process id, host, command, start
+    time) is written into the lock file once it is held (filelock's `on_acquired`) and read back for the refusal.
+    filelock 4.3 or later: its `on_acquired`, and a lock file a contender opens without truncating the record.
+    """
 
     def __init__(self, folder: Path, what: str = "output folder") -> None:
         self.folder = folder
         self.path = folder / LOCK_NAME
         self.what = what
-        self._fd: int | None = None
+        self._lock = FileLock(
+            self.path, thread_local=False, blocking=False, preserve_lock_file=True, on_acquired=_write_holder
+        )
 
     def acquire(self) -> FolderLock:
         """Take the lock or raise a ConfigError naming the process that holds it."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _holder(fd)
-                os.close(fd)
-                raise ConfigError(
-                    f"{self.what} {self.folder} is in use by {holder}: wait for it to finish or choose another --out"
-                ) from None
-            except OSError:  # a file system without locks (some network mounts): go on unlocked
-                pass
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "command": _command()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(record) + "\n").encode("utf-8"), 0)
-        self._fd = fd
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise ConfigError(
+                f"{self.what} {self.folder} is in use by {_holder(self.path)}: wait for it to finish or choose another --out"
+            ) from None
+        except OSError:  # a file system without locks (some network mounts): go on unlocked
+            pass
         return self
 
     def release(self) -> None:
         """Drop the lock (the file stays: removing it would let two processes lock different files)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._lock.release()
 
     def __enter__(self) -> FolderLock:
         return self.acquire()
@@ -89,17 +84,24 @@ class FolderLock:
         self.release()
 
 
+def _write_holder(fd: int) -> None:
+    """Record this process as the holder in the lock file just taken."""
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "command": _command()}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(record) + "\n").encode("utf-8"), 0)
+
+
 def _command() -> str:
     return clip(redacted_command(), 117)
 
 
-def _holder(fd: int) -> str:
+def _holder(path: Path) -> str:
     """'process 1234 (fairprobe run ..., started 12:01:02 on host)' from the lock file, or 'another process'."""
     try:
-        record = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+        record = json.loads(path.read_bytes()[:4096].decode("utf-8"))
         started = time.strftime("%H:%M:%S", time.localtime(float(record["started"])))
         return f"process {int(record['pid'])} ({record.get('command') or 'fairprobe'}, started {started} on {record.get('host')})"
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
         return "another process"
 
 

@@ -33,7 +33,7 @@ from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redacted_command
 from fairprobe.runfolder import RunWriter
-from fairprobe.setwork import SetWatch, SetWork, fused_calls, model_calls, run_clock, set_work
+from fairprobe.setwork import Answered, SetWatch, SetWork, fused_calls, model_calls, run_clock, set_work
 from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "RunPlan", "run", "run_set", "run_with_samples"]
@@ -159,9 +159,10 @@ def run_set(
     progress = progress or SilentProgress()
     family, family_options, context = bound.family, bound.options, plan.context
     gen = family.generation(context, family_options)
+    answered = Answered()
     if (
         family.settle is not None
-        and (settled := family.settle(ps, context, family_options, lambda asked: ask(backend, asked, gen)))
+        and (settled := family.settle(ps, context, family_options, answered.asker(lambda a: ask(backend, a, gen))))
         != family_options
     ):
         family_options, work = settled, None  # counted again: the settled options ask other calls
@@ -177,8 +178,11 @@ def run_set(
             watch.skipped(skipped)
         if not batch:
             continue
-        with watch.asking(calls):
-            replies = ask(backend, asked, gen, None if gen.greedy else batch_seeds(plan.seed, ps.name, asked))
+        with watch.asking(calls):  # counted as asked: what `settle` answered already was asked for this set
+            rest, known = answered.take(asked)
+            replies = ask(backend, rest, gen, None if gen.greedy else batch_seeds(plan.seed, ps.name, rest))
+            for probe_id, scores in known.items():
+                replies.setdefault(probe_id, Replies({}, {})).scores.update(scores)
             if family.follow is not None:
                 replies = followed(backend, family, ps, batch, replies, context, family_options)
         samples = [family.sample(ps, probe, replies[probe.id], context, family_options) for probe in batch]

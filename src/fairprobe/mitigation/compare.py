@@ -42,10 +42,10 @@ from fairprobe.mitigation.variants import (
     decoding_only,
     plan_variants,
     run_variants,
+    variant_plans,
 )
 from fairprobe.models import ModelBackend
 from fairprobe.options import RunOptions
-from fairprobe.plan import RunPlan
 from fairprobe.progress import Progress, SilentProgress
 from fairprobe.records import ProbeSet
 from fairprobe.runner import load_backend, write_report
@@ -154,12 +154,13 @@ def compare(
     base = options.model_copy(update={"adapter": None, "probe_options": unguided})
     adapters = {**({"Debias Tuning": adapter} if adapter else {}), **(ablations or {})}
     fixes = Fixes(hyper=hyper or None, instruction=instruction or None, adapters=adapters, models=models or {})
-    variants = plan_variants(base, fixes)  # every variant checked before any data or model
+    variants = plan_variants(base, fixes)
     per_suite = suite_runs(base, split_suites(suites or options.suite, options.probes))
+    plans = variant_plans(variants, per_suite, out)  # every run's plan, before any data or model
     if backend is None:
         progress.note(f"loading model {options.model}")
-        backend = load_backend(RunPlan.build(base))
-    runs = run_variants(per_suite, variants, (out, backend, progress))
+        backend = load_backend(plans[ORIGINAL][0])
+    runs = run_variants(plans, (out, backend, progress))
     context = (variants, set_costs(runs, variants, options.batch_size, progress))
     result: dict[str, Any] = {
         "fairprobe_version": __version__,

@@ -103,12 +103,6 @@ def setting_config(knob: str, value: float, base: GenerationConfig, base_tempera
     return GenerationConfig(**{**base.model_dump(), **update})
 
 
-def run_variant(backend: ModelBackend, options: RunOptions, progress: Progress) -> dict[str, list[Sample]]:
-    """Run every set with one fixed backend into options.out (a resumable run folder); samples per set."""
-    assert options.out is not None
-    return run_with_samples(options, backend, progress)[1]
-
-
 def headline_of(family: Family) -> Metric | None:
     """The metric a sweep ranks a set's settings by: the family's headline, else its first paired metric that is
     not a cost (None when it has none)."""
@@ -144,12 +138,13 @@ def sweep(
     grid = check_sweep(grid, seeds, base_temperature)
     progress = progress or SilentProgress()
     per_suite = suite_runs(options, split_suites(suites or options.suite, options.probes))
-    sets = {ps.name: ps for o in per_suite for ps in load_sets(RunPlan.build(o))}
+    settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
+    plans = grid_plans((per_suite, out, base_temperature), settings, seeds)  # every run's plan, before any runs
+    sets = {ps.name: ps for plan in plans.greedy for ps in load_sets(plan)}
     if backend is None:
         progress.note(f"loading model {options.model}")
-        backend = load_backend(RunPlan.build(options))
-    settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
-    runs = run_grid((per_suite, out, base_temperature), backend, settings, seeds, progress)
+        backend = load_backend(plans.greedy[0])
+    runs = run_grid(plans, backend, progress)
     free = list(dict.fromkeys(m.label for name in sets for m in decoding_free(name)))
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
@@ -243,34 +238,49 @@ def headline_values(samples: list[Sample], name: str) -> np.ndarray:
     return np.asarray(head.per_prompt(samples), dtype=np.float64)
 
 
-def run_grid(
-    where: tuple[list[RunOptions], Path, float],
-    backend: ModelBackend,
-    settings: list[tuple[str, str, float]],
-    seeds: int,
-    progress: Progress,
-) -> SweepRuns:
-    """The greedy reference, then every grid point and seed (resumable folders), for every suite."""
+@dataclass(frozen=True)
+class GridPlans:
+    """Every run of a sweep, planned before any runs: the greedy reference per suite, then each grid point's run
+    per suite and seed as (setting label, seed, plan)."""
+
+    greedy: list[RunPlan]
+    settings: list[tuple[str, int, RunPlan]]
+
+
+def grid_plans(
+    where: tuple[list[RunOptions], Path, float], settings: list[tuple[str, str, float]], seeds: int
+) -> GridPlans:
+    """The plan of every run of the grid (resumable folders under `out`), for every suite: a setting's bad option
+    fails here, in one line, before the first set runs."""
     per_suite, out, base_temperature = where
     several = len(per_suite) > 1
-    runs = SweepRuns()
-    for options in per_suite:
-        summary, done = run_with_samples(greedy_options(options, out, several), backend, Labelled(progress, "greedy"))
-        runs.greedy.update({k: (list(v), summary.results[k]) for k, v in done.items()})
+    greedy = [RunPlan.build(greedy_options(options, out, several)) for options in per_suite]
+    planned: list[tuple[str, int, RunPlan]] = []
     for label, knob, value in settings:
-        for options in per_suite:
+        for options, reference in zip(per_suite, greedy, strict=True):
             config = setting_config(knob, value, options.generation, base_temperature)
             for seed in range(seeds):
                 folder = out / "settings" / label / f"seed{seed}"
                 folder = folder / options.suite if several else folder
-                update = {"out": folder, "generation": config, "seed": seed, "probe_options": sampled_options(options)}
-                summary, done = run_with_samples(
-                    options.model_copy(update=update), backend, Labelled(progress, f"{label} seed {seed}")
+                derived = reference.derive(
+                    out=folder, generation=config, seed=seed, probe_options=sampled_options(options)
                 )
-                for name, samples in done.items():
-                    runs.values.setdefault(name, {}).setdefault(label, []).append(headline_values(list(samples), name))
-                    if seed == 0:
-                        runs.first_seed.setdefault(name, {})[label] = (list(samples), summary.results[name])
+                planned.append((label, seed, derived))
+    return GridPlans(greedy, planned)
+
+
+def run_grid(plans: GridPlans, backend: ModelBackend, progress: Progress) -> SweepRuns:
+    """The greedy reference, then every grid point and seed (resumable folders), for every suite."""
+    runs = SweepRuns()
+    for plan in plans.greedy:
+        summary, done = run_with_samples(plan, backend, Labelled(progress, "greedy"))
+        runs.greedy.update({k: (list(v), summary.results[k]) for k, v in done.items()})
+    for label, seed, plan in plans.settings:
+        summary, done = run_with_samples(plan, backend, Labelled(progress, f"{label} seed {seed}"))
+        for name, samples in done.items():
+            runs.values.setdefault(name, {}).setdefault(label, []).append(headline_values(list(samples), name))
+            if seed == 0:
+                runs.first_seed.setdefault(name, {})[label] = (list(samples), summary.results[name])
     return runs
 
 

@@ -2,7 +2,8 @@
 
 Every variant is the Original run with one thing changed, run on the same items (the same suites, sets, limit and
 draw) into its own resumable run folder under the comparison folder: OUT/runs/VARIANT, or OUT/runs/VARIANT/SUITE
-when the comparison spans several suites (a run folder holds one suite). An instruction reaches every family that
+when the comparison spans several suites (a run folder holds one suite). Every variant's plan on every suite is
+built before anything runs (`variant_plans`), so a bad variant fails in one line before the first set runs. An instruction reaches every family that
 takes the `instruction` option: the paper's plain prompts get it as their prefix, chat prompts as a system message.
 """
 
@@ -13,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fairprobe.errors import ConfigError
+from fairprobe.errors import ConfigError, ModelError
 from fairprobe.io import parse_pairs
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import read_ablations
-from fairprobe.models import GenerationConfig, ModelBackend
-from fairprobe.models.adapters import check_finished
+from fairprobe.models import GenerationConfig, ModelBackend, scheme_of
+from fairprobe.models.adapters import check_adapter
 from fairprobe.options import RunOptions
 from fairprobe.plan import RunPlan
 from fairprobe.progress import Labelled, Progress
@@ -73,7 +74,8 @@ class Fixes:
 
 def plan_variants(base: RunOptions, fixes: Fixes) -> dict[str, RunOptions]:
     """Each variant's run options: Original, Hyperparameter, Instruction, then the adapters and the other models;
-    everything is checked before any data or model is read (a taken name, an unfinished tuning run)."""
+    everything is checked before any data or model is read (a taken name, an unfinished tuning run, a folder
+    that is no adapter)."""
     variants: dict[str, RunOptions] = {ORIGINAL: base}
     if fixes.hyper:
         variants["Hyperparameter"] = base.model_copy(update={"generation": parse_hyper(fixes.hyper, base.generation)})
@@ -85,9 +87,34 @@ def plan_variants(base: RunOptions, fixes: Fixes) -> dict[str, RunOptions]:
             if name in variants:
                 raise ConfigError(f"variant name {name!r} is taken: name the {kind} {value} otherwise (NAME={value})")
             if kind == "adapter":
-                check_finished(Path(value))  # an unfinished tuning run fails in one line, before any variant runs
+                check_adapter(Path(value))
             variants[name] = base.model_copy(update={key: value})
     return variants
+
+
+def variant_plans(variants: dict[str, RunOptions], per_suite: list[RunOptions], out: Path) -> dict[str, list[RunPlan]]:
+    """Each variant's run plan on each suite, into its folder under `out`, built before anything runs: a variant's
+    bad backend setting (-M), unknown set or option, or model spec no scheme loads fails here, in one line."""
+    plans: dict[str, list[RunPlan]] = {}
+    for name, variant in variants.items():
+        try:
+            plans[name] = [
+                RunPlan.build(
+                    variant.model_copy(
+                        update={
+                            "suite": base.suite,
+                            "probes": base.probes,
+                            "out": out / variant_folder(Path(), name, base.suite, len(per_suite) > 1),
+                        }
+                    )
+                )
+                for base in per_suite
+            ]
+            if changes_model(variant, variants[ORIGINAL]):
+                scheme_of(variant.model)  # says why a spec names no model fairprobe loads
+        except (ConfigError, ModelError) as exc:
+            raise type(exc)(str(exc) if name == ORIGINAL else f"variant {name!r}: {exc}") from None
+    return plans
 
 
 def named_adapters(items: Sequence[str] | None, ablations: dict[str, str]) -> dict[str, str]:
@@ -137,35 +164,31 @@ class VariantRuns:
 
 
 def variant_backend(
-    name: str, variant: RunOptions, original: RunOptions, base: ModelBackend, progress: Progress
+    name: str, plan: RunPlan, original: RunPlan, base: ModelBackend, progress: Progress
 ) -> ModelBackend:
     """The model a variant runs: Original's (`base`), or an adapter on it, or another model spec."""
-    if not changes_model(variant, original):
+    if not changes_model(plan.options, original.options):
         return base
-    adapter = f" + adapter {variant.adapter}" if variant.adapter else ""
-    progress.note(f"loading {variant.model}{adapter} for {name}")
-    return load_backend(RunPlan.build(variant))
+    adapter = f" + adapter {plan.model.adapter}" if plan.model.adapter else ""
+    progress.note(f"loading {plan.model.name}{adapter} for {name}")
+    return load_backend(plan)
 
 
-def run_variants(
-    per_suite: list[RunOptions],
-    variants: dict[str, RunOptions],
-    context: tuple[Path, ModelBackend, Progress],
-) -> VariantRuns:
-    """Run every variant on every suite's sets (one resumable run folder per variant and suite), Original first."""
+def run_variants(plans: dict[str, list[RunPlan]], context: tuple[Path, ModelBackend, Progress]) -> VariantRuns:
+    """Run every variant's plans (one resumable run folder per variant and suite), Original first."""
     out, backend, progress = context
     runs = VariantRuns()
-    for base in per_suite:
-        runs.sets.update({ps.name: ps for ps in load_sets(RunPlan.build(base), progress)})
-    for name, variant in variants.items():
-        model = variant_backend(name, variant, variants[ORIGINAL], backend, progress)
+    original = plans[ORIGINAL]
+    for plan in original:
+        runs.sets.update({ps.name: ps for ps in load_sets(plan, progress)})
+    for name, suite_plans in plans.items():
+        model = variant_backend(name, suite_plans[0], original[0], backend, progress)
         runs.backends[name] = model
         runs.samples[name], runs.results[name], runs.folders[name] = {}, {}, {}
-        for base in per_suite:
-            folder = variant_folder(Path(), name, base.suite, len(per_suite) > 1)
-            options = variant.model_copy(update={"suite": base.suite, "probes": base.probes, "out": out / folder})
-            summary, done = run_with_samples(options, model, Labelled(progress, name))
+        for plan in suite_plans:
+            folder = plan.output_dir().relative_to(out).as_posix()
+            summary, done = run_with_samples(plan, model, Labelled(progress, name))
             runs.samples[name].update({k: list(v) for k, v in done.items()})
             runs.results[name].update(summary.results)
-            runs.folders[name].update(dict.fromkeys(summary.results, folder.as_posix()))
+            runs.folders[name].update(dict.fromkeys(summary.results, folder))
     return runs

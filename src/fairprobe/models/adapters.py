@@ -79,6 +79,14 @@ def check_finished(folder: Path) -> None:
         )
 
 
+def check_adapter(folder: Path) -> None:
+    """Refuse what is no finished LoRA adapter folder, before any model is loaded (a comparison checks each
+    variant's adapter before its first run)."""
+    check_finished(folder)
+    if not (folder / "adapter_config.json").is_file():
+        raise ModelError(f"not a LoRA adapter folder (no adapter_config.json): {folder}")
+
+
 def attach_adapter(
     model: PreTrainedModel, adapter_path: str | Path, base_info: dict[str, Any]
 ) -> tuple[PreTrainedModel, dict[str, Any]]:
@@ -90,9 +98,7 @@ def attach_adapter(
     from peft import PeftModel
 
     folder = Path(adapter_path)
-    check_finished(folder)
-    if not (folder / "adapter_config.json").is_file():
-        raise ModelError(f"not a LoRA adapter folder (no adapter_config.json): {folder}")
+    check_adapter(folder)
     manifest = read_adapter_manifest(folder)
     if manifest is not None:
         check_base(folder, manifest["base_model"], base_info, model)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PositiveInt
@@ -56,7 +56,7 @@ class ClosedOptions(GenderBenchOptions):
     (the options' probabilities at the reply's start) or anchored (sampled replies, the options' probabilities
     where each names one); auto picks per set (`mode_of`)."""
 
-    mode: Literal["auto", "sample", "exact", "anchored"] = "auto"
+    mode: closed.AnchoredMode = "auto"
 
 
 class ProbeMetrics(Protocol):
