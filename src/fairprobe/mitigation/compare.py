@@ -158,7 +158,7 @@ def compare(
     per_suite = suite_runs(base, split_suites(suites or options.suite, options.probes))
     if backend is None:
         progress.note(f"loading model {options.model}")
-        backend = load_backend(RunPlan.build(base))
+        backend = load_backend(RunPlan.build(per_suite[0]))
     runs = run_variants(per_suite, variants, (out, backend, progress))
     context = (variants, set_costs(runs, variants, options.batch_size, progress))
     result: dict[str, Any] = {

@@ -147,7 +147,7 @@ def sweep(
     sets = {ps.name: ps for o in per_suite for ps in load_sets(RunPlan.build(o))}
     if backend is None:
         progress.note(f"loading model {options.model}")
-        backend = load_backend(RunPlan.build(options))
+        backend = load_backend(RunPlan.build(per_suite[0]))
     settings: list[tuple[str, str, float]] = [(f"{k}={v:g}", k, v) for k, values in grid.items() for v in values]
     runs = run_grid((per_suite, out, base_temperature), backend, settings, seeds, progress)
     free = list(dict.fromkeys(m.label for name in sets for m in decoding_free(name)))

@@ -15,6 +15,7 @@ from typing import Any
 
 from fairprobe.errors import ConfigError
 from fairprobe.io import parse_pairs
+from fairprobe.mitigation.suites import on_suite
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import read_ablations
 from fairprobe.models import GenerationConfig, ModelBackend
@@ -155,15 +156,17 @@ def run_variants(
     """Run every variant on every suite's sets (one resumable run folder per variant and suite), Original first."""
     out, backend, progress = context
     runs = VariantRuns()
+    suites = [base.suite for base in per_suite]
     for base in per_suite:
         runs.sets.update({ps.name: ps for ps in load_sets(RunPlan.build(base), progress)})
     for name, variant in variants.items():
-        model = variant_backend(name, variant, variants[ORIGINAL], backend, progress)
+        first = on_suite(variant, suites[0], per_suite[0].probes, suites)
+        model = variant_backend(name, first, variants[ORIGINAL], backend, progress)
         runs.backends[name] = model
         runs.samples[name], runs.results[name], runs.folders[name] = {}, {}, {}
         for base in per_suite:
             folder = variant_folder(Path(), name, base.suite, len(per_suite) > 1)
-            options = variant.model_copy(update={"suite": base.suite, "probes": base.probes, "out": out / folder})
+            options = on_suite(variant, base.suite, base.probes, suites).model_copy(update={"out": out / folder})
             summary, done = run_with_samples(options, model, Labelled(progress, name))
             runs.samples[name].update({k: list(v) for k, v in done.items()})
             runs.results[name].update(summary.results)
