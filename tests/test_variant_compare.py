@@ -14,9 +14,10 @@ from fairprobe.families.gender_income import FAMILY as INCOME
 from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.families.paper.record import PaperSample
 from fairprobe.mitigation.judge import add_holm, effect, metric_tests, paired_test, reading, variant_verdict
-from fairprobe.mitigation.suites import split_suites
+from fairprobe.mitigation.suites import split_suites, suite_runs
 from fairprobe.mitigation.variants import Fixes, named_adapters, plan_variants, variant_folder
 from fairprobe.models import GenerationConfig
+from fairprobe.plan import RunPlan
 from fairprobe.records import MetricValue, SetResult
 from fairprobe.report.comparison import cell_status, comparison_view, paired_tests_table
 from fairprobe.report.severity import default_thresholds
@@ -145,6 +146,21 @@ def test_variants_are_planned_and_checked_before_anything_runs(tmp_path: Path) -
         split_suites("paper,nope", None)
     assert variant_folder(tmp_path, "Debias Tuning", "paper", False) == tmp_path / "runs" / "debias-tuning"
     assert variant_folder(tmp_path, "Debias Tuning", "paper", True) == tmp_path / "runs" / "debias-tuning" / "paper"
+
+
+def test_each_suite_of_a_comparison_gets_the_options_its_families_take() -> None:
+    """`-o` over `--suite paper,fairness,genderbench`: a key goes to the suites whose families take it (mode: not the
+    paper's), `family.key` to that family's suite only, and a key no suite takes stays everywhere, so the run plan
+    refuses it in one line as a single-suite run does."""
+    given = {"mode": "exact", "gender_income.flip": "vijil", "words": "w.json", "nonsense": "1"}
+    runs = suite_runs(RunOptions(probe_options=given), split_suites("paper,fairness,genderbench", None))
+    assert [(o.suite, o.probe_options) for o in runs] == [
+        ("paper", {"words": "w.json", "nonsense": "1"}),
+        ("fairness", {"mode": "exact", "gender_income.flip": "vijil", "nonsense": "1"}),
+        ("genderbench", {"mode": "exact", "nonsense": "1"}),
+    ]
+    with pytest.raises(ConfigError, match=r"^unknown template option 'nonsense': use instruction, words, implicit$"):
+        RunPlan.build(runs[0])
 
 
 def test_the_page_view_colours_cells_by_status_and_effect() -> None:

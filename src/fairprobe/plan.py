@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from fairprobe.errors import ModelError
 from fairprobe.families import Family
-from fairprobe.families.base import RunContext, ScoringWay, known_family_of_set
+from fairprobe.families.base import RunContext, ScoringWay, all_families, known_family_of_set
 from fairprobe.io import fingerprint
 from fairprobe.models import BackendSettings, GenerationConfig, ModelBackend, load_model, scheme_of
 from fairprobe.models.settings import LocalSettings
@@ -89,7 +89,7 @@ class RunPlan:
         """Resolve a request once: the model's typed settings, each set's family and that family's typed options.
         A bad backend setting, an unknown set or a bad option fails here, before any data or model work."""
         model = ModelSpec.parse(options.model, options.model_args, options.adapter)
-        sets = tuple(bind(name, options.probe_options) for name in options.probe_names())
+        sets = bind_all(options.probe_names(), options.probe_options)
         context = RunContext(generation=options.generation, scoring=model.scoring(), seed=options.seed)
         return cls(options, model, sets, context)
 
@@ -147,10 +147,16 @@ class RunPlan:
         return fingerprint(self.run_settings())
 
 
-def bind(name: str, probe_options: dict[str, Any]) -> BoundSet:
-    """A set name bound to its family and that family's typed options."""
-    family = known_family_of_set(name)
-    return BoundSet(name, family, family.parse_options(probe_options, name))
+def bind_all(names: list[str], probe_options: dict[str, Any]) -> tuple[BoundSet, ...]:
+    """A run's sets bound to their families and those families' typed options: a plain `-o` key goes to every
+    family of the run that takes it and is an error only when no family of the suites of the run's sets takes it
+    (`--probes template,bbq-gender -o mode=exact` reads bbq-gender exactly and template as ever)."""
+    families = [known_family_of_set(name) for name in names]
+    peers = [f for f in all_families() if f.suite in {family.suite for family in families}]
+    return tuple(
+        BoundSet(name, family, family.parse_options(probe_options, name, peers))
+        for name, family in zip(names, families, strict=True)
+    )
 
 
 def planned(given: RunPlan | RunOptions) -> RunPlan:

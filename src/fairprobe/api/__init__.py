@@ -193,6 +193,7 @@ def compare(
     data_dir: str | Path | None = None,
     limit: int | None = None,
     limit_order: LimitOrder = "stratified",
+    options: dict[str, Any] | None = None,
     seed: int = 0,
     max_new_tokens: int = 50,
     batch_size: int = 32,
@@ -222,6 +223,8 @@ def compare(
         data_dir: the shared data root (else downloads).
         limit: prompts per set.
         limit_order: how a limit draws: `stratified` over the set's subsets, or the `first` prompts.
+        options: probe-set options, as `-o key=value` (e.g. `{"mode": "exact"}`), as `run` takes them: every
+            variant reads its sets with them.
         seed: the Hyperparameter method's sampling seed.
         max_new_tokens: tokens to generate.
         batch_size: prompts per model call.
@@ -243,7 +246,7 @@ def compare(
         ablations = read_ablations(Path(ablations))  # type: ignore[assignment]
     given = dict(locals())
     keep = ("probes", "data_dir", "limit", "limit_order", "seed", "max_new_tokens", "batch_size", "device", "dtype")
-    keep += ("suite",)
+    keep += ("suite", "options")
     methods = {"adapter": adapter, "ablations": ablations, "hyper": hyper, "sweep": sweep_file, "models": models}
     with shown(progress) as display:
         _, note = compare_methods(
@@ -275,6 +278,7 @@ def sweep(
     data_dir: str | Path | None = None,
     limit: int | None = None,
     limit_order: LimitOrder = "stratified",
+    options: dict[str, Any] | None = None,
     max_new_tokens: int = 50,
     batch_size: int = 32,
     device: str | None = None,
@@ -301,6 +305,8 @@ def sweep(
         data_dir: the shared data root (else downloads).
         limit: prompts per set.
         limit_order: how a limit draws: `stratified` over the set's subsets, or the `first` prompts.
+        options: probe-set options, as `-o key=value` (e.g. `{"mode": "exact"}`), as `run` takes them: every
+            setting reads its sets with them.
         max_new_tokens: tokens to generate.
         batch_size: prompts per model call.
         device: `auto`, `cpu`, `cuda` ...
@@ -318,7 +324,7 @@ def sweep(
             raise ConfigError(f"unknown sweep parameter {knob!r} in only: use temperature, top_p or top_k")
         grid[knob] = [float(v) for v in given[knob] or PAPER_GRID[knob]]
     keep = ("adapter", "probes", "data_dir", "limit", "limit_order", "max_new_tokens", "batch_size", "device", "dtype")
-    keep += ("suite",)
+    keep += ("suite", "options")
     settings = {**{k: v for k, v in locals().items() if k in keep}, "model_args": model_args}
     with shown(progress) as display:
         sweep_grid(model, settings, grid, (seeds, base_temperature), out, display)

@@ -93,6 +93,17 @@ ModelArgsOpt = Annotated[
 ]
 
 
+ProbeOptionOpt = Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")]
+
+
+def probe_options(pairs: list[str] | None) -> dict[str, Any]:
+    """`-o` pairs as the API's `options` (what `run`, `score`, `compare`, `sweep` and `probes show` take): key=value,
+    dashes in keys read as underscores, values left as text for each family's options type to read."""
+    from fairprobe.options import parse_pairs_typed
+
+    return parse_pairs_typed(pairs, "probe option", values=False)
+
+
 ModelOpt = Annotated[
     str, typer.Option("--model", "-m", help="smollm2-135m-instruct, gemma-3-270m, hf:ID_OR_PATH or openai:MODEL")
 ]

@@ -20,8 +20,10 @@ from fairprobe.cli.common import (
     MaxNewTokensOpt,
     ModelArgsOpt,
     ModelOpt,
+    ProbeOptionOpt,
     console,
     err_console,
+    probe_options,
     split_csv,
     written,
 )
@@ -131,6 +133,7 @@ def sweep_cmd(
     out: Annotated[Path, typer.Option(help="sweep folder (rerun resumes)")] = Path("runs/sweep"),
     limit: LimitOpt = None,
     limit_order: LimitOrderOpt = "stratified",
+    option: ProbeOptionOpt = None,
     seeds: Annotated[int, typer.Option(min=1, help="sampling seeds per setting")] = 3,
     temperature: Annotated[str | None, typer.Option(help="temperature grid (default 0.3,0.5,0.7,1.0)")] = None,
     top_p: Annotated[str | None, typer.Option(help="top-p grid (default 0.3,0.5,0.7,1.0)")] = None,
@@ -154,6 +157,7 @@ def sweep_cmd(
 
     grid = sweep_grid(only, {"temperature": temperature, "top_p": top_p, "top_k": top_k})
     settings["model_args"] = parse_pairs_typed(model_arg, "model arg (-M)", values=True)
+    settings["options"] = probe_options(option)
     with shown(True) as progress:
         result = mitigation.sweep_grid(
             model, {**settings, "suite": suite}, grid, (seeds, base_temperature), out, progress
@@ -189,6 +193,7 @@ def compare_cmd(
     out: Annotated[Path, typer.Option(help="comparison folder (rerun resumes)")] = Path("runs/compare"),
     limit: LimitOpt = None,
     limit_order: LimitOrderOpt = "stratified",
+    option: ProbeOptionOpt = None,
     seed: Annotated[int, typer.Option(help="sampling seed of the Hyperparameter method")] = 0,
     max_new_tokens: MaxNewTokensOpt = 50,
     batch_size: BatchSizeOpt = 32,
@@ -208,6 +213,7 @@ def compare_cmd(
     from fairprobe.options import parse_pairs_typed
 
     settings.update(suite=suite, model_args=parse_pairs_typed(model_arg, "model arg (-M)", values=True))
+    settings["options"] = probe_options(option)
     methods = {
         "ablations": named_adapters(adapter, compare_adapters(ablation, ablations)),
         "hyper": hyper,

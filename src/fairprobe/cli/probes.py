@@ -9,7 +9,17 @@ from typing import Annotated
 
 import typer
 
-from fairprobe.cli.common import DataDirOpt, LimitOpt, LimitOrderOpt, ModelOpt, console, err_console, rich_table
+from fairprobe.cli.common import (
+    DataDirOpt,
+    LimitOpt,
+    LimitOrderOpt,
+    ModelOpt,
+    ProbeOptionOpt,
+    console,
+    err_console,
+    probe_options,
+    rich_table,
+)
 from fairprobe.errors import ConfigError
 from fairprobe.terminal import escape_json_controls
 
@@ -37,18 +47,18 @@ def probes_show(
     fmt: Annotated[str, typer.Option("--format", help="jsonl, table or pairs")] = "jsonl",
     limit: LimitOpt = None,
     limit_order: LimitOrderOpt = "stratified",
-    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+    option: ProbeOptionOpt = None,
     flip: Annotated[
         str | None, typer.Option(help="gender-income flip mode: consistent or vijil (= -o flip=...)")
     ] = None,
 ) -> None:
     """Print a probe set's prompts without loading a model (`--format pairs`: counterfactual pairs as Vijil's JSONL)."""
     from fairprobe.families import load_probe_set
-    from fairprobe.options import fold, parse_pairs_typed
+    from fairprobe.options import fold
 
     if fmt not in ("jsonl", "table", "pairs"):
         raise ConfigError(f"--format must be jsonl, table or pairs, got {fmt!r}")
-    options = parse_pairs_typed(option, "probe option", values=False)
+    options = probe_options(option)
     if flip is not None:
         fold(options, "flip", flip, "--flip", "-o")
     ps = load_probe_set(name, data_dir=data_dir, limit=limit, limit_order=limit_order, **options)

@@ -24,11 +24,13 @@ from fairprobe.cli.common import (
     ModelArgsOpt,
     ModelListOpt,
     ModelsFileOpt,
+    ProbeOptionOpt,
     RunOutOpt,
     SortByOpt,
     console,
     err_console,
     print_error,
+    probe_options,
     written,
 )
 
@@ -101,7 +103,7 @@ def run_cmd(
     max_new_tokens: MaxNewTokensOpt = 50,
     instruction: InstructionOpt = None,
     words: Annotated[Path | None, typer.Option(help="attribute word lists (JSON) instead of the default")] = None,
-    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+    option: ProbeOptionOpt = None,
     batch_size: BatchSizeOpt = 32,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
@@ -138,7 +140,7 @@ def run_settings(flags: dict[str, Any]) -> dict[str, Any]:
 
     settings = {k: v for k, v in flags.items() if k not in ("model", "models", "sort_by", "as_json")}
     settings["model_args"] = parse_pairs_typed(settings.pop("model_arg"), "model arg (-M)", values=True)
-    settings["options"] = parse_pairs_typed(settings.pop("option"), "probe option", values=False)
+    settings["options"] = probe_options(settings.pop("option"))
     settings["use_cache"] = not settings.pop("no_cache")
     return settings
 
@@ -229,7 +231,7 @@ def score_cmd(
     responses: Annotated[Path, typer.Option(help="JSONL: {id, response} or, for pairs, {id, original, flipped}")],
     data_dir: DataDirOpt = None,
     out: Annotated[Path | None, typer.Option(help="folder for summary.json and samples.jsonl")] = None,
-    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value")] = None,
+    option: ProbeOptionOpt = None,
     model: Annotated[
         str, typer.Option(help="name of the system that wrote the replies (for the summary)")
     ] = "responses",
@@ -237,10 +239,9 @@ def score_cmd(
 ) -> None:
     """Score replies produced elsewhere with the same detectors and summary, without loading a model."""
     from fairprobe.api.runs import score_replies
-    from fairprobe.options import parse_pairs_typed
     from fairprobe.report.console import print_summary
 
-    report = score_replies(probes, responses, out, data_dir, parse_pairs_typed(option, "probe option", False), model)
+    report = score_replies(probes, responses, out, data_dir, probe_options(option), model)
     for lineno, why in report.skipped:
         err_console.print(f"skipped {responses} line {lineno}: {why}", style="yellow", highlight=False, soft_wrap=True)
     if as_json:

@@ -326,26 +326,35 @@ class Family(Generic[RecordT, OptionsT]):
         """The `-o` keys this family takes."""
         return list(self.options.model_fields)
 
-    def parse_options(self, raw: dict[str, Any], set_name: str | None = None) -> OptionsT:
+    def takes(self, key: str) -> bool:
+        """Whether a run's `-o` key is one for this family: a plain key it has, or `family.key` of its own prefix."""
+        prefix, dot, rest = key.partition(".")
+        if dot:
+            return prefix.replace("-", "_") == self.option_prefix and rest in self.option_keys()
+        return key in self.option_keys()
+
+    def parse_options(
+        self, raw: dict[str, Any], set_name: str | None = None, peers: Sequence[Family] | None = None
+    ) -> OptionsT:
         """This family's typed options from a run's `-o` pairs.
 
-        `family.key` goes to that family only; a plain key goes to every family of the suite that takes it
-        (one -o list serves a whole suite). A key no family of the suite takes, or a bad value, is a ConfigError.
+        `family.key` goes to that family only; a plain key goes to every family of the run that takes it (one -o
+        list serves a whole run). `peers`: the run's families a key may be meant for (the run plan gives every family
+        of its sets' suites; default: this family's suite). A key no peer takes, or a bad value, is a ConfigError.
         """
         where = set_name or self.name
-        siblings = [f for f in all_families() if f.suite == self.suite]
+        siblings = list(peers) if peers is not None else [f for f in all_families() if f.suite == self.suite]
         own: dict[str, Any] = {}
         for key, value in raw.items():
-            prefix, dot, rest = key.partition(".")
+            _, dot, rest = key.partition(".")
             if dot:
-                target = next((f for f in siblings if f.option_prefix == prefix.replace("-", "_")), None)
-                if target is None or rest not in target.option_keys():
+                if not any(f.takes(key) for f in (self, *siblings)):
                     raise ConfigError(f"unknown {self.suite} option {key!r}")
-                if target is self:
+                if self.takes(key):
                     own[rest] = value
             elif key in self.option_keys():
                 own.setdefault(key, value)
-            elif not any(key in f.option_keys() for f in siblings):
+            elif not any(f.takes(key) for f in siblings):
                 if not self.option_keys():
                     raise ConfigError(f"probe set {where!r} has no option {key!r} (it takes: no options)")
                 raise ConfigError(f"unknown {where} option {key!r}: use {', '.join(self.option_keys())}")

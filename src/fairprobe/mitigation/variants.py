@@ -16,6 +16,7 @@ from typing import Any
 
 from fairprobe.errors import ConfigError, ModelError
 from fairprobe.io import parse_pairs
+from fairprobe.mitigation.suites import on_suite
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import read_ablations
 from fairprobe.models import GenerationConfig, ModelBackend, scheme_of
@@ -96,16 +97,13 @@ def variant_plans(variants: dict[str, RunOptions], per_suite: list[RunOptions], 
     """Each variant's run plan on each suite, into its folder under `out`, built before anything runs: a variant's
     bad backend setting (-M), unknown set or option, or model spec no scheme loads fails here, in one line."""
     plans: dict[str, list[RunPlan]] = {}
+    suites = [base.suite for base in per_suite]
     for name, variant in variants.items():
         try:
             plans[name] = [
                 RunPlan.build(
-                    variant.model_copy(
-                        update={
-                            "suite": base.suite,
-                            "probes": base.probes,
-                            "out": out / variant_folder(Path(), name, base.suite, len(per_suite) > 1),
-                        }
+                    on_suite(variant, base.suite, base.probes, suites).model_copy(
+                        update={"out": out / variant_folder(Path(), name, base.suite, len(per_suite) > 1)}
                     )
                 )
                 for base in per_suite
