@@ -29,7 +29,14 @@ from fairprobe.mitigation.drift import (
     set_drift,
     within_original_ci,
 )
-from fairprobe.mitigation.judge import add_holm, metric_tests, paired_metrics, paired_test, variant_verdict
+from fairprobe.mitigation.judge import (
+    Resampler,
+    add_holm,
+    metric_tests,
+    paired_metrics,
+    paired_test,
+    variant_verdict,
+)
 from fairprobe.mitigation.perplexity import perplexity_of, sentence_log_probs, sentence_nll
 from fairprobe.mitigation.suites import split_suites, suite_runs
 from fairprobe.mitigation.sweep import format_value
@@ -79,6 +86,22 @@ def set_costs(
     return {"drift": drift, "scores": scores}
 
 
+def resamplers(
+    family: Family, set_name: str, names: tuple[str, str], runs: VariantRuns
+) -> tuple[Resampler, Resampler] | None:
+    """Per run (Original, then the variant), the family's set-level metrics of a set's records on resampled items,
+    read with the set's own context and options; None where the family does not resample."""
+    resample, ps = family.resample, runs.sets[set_name]
+    if resample is None:
+        return None
+
+    def of(name: str) -> Resampler:
+        run, options = runs.bound[name][set_name]
+        return lambda records: resample(ps, records, run, options)
+
+    return of(names[0]), of(names[1])
+
+
 def method_row(
     family: Family, set_name: str, name: str, runs: VariantRuns, context: tuple[dict[str, RunOptions], dict[str, Any]]
 ) -> dict[str, Any]:
@@ -101,7 +124,8 @@ def method_row(
         return row
     unchanged = UNCHANGED_BY_DESIGN if decoding_only(variants[name], variants[ORIGINAL]) else None
     pair = (runs.samples[ORIGINAL][set_name], runs.samples[name][set_name])
-    tests = metric_tests(family, pair, (runs.results[ORIGINAL][set_name], result), unchanged)
+    results = (runs.results[ORIGINAL][set_name], result)
+    tests = metric_tests(family, pair, results, unchanged, resamplers(family, set_name, (ORIGINAL, name), runs))
     row["vs_original"] = {k: t for k, t in tests.items() if k in shown}
     row["other_tests"] = {k: t for k, t in tests.items() if k not in shown}
     if drift is not None:
@@ -189,7 +213,9 @@ def compare(
 
 COMPARE_NOTES = [
     "p_mcnemar: exact McNemar test on per-item 0/1 indicators against Original (same items); the other metrics "
-    "a family declares a paired test for: variant - Original, mean over items with a paired bootstrap 95% CI and p.",
+    "a family declares a paired test for: variant - Original, mean over items with a paired bootstrap 95% CI and p; "
+    "a set-level metric (a gap between groups of items): recomputed by its family on the same resampled items in "
+    "both runs (paired bootstrap of the set metric).",
     "Perplexity: the sets' prompts as full sentences where the family gives them; instruction and decoding do not "
     "change the model, so only Original, adapters and other models have one (paired bootstrap of per-sentence NLL).",
     "Drift (mitigation/drift.py): fluency NLL = mean token NLL of the continuations under the frozen base model; "

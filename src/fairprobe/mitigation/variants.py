@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from fairprobe.errors import ConfigError
+from fairprobe.families.base import RunContext
 from fairprobe.io import parse_pairs
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tuning import read_ablations
@@ -127,13 +130,15 @@ def variant_folder(out: Path, name: str, suite: str, several: bool) -> Path:
 
 @dataclass
 class VariantRuns:
-    """What the variants gave: the sets, and per variant its model, and its samples and result per set."""
+    """What the variants gave: the sets, and per variant its model, and per set its samples, result, folder and
+    what its family saw (`bound`: the run's context and the set's typed options, which a family's `resample` reads)."""
 
     sets: dict[str, ProbeSet] = field(default_factory=dict)
     samples: dict[str, dict[str, list[Sample]]] = field(default_factory=dict)
     results: dict[str, dict[str, SetResult]] = field(default_factory=dict)
     folders: dict[str, dict[str, str]] = field(default_factory=dict)
     backends: dict[str, ModelBackend] = field(default_factory=dict)
+    bound: dict[str, dict[str, tuple[RunContext, BaseModel]]] = field(default_factory=dict)
 
 
 def variant_backend(
@@ -160,11 +165,13 @@ def run_variants(
     for name, variant in variants.items():
         model = variant_backend(name, variant, variants[ORIGINAL], backend, progress)
         runs.backends[name] = model
-        runs.samples[name], runs.results[name], runs.folders[name] = {}, {}, {}
+        runs.samples[name], runs.results[name], runs.folders[name], runs.bound[name] = {}, {}, {}, {}
         for base in per_suite:
             folder = variant_folder(Path(), name, base.suite, len(per_suite) > 1)
             options = variant.model_copy(update={"suite": base.suite, "probes": base.probes, "out": out / folder})
-            summary, done = run_with_samples(options, model, Labelled(progress, name))
+            plan = RunPlan.build(options)
+            runs.bound[name].update({b.name: (plan.context, b.options) for b in plan.sets})
+            summary, done = run_with_samples(plan, model, Labelled(progress, name))
             runs.samples[name].update({k: list(v) for k, v in done.items()})
             runs.results[name].update(summary.results)
             runs.folders[name].update(dict.fromkeys(summary.results, folder.as_posix()))
