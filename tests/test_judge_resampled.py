@@ -4,16 +4,18 @@ recomputed by its family on the same resampled items in both runs (hand-computed
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from fairprobe.families.base import Family, Metric, NoOptions, RunContext, computes
+from fairprobe.families.base import Metric, RunContext, computes
 from fairprobe.families.genderbench.hiring_an.family import FAMILY as HIRING_AN
 from fairprobe.families.genderbench.items import Item
 from fairprobe.families.genderbench.probe import probe_of
 from fairprobe.families.genderbench.record import GenderBenchSample
+from fairprobe.families.paper import FAMILY as PAPER
 from fairprobe.mitigation.judge import NO_PAIRED_ITEMS, UNDEFINED_ON_ITEMS, add_holm, metric_tests, reading
 from fairprobe.records import MetricValue, ProbeSet, Sample, SetResult
 from fairprobe.statistics.pairwise import N_RESOLVE
@@ -62,18 +64,8 @@ def gap_of(ps: ProbeSet, records: Sequence[Valued], run: Any, options: Any) -> A
     return weighted
 
 
-GAP = Family[Valued, NoOptions](
-    name="gap_fake",
-    suite="fake",
-    description="a gap between two groups of items",
-    record=Valued,
-    metrics=(gap_metric,),
-    requests=lambda *a: [],
-    sample=lambda *a: Valued(set="s", id="0", prompt="", value=0.0),
-    summarize=lambda *a: SetResult(n=0, source=""),
-    options=NoOptions,
-    resample=gap_of,
-)
+# The paper's family with a gap metric instead of its own: the judge reads only the declarations and `resample`.
+GAP = replace(PAPER, name="gap_fake", record=Valued, metrics=(gap_metric,), resample=gap_of)
 
 
 def test_a_gap_between_groups_gets_a_paired_bootstrap_over_items() -> None:

@@ -27,8 +27,9 @@ SET_BOOTSTRAP = "paired bootstrap of the set metric"
 CHUNK = 64
 
 
-def replicate_weights(n: int, n_boot: int, seed: int = BOOTSTRAP_SEED) -> Iterator[np.ndarray]:
-    """Bootstrap replicates as item weights (how often each of n items is drawn in n draws), a chunk at a time."""
+def replicate_weights(n: int, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED) -> Iterator[np.ndarray]:
+    """Bootstrap replicates as item weights (how often each of n items is drawn in n draws), a chunk at a time (the
+    same draws as GenderBench's intervals, `families/genderbench/weighted.py`)."""
     rng = np.random.default_rng(seed)
     done = 0
     while done < n_boot:
