@@ -199,6 +199,7 @@ def compare(
     device: str | None = None,
     dtype: str | None = None,
     model_args: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> MitigationComparison:
     """Original vs each fix (decoding, instruction, adapters, other models) on any suite (as `fairprobe compare`).
@@ -231,6 +232,8 @@ def compare(
         device: `auto`, `cpu`, `cuda` ...
         dtype: `auto`, `float32`, `bfloat16`, `float16`.
         model_args: backend settings, as `-M key=value`.
+        options: probe-set options for every variant, as `-o key=value` (e.g. `{"mode": "exact"}`: GenderBench's
+            closed-answer sets read exactly, no reply generated).
         progress: show progress on stderr.
     """
     from fairprobe.api.mitigation import compare_methods
@@ -251,7 +254,7 @@ def compare(
     with shown(progress) as display:
         _, note = compare_methods(
             model,
-            {**{k: given[k] for k in keep}, "model_args": model_args},
+            {**{k: given[k] for k in keep}, "model_args": model_args, "options": options},
             {**methods, "instruction": instruction},
             out,
             display,

@@ -195,6 +195,9 @@ def compare_cmd(
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     model_arg: ModelArgsOpt = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", "-o", help="probe-set option key=value, for every variant")
+    ] = None,
 ) -> None:
     """Original vs each fix (decoding, instruction, adapters, other models) on any suite: paired tests of every
     declared metric, Holm over the table, the cost of each fix, and report.html with the heat map."""
@@ -207,7 +210,11 @@ def compare_cmd(
     from fairprobe.mitigation.variants import compare_adapters, named_adapters
     from fairprobe.options import parse_pairs_typed
 
-    settings.update(suite=suite, model_args=parse_pairs_typed(model_arg, "model arg (-M)", values=True))
+    settings.update(
+        suite=suite,
+        model_args=parse_pairs_typed(model_arg, "model arg (-M)", values=True),
+        options=parse_pairs_typed(option, "probe option", values=False),
+    )
     methods = {
         "ablations": named_adapters(adapter, compare_adapters(ablation, ablations)),
         "hyper": hyper,

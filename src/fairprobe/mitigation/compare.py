@@ -184,8 +184,9 @@ def compare(
     variants = plan_variants(base, fixes)  # every variant checked before any data or model
     per_suite = suite_runs(base, split_suites(suites or options.suite, options.probes))
     if backend is None:
+        plan = RunPlan.build(base)  # a bad -o or -M fails here, before the model is loaded
         progress.note(f"loading model {options.model}")
-        backend = load_backend(RunPlan.build(base))
+        backend = load_backend(plan)
     runs = run_variants(per_suite, variants, (out, backend, progress), fixes.loaded)
     context = (variants, set_costs(runs, variants, options.batch_size, progress))
     result: dict[str, Any] = {
