@@ -279,7 +279,7 @@ class Family(Generic[RecordT, OptionsT]):
     decided from scorings it may `ask` before the set's first batch (a mode chosen from the model's answers). Sets of
     families with a `section` (a harm type: "Decision-making", ...) are grouped under it in the report, with the
     marks of their marked metrics and one verdict per section. `headline` names the metric a comparison of models
-    sorts its sets by unless told otherwise. A mitigation comparison reads three more declarations: `compared`,
+    sorts its sets by unless told otherwise. A mitigation comparison reads four more declarations: `compared`,
     the metrics its per-method table shows (default: every metric with a paired test); `drift=True`, records that
     continue their prompt (`prompt`, `continuation`), judged for fluency and staying on subject; `sentences`, the
     set's probes as plain sentences whose perplexity is a cost (None: no perplexity); `resample(ps, records, run,

@@ -32,10 +32,10 @@ ALPHA = 0.05
 # "too little data" and left out of Holm's family: resampling two items finds no replicate crossing 0 and would
 # report a p-value at the floor.
 MIN_ITEMS = 10
-# Where a row keeps its tests against Original: the family's compared metrics, its other paired metrics, the drift
-# measures and the perplexity test.
 # The tests whose replicates need enough items to mean anything (an exact McNemar test is valid at any size).
 BOOTSTRAPS = ("paired bootstrap", SET_BOOTSTRAP)
+# Where a row keeps its tests against Original: the family's compared metrics, its other paired metrics, the drift
+# measures and the perplexity test.
 TEST_KEYS = ("vs_original", "other_tests", "drift_vs_original")
 PERPLEXITY_TEST = "perplexity_test"
 
