@@ -221,7 +221,8 @@ def compare(
         models: other models as variants by name: a model spec, or a model already in memory, run on the same
             items as Original: a fairprobe backend, or a `(model, tokenizer)` pair of transformers/peft objects
             (`{"Tuned": (model, tokenizer)}`); compare.json records it as `in_memory`, with the sha256 of its
-            weights where it has a state dict (its runs are named by it, so a changed model is never resumed).
+            weights where it has a state dict (its runs are named by it, so a changed model is never resumed; a
+            backend without one is named by its label alone).
         out: the comparison folder (rerunning resumes).
         data_dir: the shared data root (else downloads).
         limit: prompts per set.
