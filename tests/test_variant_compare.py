@@ -280,7 +280,8 @@ def test_compare_on_a_mixed_suite_with_the_embedded_model(embedded_backend, tmp_
         marked = {m.name for m in family.declared() if m.marks is not None}
         assert marked and marked <= set(tests)  # every marked metric has its paired test
         # Replies of 6 tokens name no option, so an anchored set may have no item to pair: said, not dropped.
-        assert all(tests[k]["test"] in ("paired bootstrap", "equal within 1e-06", "none") for k in marked)
+        kinds = ("paired bootstrap of the set metric", "equal within 1e-06", "none")
+        assert all(tests[k]["test"] in kinds for k in marked)
         assert all(reading(tests[k]) == "too little data" for k in marked if tests[k]["test"] == "none")
     bbq = result["sets"]["bbq-gender"]["methods"]["Instruction"]
     assert {**bbq["vs_original"], **bbq["other_tests"]}["option_mass"][

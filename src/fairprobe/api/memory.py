@@ -1,8 +1,9 @@
 """A transformers model already in memory (loaded in the notebook, peft-wrapped, or being fine-tuned) measured
-directly, with everything fairprobe changes on it put back afterwards."""
+directly, or compared as a fix's variant, with everything fairprobe changes on it put back afterwards."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fairprobe.errors import ConfigError
+from fairprobe.mitigation.variants import InMemory
 from fairprobe.models.hf import HFBackend
 
 
@@ -75,3 +77,37 @@ def run_in_memory(model: Any, tokenizer: Any, label: str | None, settings: dict[
     with backend as measured:
         run(plan, backend=measured, progress=progress)
     return plan.output_dir()
+
+
+def weights_sha256(model: Any) -> str | None:
+    """The sha256 of a model's weights (its state dict's names, shapes, dtypes and bytes, in name order); None for
+    an object without a state dict (a backend that is no local model)."""
+    state = getattr(model, "state_dict", None)
+    if not callable(state):
+        return None
+    import torch
+
+    digest = hashlib.sha256()
+    for key, tensor in sorted(state().items()):
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"{key}:{tuple(tensor.shape)}:{tensor.dtype};".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+@contextmanager
+def in_memory_variant(name: str, given: Any, batch_size: int) -> Iterator[InMemory]:
+    """A comparison's variant that is already in memory: a fairprobe backend as it is (anything with `generate` and
+    `identity`), or a `(model, tokenizer)` pair of transformers/peft objects as a backend for the block (their
+    state put back afterwards); with the sha256 of the weights where they can be read."""
+    if callable(getattr(given, "identity", None)) and callable(getattr(given, "generate", None)):
+        yield InMemory(given, name, weights_sha256(getattr(given, "model", None)))
+        return
+    if not (isinstance(given, tuple) and len(given) == 2 and is_model_object(given[0])):
+        raise ConfigError(
+            f"models[{name!r}] must be a model spec, a fairprobe backend or a (model, tokenizer) pair, "
+            f"not {type(given).__name__}"
+        )
+    model, tokenizer = given
+    with in_memory_backend(model, tokenizer, memory_label(model, None), batch_size) as backend:
+        yield InMemory(backend, name, weights_sha256(model))

@@ -3,6 +3,7 @@ API and the CLI give their arguments here (the API's names), and print or read b
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,10 @@ def compare_methods(
     Table 1 sets when it is the paper's and no `probes` are named); compare.json's object, and the sweep's verdict
     when `methods["sweep"]` (a sweep.json) gave the Hyperparameter setting and it does not beat greedy decoding.
 
-    `methods`: `adapter`, `ablations` (name: folder), `models` (name: model spec), `hyper` (None or "" skips it),
-    `sweep`, `instruction` ("paper": each family's own; None or "" skips it)."""
+    `methods`: `adapter`, `ablations` (name: folder), `models` (name: a model spec, or a model in memory: a fairprobe
+    backend or a (model, tokenizer) pair), `hyper` (None or "" skips it), `sweep`, `instruction` ("paper": each
+    family's own; None or "" skips it)."""
+    from fairprobe.api.memory import in_memory_variant
     from fairprobe.mitigation.compare import compare
     from fairprobe.mitigation.sweep import best_sweep_setting
 
@@ -71,17 +74,25 @@ def compare_methods(
         hyper, note = best_sweep_setting(Path(methods["sweep"]))
     adapter = methods.get("adapter")
     suite, options = suite_request(model, settings)
-    result = compare(
-        options,
-        Path(out),
-        adapter=None if adapter is None else adapter_folder(adapter),
-        ablations={k: adapter_folder(v) for k, v in (methods.get("ablations") or {}).items()},
-        hyper=hyper or None,
-        instruction=methods.get("instruction") or None,
-        progress=progress,
-        suites=suite,
-        models=methods.get("models") or {},
-    )
+    models = methods.get("models") or {}
+    with ExitStack() as stack:
+        loaded = {
+            name: stack.enter_context(in_memory_variant(name, given, options.batch_size))
+            for name, given in models.items()
+            if not isinstance(given, str)
+        }
+        result = compare(
+            options,
+            Path(out),
+            adapter=None if adapter is None else adapter_folder(adapter),
+            ablations={k: adapter_folder(v) for k, v in (methods.get("ablations") or {}).items()},
+            hyper=hyper or None,
+            instruction=methods.get("instruction") or None,
+            progress=progress,
+            suites=suite,
+            models={name: given for name, given in models.items() if isinstance(given, str)},
+            loaded=loaded,
+        )
     return result, note
 
 

