@@ -74,13 +74,14 @@ Resampler = Callable[[Sequence[Sample]], WeightedMetrics]
 def paired_test(kind: str | None, a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
     """The paired test of per-item values (NaN where undefined, dropped with its partner); with no item that has
     both, a test of 0 items (too little data). McNemar tests also keep their discordant counts (`original_only`,
-    `method_only`, `p_mcnemar`)."""
+    `method_only`, `p_mcnemar`); a metric declared for McNemar whose items are probabilities (exact mode's
+    expected indicators) gets the paired bootstrap instead, since there is no 0/1 pair to count."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     known = np.isfinite(a) & np.isfinite(b)
     if not known.any():
         return {"test": "none", "n": 0, "p": None, "note": NO_PAIRED_ITEMS}
     a, b = a[known], b[known]
-    if kind == "mcnemar":
+    if kind == "mcnemar" and np.isin(np.concatenate([a, b]), (0.0, 1.0)).all():
         out = mcnemar_test(a, b).to_json()
         ab, bb = a.astype(bool), b.astype(bool)
         out.update(original_only=int((ab & ~bb).sum()), method_only=int((~ab & bb).sum()), p_mcnemar=out["p"])

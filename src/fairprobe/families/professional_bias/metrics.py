@@ -21,8 +21,11 @@ GOLD = "gold answers with pro- and anti-stereotyped sentences (WinoBias)"
 
 
 def hits_of_prompts(samples: Sequence[CoreferenceSample]) -> np.ndarray:
-    """Per prompt: 1 where the reply names the stereotyped occupation, else 0; NaN where the call failed."""
-    return np.array([np.nan if s.error else float(bool(s.hit)) for s in samples])
+    """Per prompt: 1 where the reply names the stereotyped occupation, else 0; NaN where the call failed; a prompt
+    read exactly gives the probability of the stereotyped occupation among the two (exact mode's hit rate)."""
+    return np.array(
+        [np.nan if s.error else s.q_options[0] if s.q_options is not None else float(bool(s.hit)) for s in samples]
+    )
 
 
 @computes(
