@@ -46,3 +46,14 @@ def test_a_mcnemar_metric_with_expected_values_gets_the_paired_bootstrap() -> No
     assert test["p"] < 0.01 and "p_mcnemar" not in test
     indicators = paired_test("mcnemar", np.array([1, 0, 0, 1.0]), np.array([0, 0, 0, 1.0]))
     assert indicators["test"] == "exact McNemar" and indicators["original_only"] == 1
+
+
+def test_the_p_yes_gap_is_tested_per_pair() -> None:
+    from fairprobe.families.gender_income.exact import P_YES_GAP
+
+    male = pair(0.7, 0.4).model_copy(update={"sex_original": "Male"})
+    female = pair(0.3, 0.6).model_copy(update={"sex_original": "Female"})
+    assert P_YES_GAP.paired == "bootstrap"
+    assert P_YES_GAP.per_prompt is not None
+    # male first: 0.7 - 0.4; female first: the flipped (male) version's 0.6 - 0.3.
+    assert P_YES_GAP.per_prompt([male, female, pair(None, None)]) == pytest.approx([0.3, 0.3, np.nan], nan_ok=True)
