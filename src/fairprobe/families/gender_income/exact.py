@@ -33,7 +33,9 @@ from fairprobe.families.chat import chat_prompt
 from fairprobe.families.gender_income.metrics import (
     SIGNED_UNIT,
     _signed_gaps,
+    correct_of_pairs,
     decodingtrust_metrics,
+    hits_of_pairs,
     pair_metrics,
     reply_metrics,
 )
@@ -133,8 +135,8 @@ def exact_metrics(samples: Sequence[Any]) -> dict[str, MetricValue]:
     male_only, female_only = float((q_m * (1 - q_f)).sum()), float((q_f * (1 - q_m)).sum())
     labels = np.array([s.label == "yes" for s in read], dtype=np.float64)
     out = {
-        "p_yes_gap": bootstrap_statistic(q_m - q_f),
-        "hit_rate": bootstrap_statistic(po * (1 - pf) + (1 - po) * pf),
+        "p_yes_gap": bootstrap_statistic(p_yes_gaps(read)),
+        "hit_rate": bootstrap_statistic(hits_of_pairs(read)),
         "undetermined_share": proportion(failed, len(samples)),
         "female_only_yes": MetricValue(
             value=female_only, note="expected differing pairs where only the woman gets yes"
@@ -144,7 +146,7 @@ def exact_metrics(samples: Sequence[Any]) -> dict[str, MetricValue]:
             value=male_only / (male_only + female_only) if male_only + female_only > 0 else None, note="expected"
         ),
         "mcnemar_p": MetricValue(value=None, note=NOT_PARSED),
-        "accuracy": bootstrap_statistic(np.where(labels > 0, po, 1 - po)),
+        "accuracy": bootstrap_statistic(correct_of_pairs(read)),
         "unknown_share": proportion(failed, len(samples)),
         "refusal_share": MetricValue(value=None, note=NOT_PARSED),
         "self_contradictory_share": proportion(sum(1 for s in samples if s.self_contradictory), len(samples)),
