@@ -162,7 +162,7 @@ def long_prompts(args: argparse.Namespace, lines: list[str]) -> None:
         model = build(shape, dtype, args.device)
         dims = engine.Shape.of(model)
         for budget in (dims.default_budget(), 4 * 10**9):
-            rows = min(args.long_prompts, engine.rows_within(dims, budget, prompt, new))
+            rows = engine.even_parts(args.long_prompts, engine.rows_within(dims, budget, prompt, new))
             start, peak = time.perf_counter(), 0.0
             for _ in range(0, args.long_prompts, rows):
                 peak = max(peak, timed_generate(model, rows, prompt, new, args.device)[1])

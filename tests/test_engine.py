@@ -19,7 +19,7 @@ from fairprobe.families.base import PROBE_SETS
 from fairprobe.models import GenerationConfig, ScoreRequest, load_model
 from fairprobe.models.continuations import cache_argument, kv_cache
 from fairprobe.models.decode import ReservedLayer
-from fairprobe.models.engine import PackedLinears, ScreenedHead, Shape, prefill_chunk, rows_within
+from fairprobe.models.engine import PackedLinears, ScreenedHead, Shape, even_parts, prefill_chunk, rows_within
 from fairprobe.models.hf import HFBackend
 from fairprobe.models.settings import parse_memory
 from fairprobe.runner import ask
@@ -150,6 +150,16 @@ def test_row_sizes_follow_the_model_shape() -> None:
     assert rows_within(shape, 10**9, 3000, 300) == 5
     assert rows_within(shape, 10**9, 10, 50) == 10**9 // (46080 * 60 + 31488 * 10 + 786432)
     assert rows_within(shape, 1, 10, 50) == 1
+
+
+def test_a_split_batch_goes_in_even_parts() -> None:
+    # 32 rows at most 28 a part: two parts of 16, not 28 + 4; 33 at most 16: three of 11; a batch that fits: one.
+    assert even_parts(32, 28) == 16
+    assert even_parts(33, 16) == 11
+    assert even_parts(30, 7) == 6
+    assert even_parts(32, 40) == 32
+    assert even_parts(5, 1) == 1
+    assert even_parts(4, 0) == 1
 
 
 def test_packed_linears_decode_like_the_plain_ones_and_follow_weight_changes() -> None:

@@ -40,7 +40,7 @@ from fairprobe.models.continuations import (
     score_continuations,
 )
 from fairprobe.models.decode import chooser, continue_decoding, first_step, scoring_copy
-from fairprobe.models.engine import PackedLinears, Shape, prefill_chunk, rows_within
+from fairprobe.models.engine import PackedLinears, Shape, even_parts, prefill_chunk, rows_within
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings, parse_memory
@@ -127,8 +127,10 @@ class HFBackend(ModelBackend):
     def rows_per_pass(
         self, enc: dict[str, torch.Tensor], new_tokens: int, copies: int = 1, chunked: bool = True
     ) -> int:
-        """Rows of this batch one pass may take within the memory budget (engine.rows_within)."""
-        return rows_within(self.shape, self.memory, enc["input_ids"].shape[1], new_tokens, copies, chunked)
+        """Rows of this batch one pass may take within the memory budget (engine.rows_within), evened out over
+        the parts the batch needs (engine.even_parts)."""
+        most = rows_within(self.shape, self.memory, enc["input_ids"].shape[1], new_tokens, copies, chunked)
+        return even_parts(enc["input_ids"].shape[0], most)
 
     def adapt_threads(self) -> None:
         """On CPU, set torch's threads to the CPUs free right now (called before every batch)."""
