@@ -79,7 +79,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     lost = [i.nodeid for i in session.items if xdist_group(i) is not None and "@" not in i.nodeid.rsplit("]", 1)[-1]]
     if lost:
-        warnings.warn(f"pytest-xdist ignored the test groups ({lost[0]}): install pytest<9.2 (make setup)", stacklevel=1)
+        warnings.warn(
+            f"pytest-xdist ignored the test groups ({lost[0]}): install pytest<9.2 (make setup)", stacklevel=1
+        )
 
 
 def interruptible() -> None:
