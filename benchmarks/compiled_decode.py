@@ -58,25 +58,18 @@ ORIGINAL_DECODE = hf_module.continue_decoding
 ORIGINAL_LAYER = decode_module.ReservedLayer
 
 
+def filled(buffer: str) -> property:
+    """The filled part of a reserved layer's `buffer`, computed on reading; setting it does nothing (update writes
+    the buffer itself)."""
+    return property(lambda layer: getattr(layer, buffer)[..., : layer.length, :], lambda layer, value: None)
+
+
 class ViewLayer(ORIGINAL_LAYER):
     """A ReservedLayer whose keys and values are views computed on reading, not stored: a compiled step then takes
     only the buffers as inputs (stored views of them are aliased inputs, which inductor's dynamic shapes refuse)."""
 
-    @property
-    def keys(self) -> torch.Tensor:  # type: ignore[override]
-        return self.key_buffer[..., : self.length, :]
-
-    @keys.setter
-    def keys(self, value: Any) -> None:
-        pass
-
-    @property
-    def values(self) -> torch.Tensor:  # type: ignore[override]
-        return self.value_buffer[..., : self.length, :]
-
-    @values.setter
-    def values(self, value: Any) -> None:
-        pass
+    keys = filled("key_buffer")  # type: ignore[assignment]
+    values = filled("value_buffer")  # type: ignore[assignment]
 
 
 class StepClock:
