@@ -187,9 +187,9 @@ def installed(backend: HFBackend, variant: str, clock: StepClock) -> Callable[[]
 
 
 def batches(data_dir: Path, batch: int, n: int) -> list[list[str]]:
-    """`n` paper prompts as probe_speed picks them (`batch` from each of the five sets; its own sample of `n` when
-    that is at most five batches), in fairprobe's batch order."""
-    sets = sample_sets(data_dir, n if n <= 5 * batch else 5 * batch)
+    """`n` paper prompts as probe_speed picks them, in fairprobe's batch order: its sample of `n` when that is one
+    batch a set (64 in batches of 13), else `batch` prompts from each of the five sets, as many batches as `n` takes."""
+    sets = sample_sets(data_dir, n if -(-n // 5) == batch else 5 * batch)
     out = [[p.prompt for p in b] for ps in sets for b in batches_of(ps.probes, batch)]
     kept, total = [], 0
     for b in out:
