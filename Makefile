@@ -48,10 +48,8 @@ $(VLLM_STAMP): Makefile
 
 vllm: $(VLLM_STAMP)
 
-# The suite on one pytest-xdist worker per usable CPU (at most 4; tests/conftest.py chooses them, their torch threads
-# and the groups that must share one worker: docs/development.md, "Tests").
 test: setup browser vllm
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n auto --dist loadgroup
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks && $(BIN)/ruff format --check src tests benchmarks

@@ -1,5 +1,4 @@
-"""Shared test setup: offline hub, torch threads per worker, a private cache, the reference data path, and how
-pytest-xdist shares the suite out (`make test`; docs/development.md, "Tests")."""
+"""Shared test setup: offline hub, two torch threads, a private cache, and the reference data path."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import os
 import signal
 import sys
 import tempfile
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,66 +20,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Runs in tests share one private cache database, never the user's.
 os.environ["FAIRPROBE_CACHE_DB"] = str(Path(tempfile.mkdtemp(prefix="fairprobe-test-cache-")) / "calls.sqlite")
 
+# Two torch threads, fixed (fairprobe would otherwise follow the CPUs free at each batch).
+os.environ.setdefault("FAIRPROBE_THREADS", "2")
+
 import torch
 
 from fairprobe.models.base import ContinuationScore, ScoreRequest, Scores
-from fairprobe.threads import usable_cpus
 
-# pytest-xdist (`make test` runs `-n auto`) starts this many workers, each a process with this conftest.
-WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-# Most workers `-n auto` starts: each holds its own embedded model and starts its own CLI runs.
-MAX_WORKERS = 4
-
-# Torch threads, fixed (fairprobe would otherwise follow the CPUs free at each batch): two, or the worker's share
-# of the CPUs under xdist, so two workers on two cores use one each instead of four threads fighting for two.
-THREADS = 2 if WORKERS == 1 else max(1, min(2, usable_cpus() // WORKERS))
-os.environ.setdefault("FAIRPROBE_THREADS", str(THREADS))
-torch.set_num_threads(THREADS)
+torch.set_num_threads(2)
 
 # The reference data beside the clone (../shared/data); FAIRPROBE_SHARED_DATA points elsewhere.
 SHARED_DATA = Path(os.environ.get("FAIRPROBE_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker per CPU this process may really use (its affinity and cgroup quota, which xdist's own
-    count ignores: a CI container shows the host's CPUs), at most MAX_WORKERS."""
-    return max(1, min(usable_cpus(), MAX_WORKERS))
-
-
-def xdist_group(item: pytest.Item) -> str | None:
-    """The worker group of a test under `--dist loadgroup`: every test of the vLLM server in one ("vllm": one worker
-    starts it, once), and the tests of a module that sets KEEP_ON_ONE_WORKER (its module fixtures are expensive: a
-    browser, a tuning run) in one per module, so they are built once; the rest go to whichever worker is free.
-    One group per test: xdist would join two groups' names into a third."""
-    if "vllm_server" in item.fixturenames:
-        return "vllm"
-    if getattr(item.module, "KEEP_ON_ONE_WORKER", False):
-        return item.module.__name__
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its xdist group (before xdist reads the marks), where pytest-xdist is installed."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Under `--dist loadgroup` a grouped test's id ends in @group (how xdist's scheduler sees the group): where it
-    does not (pytest 9.2 with pytest-xdist 3.8, pytest-xdist#1386), say so instead of sharing groups out silently."""
-    if not session.config.getoption("loadgroup", False):
-        return
-    lost = [i.nodeid for i in session.items if xdist_group(i) is not None and "@" not in i.nodeid.rsplit("]", 1)[-1]]
-    if lost:
-        warnings.warn(
-            f"pytest-xdist ignored the test groups ({lost[0]}): install pytest<9.2 (make setup)", stacklevel=1
-        )
 
 
 def interruptible() -> None:

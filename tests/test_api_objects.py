@@ -16,10 +16,6 @@ from fairprobe.errors import ConfigError
 from test_leaderboard import LeaningBackend
 from test_runner import ScriptedBackend
 
-# Under pytest-xdist this module's tests run on one worker (conftest.xdist_group), so its module fixtures
-# are built once: every kind of result, written once (`results`).
-KEEP_ON_ONE_WORKER = True
-
 COMMON: dict[str, Any] = {"probes": "template", "use_cache": False, "progress": False}
 
 

@@ -24,10 +24,6 @@ from fairprobe.report.runs import load_run, read_comparison
 from fairprobe.runner import RunOptions
 from openai_servers import scripted
 
-# Under pytest-xdist this module's tests run on one worker (conftest.xdist_group), so its module fixtures
-# are built once: a sweep and a mitigation comparison, written once (`written`).
-KEEP_ON_ONE_WORKER = True
-
 Edit = Callable[[dict[str, Any]], None]
 
 

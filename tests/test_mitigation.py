@@ -27,10 +27,6 @@ from fairprobe.progress import SilentProgress
 from fairprobe.runner import RunOptions, read_samples
 from fairprobe.statistics.stats import exact_mcnemar
 
-# Under pytest-xdist this module's tests run on one worker (conftest.xdist_group), so its module fixtures
-# are built once: one tuning run on the tiny data (`trained`).
-KEEP_ON_ONE_WORKER = True
-
 # One prompt, two pairs: (she 0.2, he 0.1), (her 0.05, his 0.0); and a second prompt.
 PROBS = torch.tensor([[[0.2, 0.1], [0.05, 0.0]], [[0.3, 0.3], [0.0, 0.1]]], dtype=torch.float64)
 EPS = 1e-10

@@ -17,10 +17,6 @@ import pytest
 
 from fairprobe.report.html import highlight
 
-# Under pytest-xdist this module's tests run on one worker (conftest.xdist_group), so its module fixtures
-# are built once: one Chromium and one real run (`driver`, `real_run`).
-KEEP_ON_ONE_WORKER = True
-
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "report_load.py"
 _spec = importlib.util.spec_from_file_location("report_load", BENCHMARK)
 report_load = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
