@@ -15,7 +15,7 @@ from fairprobe.cache import default_cache_path
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.io import sha256_file
 from fairprobe.models import GenerationConfig
-from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf
+from fairprobe.models.embedded import EMBEDDED, converted_folder, find_gguf, move_into_place
 from fairprobe.progress import showing
 from fairprobe.report.html import mark_bands_of
 from fairprobe.report.leaderboard import set_leaderboard, unranked_lines
@@ -149,6 +149,25 @@ def test_a_first_model_conversion_shows_each_step_as_it_starts(monkeypatch: pyte
         and recorder.events[tensors + 1] == "start converting smollm2-135m-instruct /272"
     )
     assert recorder.events.count("advance 1") == 2 + 272 and (folder / "config.json").is_file()
+
+
+def test_two_first_conversions_at_once_keep_the_folder_that_came_first(tmp_path: Path) -> None:
+    """Two processes converting at once (two test workers on a fresh machine): the second keeps the first's folder."""
+    ours, target = tmp_path / ".model.tmp", tmp_path / "model"
+    ours.mkdir()
+    (ours / "config.json").write_text("ours")
+    move_into_place(ours, target)
+    assert (target / "config.json").read_text() == "ours" and not ours.exists()
+    ours.mkdir()
+    (ours / "config.json").write_text("second")
+    move_into_place(ours, target)
+    assert (target / "config.json").read_text() == "ours" and not ours.exists()
+    (target / "config.json").rename(target / "half.safetensors")
+    ours.mkdir()
+    (ours / "config.json").write_text("third")
+    with pytest.raises(OSError):  # a folder there without a model in it is not another process's conversion
+        move_into_place(ours, target)
+    assert (ours / "config.json").read_text() == "third"
 
 
 def test_the_report_lists_the_thresholds_of_the_runs_families_only(tmp_path: Path) -> None:

@@ -151,10 +151,22 @@ def converted_folder(entry: EmbeddedModel, gguf: Path, sha: str) -> Path:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)
+        move_into_place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     elapsed = time.monotonic() - started
     progress.note(f"converted {entry.name} in {elapsed:.0f} s: {file_size(tree_size(target))} written to {target}")
     return target
+
+
+def move_into_place(tmp: Path, target: Path) -> None:
+    """Rename the finished folder `tmp` to `target`. Where another process converted the same model at the same
+    time (two first uses at once: two terminals, two test workers) and its folder is already there, that one is
+    kept and `tmp` removed, instead of failing on a folder that exists."""
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        if not (target / "config.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
