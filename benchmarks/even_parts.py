@@ -7,7 +7,7 @@ With the default budget (the weights' size, 0.54 GB for SmolLM2) a batch of 32 G
 about 50 tokens, 300 sampled new tokens) fits 28 rows a pass. Before, the batch ran as 28 + 4; now the engine
 splits it evenly (`engine.even_parts`: 16 + 16). Each split asks the same prompts with the same per-prompt seeds, so
 every reply must be the same text whatever the split (each row samples from its own stream); the script checks that
-and prints each split's CPU and wall seconds, alternating the splits over the repeats, with the load average.
+and prints each split's CPU seconds, alternating the splits over the repeats, with the load average.
 """
 
 # ruff: noqa: E402  (the OpenMP wait policy is chosen before torch is imported)
@@ -34,15 +34,13 @@ from fairprobe.models.hf import HFBackend
 MODEL = "smollm2-135m-instruct"
 
 
-@torch.inference_mode()
 def run_split(backend: HFBackend, prompts: list, config: GenerationConfig, split: list[int]) -> tuple[list, float]:
-    """The replies of `prompts` asked in parts of the sizes `split` (each part one pass, as `HFBackend.generate`
-    asks a part: without autograd), and the CPU seconds."""
+    """The replies of `prompts` asked in parts of the sizes `split` (each part one `generate` call, one pass where
+    the budget holds the part), and the CPU seconds."""
     seeds = list(range(len(prompts)))
     replies, start, cpu = [], 0, time.process_time()
     for size in split:
-        part = prompts[start : start + size]
-        replies += backend._generate_batch(backend.encode(part), config, None, seeds[start : start + size])
+        replies += backend.generate(prompts[start : start + size], config, None, seeds[start : start + size])
         start += size
     return [r.text for r in replies], time.process_time() - cpu
 
@@ -65,6 +63,7 @@ def main() -> None:
     prompts = [chat_prompt(item.prompts[0], None) for item in items(Resources.find())[:rows]]
     config = GenerationConfig(max_new_tokens=args.new_tokens, temperature=1.0, top_p=1.0, seed=0)
     most = backend.rows_per_pass(backend.encode(prompts), args.new_tokens)
+    backend.generate(prompts[:1], GenerationConfig(max_new_tokens=2))  # loads and packs the weights before timing
     print(f"{MODEL}, {rows} BusinessVocabulary letters, {args.new_tokens} new tokens, {args.threads} threads")
     print(f"the engine's split of this batch with the default budget: parts of {most} rows")
     print(f"load average before: {os.getloadavg()}")
