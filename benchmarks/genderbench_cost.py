@@ -43,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fairprobe.families import family_of_set, metric_info  # noqa: E402
+from fairprobe.families import metric_info  # noqa: E402
 from fairprobe.models import ModelBackend, load_model  # noqa: E402
 from fairprobe.options import RunOptions  # noqa: E402
 from fairprobe.runner import run  # noqa: E402
@@ -223,20 +223,20 @@ def over_vllm(sets: list[str], options: dict[str, str], args: argparse.Namespace
 def prompt_tokens(n: int, options: dict[str, str]) -> None:
     """Part 4: each set's calls and prompt tokens an item, over its first `n` items (as `--limit n` draws them)."""
     from fairprobe.families.base import Request
-    from fairprobe.runner import load_sets, set_work_of
-    from fairprobe.setwork import fused_calls
+    from fairprobe.plan import RunPlan
+    from fairprobe.runner import load_sets
+    from fairprobe.setwork import fused_calls, set_work
 
     backend = load_model("smollm2-135m-instruct", device="cpu", dtype="float32")
-    run_options = RunOptions(suite="genderbench", limit=n, probe_options=options)
+    plan = RunPlan.build(RunOptions(suite="genderbench", limit=n, probe_options=options))
     print(f"\nprompt tokens an item, embedded model's tokenizer, {n} items a set:")
     print(f"{'set':24} {'generations':>11} {'scorings':>8} {'prompt tokens':>13}")
-    for ps in load_sets(run_options):
-        work = set_work_of(ps, run_options)
-        family = family_of_set(ps.name)
-        family_options = family.parse_options(run_options.probe_options, ps.name)
+    for ps in load_sets(plan):
+        bound = plan.bound(ps.name)
+        work = set_work(bound.family, ps, plan.context, bound.options)
         tokens = 0
         for probe in ps.probes:
-            asked = [(probe.id, r) for r in family.requests(ps, probe, run_options, family_options)]
+            asked = [(probe.id, r) for r in bound.family.requests(ps, probe, plan.context, bound.options)]
             fused = fused_calls(asked)
             called = [r for i, (_, r) in enumerate(asked) if isinstance(r, Request) or i not in fused]
             tokens += sum(int(backend.encode([r.prompt])["attention_mask"].sum()) for r in called)

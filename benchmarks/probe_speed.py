@@ -44,10 +44,11 @@ quiet_openmp()  # as importing fairprobe does (torch must not load before it: im
 
 import torch
 
-from fairprobe.families import family_of_set, load_probe_set
+from fairprobe.families import load_probe_set
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.models.hf import HFBackend
+from fairprobe.plan import RunPlan
 from fairprobe.records import ProbeSet
 from fairprobe.runner import RunOptions, batches_of, run, run_set
 from fairprobe.threads import usable_cpus
@@ -152,16 +153,29 @@ def bare_generate(backend: HFBackend, sets: list[ProbeSet], batch_size: int) -> 
     return timer, texts, useful_gflop(backend, prompt_tokens, generated)
 
 
-def fairprobe_way(backend: HFBackend, sets: list[ProbeSet], options: RunOptions) -> tuple[Timer, list[str]]:
-    """Seconds for (c): the runner's per-set loop (generation, probabilities, detection) plus the set metrics."""
-    suite = family_of_set("template")
+def paper_plan(batch_size: int) -> RunPlan:
+    """The run plan of the five paper sets on the embedded model, greedy (the runner's default decoding)."""
+    return RunPlan.build(
+        RunOptions(model=MODEL, probes=PAPER_SETS, batch_size=batch_size, generation=GenerationConfig())
+    )
+
+
+def run_paper_set(backend: HFBackend, ps: ProbeSet, plan: RunPlan) -> list[str]:
+    """One paper set through the runner's per-set loop (generation, probabilities, detection) and its metrics;
+    the continuations in the order (b) asks them (the runner's batches)."""
+    bound = plan.bound(ps.name)
+    samples = run_set(backend, bound, ps, plan)
+    bound.family.summarize(ps, list(samples), plan.context, bound.options)
+    by_id = {s.id: s.continuation for s in samples}  # type: ignore[attr-defined]
+    return [by_id[p.id] for batch in batches_of(ps.probes, plan.options.batch_size) for p in batch]
+
+
+def fairprobe_way(backend: HFBackend, sets: list[ProbeSet], plan: RunPlan) -> tuple[Timer, list[str]]:
+    """Seconds for (c): the runner's per-set loop plus the set metrics, over every set; the continuations."""
     texts: list[str] = []
     with Timer() as timer:
         for ps in sets:
-            samples = run_set(backend, suite, ps, options)
-            suite.summarize(ps, samples, options, suite.parse_options(options.probe_options, ps.name))
-            by_id = {s.id: s.continuation for s in samples}  # type: ignore[attr-defined]
-            texts += [by_id[p.id] for batch in batches_of(ps.probes, options.batch_size) for p in batch]
+            texts += run_paper_set(backend, ps, plan)
     return timer, texts
 
 
@@ -180,14 +194,14 @@ def compare(args: argparse.Namespace) -> None:
     assert isinstance(backend, HFBackend)
     sets = sample_sets(args.data_dir, args.n)
     n = sum(len(ps.probes) for ps in sets)
-    options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
+    plan = paper_plan(args.batch_size)
     words = PaperOptions().continuations()
     print(f"model {MODEL}, torch threads {torch.get_num_threads()}, batch size {args.batch_size}")
     print(f"sample: {n} prompts ({', '.join(f'{ps.name} {len(ps.probes)}' for ps in sets)})")
     paper_prompts = [p.prompt for ps in sets for p in ps.probes][:: max(1, n // args.paper_n)][: args.paper_n]
 
     bare_generate(backend, sets[:1], args.batch_size)  # warm-up
-    fairprobe_way(backend, sets[:1], options)
+    fairprobe_way(backend, sets[:1], plan)
     peak, per_cpu = matmul_peak()
     print(
         f"float32 matmul peak (2048 x 2048, {torch.get_num_threads()} threads): {peak:.1f} GFLOP/s, "
@@ -197,7 +211,7 @@ def compare(args: argparse.Namespace) -> None:
     runs_b, runs_c = [], []
     for r in range(args.repeats):
         tb, texts_b, gflop = bare_generate(backend, sets, args.batch_size)
-        tc, texts_c = fairprobe_way(backend, sets, options)
+        tc, texts_c = fairprobe_way(backend, sets, plan)
         runs_b.append(tb)
         runs_c.append(tc)
         print(
@@ -261,9 +275,8 @@ def busy(args: argparse.Namespace) -> None:
     os.environ.pop("FAIRPROBE_THREADS", None)  # fairprobe chooses the threads per batch
     backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
     ps = load_probe_set("template", data_dir=args.data_dir, limit=args.busy_n)
-    options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
-    suite = family_of_set("template")
-    run_set(backend, suite, ps.model_copy(update={"probes": ps.probes[:4]}), options)  # warm-up
+    plan = paper_plan(args.batch_size)
+    run_paper_set(backend, ps.model_copy(update={"probes": ps.probes[:4]}), plan)  # warm-up
     print(
         f"model {MODEL}, {len(ps.probes)} template prompts, batch size {args.batch_size}, {usable_cpus()} usable CPUs"
     )
@@ -271,7 +284,7 @@ def busy(args: argparse.Namespace) -> None:
     def timed(label: str) -> Timer:
         load = os.getloadavg()[0]
         with Timer() as timer:
-            run_set(backend, suite, ps, options)
+            run_paper_set(backend, ps, plan)
         print(
             f"{label:<42} {timer.wall:7.1f} s wall {timer.cpu:7.1f} s CPU   torch threads {torch.get_num_threads()}"
             f"   load average before {load:.2f}",
@@ -308,11 +321,10 @@ def busy_child(args: argparse.Namespace) -> None:
     """The child of old_configuration: warm up, then print the wall seconds of the prompts."""
     backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
     ps = load_probe_set("template", data_dir=args.data_dir, limit=args.busy_n)
-    options = RunOptions(model=MODEL, batch_size=args.batch_size, generation=GenerationConfig())
-    suite = family_of_set("template")
-    run_set(backend, suite, ps.model_copy(update={"probes": ps.probes[:4]}), options)
+    plan = paper_plan(args.batch_size)
+    run_paper_set(backend, ps.model_copy(update={"probes": ps.probes[:4]}), plan)
     with Timer() as timer:
-        run_set(backend, suite, ps, options)
+        run_paper_set(backend, ps, plan)
     print(f"wall {timer.wall:.2f}")
 
 

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from fairprobe.families import family_of_set, load_probe_set
+from fairprobe.families.base import RunContext
 from fairprobe.families.paper import PaperSample
 from fairprobe.io import atomic_write_json, atomic_write_text
-from fairprobe.options import RunOptions
 from fairprobe.records import Probe, ProbeSet, Summary
 
 SET_SIZES = {"template": 160, "llm-gen-1": 200, "llm-gen-2": 200, "stsb": 364, "snli": 317}
@@ -106,7 +106,7 @@ def synthetic_run(out: Path, seed: int = 0) -> Path:
             ]
             ps = ProbeSet(name=name, source="synthetic", sha256="0" * 64, probes=probes)
         set_samples = synthetic_samples(ps, rng)
-        results[name] = suite.summarize(ps, set_samples, RunOptions(), suite.parse_options({}))
+        results[name] = suite.summarize(ps, set_samples, RunContext(), suite.parse_options({}))
         samples.extend(set_samples)
     out.mkdir(parents=True, exist_ok=True)
     summary = Summary(fairprobe_version="0.1.0", model="synthetic-model", results=results)

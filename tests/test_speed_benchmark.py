@@ -1,0 +1,27 @@
+"""benchmarks/probe_speed.py still measures what it says: its (b) and (c) run on the current runner and give the
+same continuations on real paper prompts (the benchmark's identity check), so a change of the runner's signature
+cannot leave the speed figures unmeasurable."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from conftest import paper_data_dir
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "probe_speed.py"
+_spec = importlib.util.spec_from_file_location("probe_speed", BENCHMARK)
+probe_speed = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(probe_speed)  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_bare_generate_and_the_pipeline_continue_alike(embedded_backend):
+    sets = probe_speed.sample_sets(paper_data_dir(), 10)  # two prompts of each of the five paper sets
+    assert [len(ps.probes) for ps in sets] == [2, 2, 2, 2, 2]
+    _, bare, _ = probe_speed.bare_generate(embedded_backend, sets[:2], 16)
+    _, piped = probe_speed.fairprobe_way(embedded_backend, sets[:2], probe_speed.paper_plan(16))
+    assert piped == bare
+    assert all(len(text.split()) >= 5 for text in bare)
