@@ -45,19 +45,25 @@ def first_requests(family_name: str, tmp_path: Path) -> list[tuple[str, Request 
     ]
 
 
-def forward_logprob(backend: HFBackend, prompt: object, text: str) -> float:
-    """log P(text | prompt) as transformers decodes: one unpadded pass of the prompt reading its last position
-    (as generate's prompt pass does), then the text's tokens but its last fed after the prompt's cache."""
+def forward_logprobs(backend: HFBackend, prompt: object, texts: tuple[str, ...]) -> list[float]:
+    """log P(text | prompt) of each text as transformers decodes: one unpadded pass of the prompt reading its last
+    position (as generate's prompt pass does), then each text's tokens but its last fed after the prompt's cache
+    (cropped back to the prompt after each text)."""
     ids = backend.encode([prompt])["input_ids"]
-    tokens = backend.tokenizer.encode(text, add_special_tokens=False)
+    out = []
     with torch.inference_mode():
-        out = backend.model(input_ids=ids, logits_to_keep=1, use_cache=True)
-        logits = out.logits[0, -1:]
-        if len(tokens) > 1:
-            fed = torch.tensor([tokens[:-1]])
-            tail = backend.model(input_ids=fed, **cache_argument(backend.model, kv_cache(out)), use_cache=True)
-            logits = torch.cat([logits, tail.logits[0]])
-    return float(logits.float().log_softmax(-1)[torch.arange(len(tokens)), tokens].sum())
+        prompt_pass = backend.model(input_ids=ids, logits_to_keep=1, use_cache=True)
+        cache = kv_cache(prompt_pass)
+        for text in texts:
+            tokens = backend.tokenizer.encode(text, add_special_tokens=False)
+            logits = prompt_pass.logits[0, -1:]
+            if len(tokens) > 1:
+                fed = torch.tensor([tokens[:-1]])
+                tail = backend.model(input_ids=fed, **cache_argument(backend.model, cache), use_cache=True)
+                logits = torch.cat([logits, tail.logits[0]])
+                cache.crop(-(len(tokens) - 1))
+            out.append(float(logits.float().log_softmax(-1)[torch.arange(len(tokens)), tokens].sum()))
+    return out
 
 
 @pytest.mark.slow
@@ -79,8 +85,9 @@ def test_every_family_generates_as_transformers_and_scores_within_1e6(
                 assert replies[probe].completions[request.key].text == text, family
                 continue
             scores = replies[probe].scores[request.key]
-            for continuation, got in zip(request.continuations, scores.continuations, strict=True):
-                want = math.exp(forward_logprob(embedded_backend, request.prompt, continuation))
+            wanted = forward_logprobs(embedded_backend, request.prompt, tuple(request.continuations))
+            for continuation, got, logprob in zip(request.continuations, scores.continuations, wanted, strict=True):
+                want = math.exp(logprob)
                 # A word of several tokens is read from a pass that feeds every such word's row at once, so its
                 # products sum in another order than this one-row reference: 1.2e-6 apart at most, measured.
                 tolerance = 1e-6 if got.tokens == 1 else 2e-6

@@ -5,16 +5,20 @@ its inline plots) and keeps no figure open."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import count
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
 import numpy as np
-from matplotlib.figure import Figure
 
 from fairprobe.records import MetricValue
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency. Colour means one model (or run) in every
 # figure; female and male are told apart by fill pattern, never by a model's colour.
@@ -36,6 +40,19 @@ STYLE = {
     "legend.frameon": False,
 }
 _figure_ids = count(1)
+
+
+@contextlib.contextmanager
+def styled_figure(width: float, height: float, **style: Any) -> Iterator[Figure]:
+    """A new figure of `width` x `height` inches drawn in fairprobe's style (and `style`'s changes to it).
+
+    matplotlib is imported here, on the first figure: a third of a second that a command making no report (a
+    run refused for a bad option, `fairprobe probes show`) would otherwise pay at start-up."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context({**STYLE, **style}):
+        yield Figure(figsize=(width, height))
 
 
 def to_svg(fig: Figure) -> str:
@@ -81,9 +98,8 @@ def grouped_bars(
     """Bars per group (probe set or subset) and series (run), each with its 95% CI; returns inline SVG.
 
     `signed`: values in [-1, 1] drawn from a zero line."""
-    with matplotlib.rc_context(STYLE):
-        width = min(11.0, max(5.2, 1.2 + len(groups) * (0.3 + 0.25 * len(series))))
-        fig = Figure(figsize=(width, 2.6))
+    width = min(11.0, max(5.2, 1.2 + len(groups) * (0.3 + 0.25 * len(series))))
+    with styled_figure(width, 2.6) as fig:
         ax = fig.subplots()
         x = np.arange(len(groups), dtype=float)
         bar = min(0.8 / max(1, len(series)), 0.4)
@@ -132,8 +148,7 @@ def gas_split(rows: list[tuple[str, MetricValue | None, MetricValue | None]]) ->
 
     `rows` are (label, GAS(F), Delta); the bar's left part is GAS(F) with its CI, the right part GAS(M) = 1 - GAS(F).
     """
-    with matplotlib.rc_context({**STYLE, "axes.grid.axis": "x"}):
-        fig = Figure(figsize=(5.2, 0.9 + 0.3 * len(rows)))
+    with styled_figure(5.2, 0.9 + 0.3 * len(rows), **{"axes.grid.axis": "x"}) as fig:
         ax = fig.subplots()
         y = np.arange(len(rows))[::-1]
         f = np.array([np.nan if m is None or m.value is None else m.value for _, m, _ in rows], dtype=float)
@@ -186,8 +201,7 @@ class BandRow:
 def mark_bands(rows: list[BandRow]) -> str:
     """A harm type at a glance: per marked metric its value and 95% interval (a hollow dot where the data is too
     little to judge) over the tinted value ranges of its marks A-D; returns inline SVG."""
-    with matplotlib.rc_context({**STYLE, "axes.grid": False}):
-        fig = Figure(figsize=(6.4, 0.8 + 0.34 * len(rows)))
+    with styled_figure(6.4, 0.8 + 0.34 * len(rows), **{"axes.grid": False}) as fig:
         ax = fig.subplots()
         y = np.arange(len(rows))[::-1]
         for yi, row in zip(y, rows, strict=True):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats
 
 from fairprobe.records import MetricValue
 
@@ -17,6 +16,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     """Wilson score interval for a binomial proportion; (None, None) when n is 0."""
     if n == 0:
         return (None, None)
+    from scipy import stats  # half a second to import: loaded when a metric needs it, not by every command
+
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     p = successes / n
     denom = 1 + z * z / n
@@ -146,4 +147,6 @@ def exact_mcnemar(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value from the discordant counts b and c."""
     if b + c == 0:
         return 1.0
+    from scipy import stats
+
     return float(stats.binomtest(min(b, c), b + c, 0.5, alternative="two-sided").pvalue)
