@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -274,3 +275,42 @@ def test_summary_tables_print_labels_as_text_and_colours_as_styles() -> None:
     text = " ".join(buffer.getvalue().split())  # the title may wrap
     assert "[bold]m[/x] {'pairs': [, ...]}" in text and "file:[/x]/p.txt" in text
     assert "0.500 [0.20, 0.80]" in text and "[red]" not in text
+
+
+# A fresh interpreter runs the CLI, then says which libraries the command loaded before it stopped.
+LOADED = """
+import sys
+sys.argv = ["fairprobe", *sys.argv[1:]]
+from fairprobe.cli import main
+try:
+    main()
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+sys.stderr.write("LOADED:" + ",".join(m for m in ("torch", "transformers", "scipy", "matplotlib") if m in sys.modules))
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--probes", "no-such-set"], "error: unknown probe set 'no-such-set'"),
+        (["tune", "--lr", "inf"], "error: lr: Input should be a finite number"),
+        (["tune", "--model", "openai:x", "--losses", "d,g,l,kl=0.5"], "error: the KL term needs the base model"),
+        (["compare", "--adapter", "UNFINISHED"], "error: adapter folder "),
+    ],
+)
+def test_a_refused_command_loads_no_model_metric_or_figure_library(tmp_path: Path, args: list[str], message: str):
+    """A typo is answered in well under a second: the refusal comes before torch, transformers, scipy or
+    matplotlib is imported (each costs from a third of a second to seconds)."""
+    (tmp_path / "unfinished" / "checkpoint").mkdir(parents=True)
+    (tmp_path / "unfinished" / "checkpoint" / "trainer_state.pt").write_bytes(b"x")
+    argv = [str(tmp_path / "unfinished") if a == "UNFINISHED" else a for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADED, *argv, "--out", str(tmp_path / "never")], capture_output=True, text=True
+    )
+    error, loaded = proc.stderr.rsplit("LOADED:", 1)
+    assert proc.returncode == 2 and error.strip().startswith(message), proc.stderr
+    assert loaded == ""
+    assert not (tmp_path / "never").exists()

@@ -18,7 +18,8 @@ import torch
 from fairprobe.errors import ConfigError, DataError, ModelError
 from fairprobe.families.paper import INSTRUCTION
 from fairprobe.families.paper.metrics import add_per_prompt, gld_per_prompt
-from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_d, loss_g, loss_l
+from fairprobe.mitigation.loss_weights import LossWeights
+from fairprobe.mitigation.losses import debias_loss, loss_d, loss_g, loss_l
 from fairprobe.mitigation.sweep import check_grid
 from fairprobe.mitigation.tune_data import TuneOptions, batch_indices
 from fairprobe.mitigation.tuning import tune
@@ -213,10 +214,10 @@ def test_tuning_lowers_the_loss_and_writes_a_manifest(trained: Path) -> None:
 def test_resume_continues_the_same_steps_and_weights(
     trained: Path, tiny_data: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fairprobe.mitigation import tuning
+    from fairprobe.mitigation import trainer
 
     out = tmp_path / "b"
-    real_step = tuning.DebiasTrainer.step
+    real_step = trainer.DebiasTrainer.step
     calls = {"n": 0}
 
     def interrupt_third(self, predicates):  # the third step is hit by Ctrl-C
@@ -225,12 +226,12 @@ def test_resume_continues_the_same_steps_and_weights(
             raise KeyboardInterrupt
         return real_step(self, predicates)
 
-    monkeypatch.setattr(tuning.DebiasTrainer, "step", interrupt_third)
+    monkeypatch.setattr(trainer.DebiasTrainer, "step", interrupt_third)
     with pytest.raises(KeyboardInterrupt):
         tune(_options(tiny_data, out))
     state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=False)
     assert state["step"] == 2
-    monkeypatch.setattr(tuning.DebiasTrainer, "step", real_step)
+    monkeypatch.setattr(trainer.DebiasTrainer, "step", real_step)
     notes = NoteProgress()
     manifest = tune(_options(tiny_data, out), progress=notes)
     assert "resuming from step 2" in " ".join(notes.lines)
@@ -269,11 +270,15 @@ def test_ctrl_c_anywhere_then_resume_gives_the_same_adapter_bytes(
     """Ctrl-C (a real SIGINT) in the middle of step 2, after its forward pass drew dropout masks, or while step 2's
     dev evaluation runs: the resumed run finishes the step or redoes the evaluation, and its adapter and dev curve
     are those of the uninterrupted run."""
-    from fairprobe.mitigation import trainer, tuning
+    from fairprobe.mitigation import trainer
 
     out = tmp_path / "b"
     calls = {"step": 0, "evaluate": 0}
-    real_step, real_evaluate, real_loss = tuning.DebiasTrainer.step, tuning.DebiasTrainer.evaluate, trainer.debias_loss
+    real_step, real_evaluate, real_loss = (
+        trainer.DebiasTrainer.step,
+        trainer.DebiasTrainer.evaluate,
+        trainer.debias_loss,
+    )
 
     def counted_step(self, predicates):
         calls["step"] += 1
@@ -290,14 +295,14 @@ def test_ctrl_c_anywhere_then_resume_gives_the_same_adapter_bytes(
             signal.raise_signal(signal.SIGINT)
         return real_evaluate(self, predicates, *args, **kwargs)
 
-    monkeypatch.setattr(tuning.DebiasTrainer, "step", counted_step)
-    monkeypatch.setattr(tuning.DebiasTrainer, "evaluate", evaluate_then_ctrl_c)
+    monkeypatch.setattr(trainer.DebiasTrainer, "step", counted_step)
+    monkeypatch.setattr(trainer.DebiasTrainer, "evaluate", evaluate_then_ctrl_c)
     monkeypatch.setattr(trainer, "debias_loss", loss_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         tune(_options(tiny_data, out))
     state = torch.load(out / "checkpoint" / "trainer_state.pt", weights_only=True)
     assert (state["step"], state["evaluation_due"], [p["step"] for p in state["dev_curve"]]) == (2, True, [0])
-    monkeypatch.setattr(tuning.DebiasTrainer, "evaluate", real_evaluate)
+    monkeypatch.setattr(trainer.DebiasTrainer, "evaluate", real_evaluate)
     monkeypatch.setattr(trainer, "debias_loss", real_loss)
     manifest = tune(_options(tiny_data, out))
     reference = json.loads((trained / "manifest.json").read_text(encoding="utf-8"))
@@ -499,10 +504,10 @@ def test_tuning_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ablations_train_every_variant_and_resume(tiny_data: tuple[Path, Path], tmp_path: Path, monkeypatch) -> None:
     from fairprobe.errors import ConfigError as Refused
-    from fairprobe.mitigation import tuning
+    from fairprobe.mitigation import trainer, tuning
 
     options = _options(tiny_data, tmp_path / "abl", steps=1, eval_every=1, checkpoint_every=1, dev_drift=2)
-    real_step = tuning.DebiasTrainer.step
+    real_step = trainer.DebiasTrainer.step
     calls = {"n": 0}
 
     def interrupt_second_variant(self, predicates):
@@ -511,12 +516,12 @@ def test_ablations_train_every_variant_and_resume(tiny_data: tuple[Path, Path], 
             raise KeyboardInterrupt
         return real_step(self, predicates)
 
-    monkeypatch.setattr(tuning.DebiasTrainer, "step", interrupt_second_variant)
+    monkeypatch.setattr(trainer.DebiasTrainer, "step", interrupt_second_variant)
     with pytest.raises(KeyboardInterrupt):
         tuning.tune_ablations(options)
     with pytest.raises(Refused, match=r"ablation variant 'w/o L_d' in .*no-d is not finished"):
         tuning.read_ablations(options.out)
-    monkeypatch.setattr(tuning.DebiasTrainer, "step", real_step)
+    monkeypatch.setattr(trainer.DebiasTrainer, "step", real_step)
     notes = NoteProgress()
     manifests = tuning.tune_ablations(options, progress=notes)
     assert f"adapter already trained in {options.out / 'full'}" in notes.lines

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from fairprobe.errors import ConfigError
-from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_kl
+from fairprobe.mitigation.loss_weights import LossWeights
+from fairprobe.mitigation.losses import debias_loss, loss_kl
 from fairprobe.mitigation.perplexity import perplexity
 from fairprobe.models.base import LoraSettings, ScoringBackend, TrainableBackend
 from fairprobe.models.hf import HFBackend

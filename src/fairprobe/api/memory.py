@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairprobe.errors import ConfigError
 from fairprobe.mitigation.variants import InMemory
-from fairprobe.models.hf import HFBackend
+
+if TYPE_CHECKING:  # torch and transformers load when a model object is given, not for every compare
+    from fairprobe.models.hf import HFBackend
 
 
 def is_model_object(model: Any) -> bool:
@@ -48,6 +50,8 @@ def memory_out(label: str, suite: str, out: Path | None) -> Path:
 def in_memory_backend(model: Any, tokenizer: Any, label: str, batch_size: int) -> Iterator[HFBackend]:
     """The model as a fairprobe backend for the `with` block; its training mode, generation config and the
     tokenizer's padding side and pad token are as they were afterwards."""
+    from fairprobe.models.hf import HFBackend
+
     if tokenizer is None:
         raise ConfigError("a model object needs its tokenizer: fairprobe.run(model=model, tokenizer=tokenizer, ...)")
     saved = (model.training, getattr(model, "generation_config", None), tokenizer.padding_side, tokenizer.pad_token)

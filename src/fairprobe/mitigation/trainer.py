@@ -22,7 +22,8 @@ from fairprobe.errors import ConfigError, first_line
 from fairprobe.families.paper.metrics import gld_per_prompt
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.mitigation.drift import drift_values, fluency_nll
-from fairprobe.mitigation.losses import LossWeights, debias_loss, loss_kl
+from fairprobe.mitigation.loss_weights import LossWeights
+from fairprobe.mitigation.losses import debias_loss, loss_kl
 from fairprobe.mitigation.tune_data import (
     DRIFT_NEW_TOKENS,
     TuneOptions,

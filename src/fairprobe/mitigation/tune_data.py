@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairprobe.errors import ConfigError, DataError
 from fairprobe.families.paper.sets import debias_llms_file, read_predicates
 from fairprobe.io import fingerprint, read_text, sha256_file
-from fairprobe.mitigation.losses import LossWeights
+from fairprobe.mitigation.loss_weights import LossWeights
 from fairprobe.models import DEFAULT_MODEL
 from fairprobe.models.base import TrainableBackend
 from fairprobe.sources import fetch
@@ -124,6 +123,8 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
 
 def quantize_mode(options: TuneOptions) -> str:
     """4-bit QLoRA where CUDA and bitsandbytes exist (quantize auto/4bit), else none (full precision)."""
+    import torch  # asked only when a model is about to load: the options are checked before torch is imported
+
     if options.quantize == "none" or not torch.cuda.is_available() or options.device == "cpu":
         if options.quantize == "4bit":
             raise ConfigError("--quantize 4bit needs a CUDA GPU")

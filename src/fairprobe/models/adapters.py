@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safetensors import SafetensorError
-from transformers import PreTrainedModel
 
 from fairprobe.documents import AdapterManifest, document_dict, read_document
 from fairprobe.errors import ModelError, first_line
 from fairprobe.io import sha256_file
+
+if TYPE_CHECKING:  # an adapter folder is checked without importing transformers (and torch): seconds a refusal saves
+    from transformers import PreTrainedModel
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
