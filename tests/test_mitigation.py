@@ -502,13 +502,19 @@ def test_tuning_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ablations_train_every_variant_and_resume(tiny_data: tuple[Path, Path], tmp_path: Path, monkeypatch) -> None:
+def test_ablations_train_every_variant_and_resume(
+    trained: Path, tiny_data: tuple[Path, Path], tmp_path: Path, monkeypatch
+) -> None:
     from fairprobe.errors import ConfigError as Refused
     from fairprobe.mitigation import trainer, tuning
 
     options = _options(tiny_data, tmp_path / "abl", steps=1, eval_every=1, checkpoint_every=1, dev_drift=2)
-    real_step = trainer.DebiasTrainer.step
-    calls = {"n": 0}
+    real_step, real_drift = trainer.DebiasTrainer.step, trainer.DebiasTrainer.dev_drift
+    calls, drifts = {"n": 0}, {"n": 0}
+
+    def counted_drift(self, predicates, advance=None):
+        drifts["n"] += 1
+        return real_drift(self, predicates, advance)
 
     def interrupt_second_variant(self, predicates):
         calls["n"] += 1
@@ -517,6 +523,7 @@ def test_ablations_train_every_variant_and_resume(tiny_data: tuple[Path, Path], 
         return real_step(self, predicates)
 
     monkeypatch.setattr(trainer.DebiasTrainer, "step", interrupt_second_variant)
+    monkeypatch.setattr(trainer.DebiasTrainer, "dev_drift", counted_drift)
     with pytest.raises(KeyboardInterrupt):
         tuning.tune_ablations(options)
     with pytest.raises(Refused, match=r"ablation variant 'w/o L_d' in .*no-d is not finished"):
@@ -537,6 +544,14 @@ def test_ablations_train_every_variant_and_resume(tiny_data: tuple[Path, Path], 
     assert kl_curve[0]["l_kl"] == pytest.approx(0.0, abs=1e-9)  # before any step the adapter is a no-op
     assert kl_curve[-1]["l_kl"] > 0 and "drift_vs_start" in kl_curve[-1]
     assert manifests["Debias Tuning + KL"]["hyperparameters"]["kl_positions"] == 8
+    # The base model's perplexity and drift are measured once per run of the command and shared by the variants
+    # after it: the first run drifts at v1's start and step, the second at v2's step, v3's start and step, v4's
+    # and v5's steps (10 if each variant measured its own start). The shared numbers are those measured alone.
+    assert drifts["n"] == 2 + 5
+    reference = json.loads((trained / "manifest.json").read_text(encoding="utf-8"))
+    for manifest in manifests.values():
+        assert manifest["perplexity"]["before"] == reference["perplexity"]["before"]
+        assert manifest["dev_curve"][0]["drift"] == reference["dev_curve"][0]["drift"]
     adapters = tuning.read_ablations(options.out)
     assert adapters == {name: str(options.out / slug) for slug, (name, _) in tuning.ABLATION_VARIANTS.items()}
 

@@ -69,9 +69,12 @@ def dev_limit_for(options: TuneOptions, n_dev: int) -> int:
     return min(n_dev, max(DEFAULT_MIN_DEV, options.steps * options.batch_size))
 
 
-def drift_point(trainer: DebiasTrainer, dev: list[str], state: dict[str, Any]) -> dict[str, Any]:
-    """The dev drift now, with its paired tests against the model before tuning (kept in `state`)."""
-    values = trainer.dev_drift(dev[: trainer.options.dev_drift])
+def drift_point(
+    trainer: DebiasTrainer, dev: list[str], state: dict[str, Any], values: dict[str, np.ndarray] | None = None
+) -> dict[str, Any]:
+    """The dev drift now (`values` when already measured), with its paired tests against the model before tuning
+    (kept in `state`)."""
+    values = values if values is not None else trainer.dev_drift(dev[: trainer.options.dev_drift])
     start = {k: np.asarray(v) for k, v in state.setdefault("drift_start", {}).items()}
     if not start:
         state["drift_start"] = {k: v.tolist() for k, v in values.items()}
@@ -87,22 +90,34 @@ def evaluation_point(trainer: DebiasTrainer, dev: list[str], state: dict[str, An
     return point
 
 
-def measure_before(trainer: DebiasTrainer, dev: list[str], progress: Progress) -> tuple[float, dict[str, Any]]:
-    """Perplexity of the base model, the dev losses and the dev drift before any step, with a progress bar."""
+def measure_before(
+    trainer: DebiasTrainer, dev: list[str], progress: Progress, base: dict[str, Any]
+) -> tuple[float, dict[str, Any]]:
+    """Perplexity of the base model, the dev losses and the dev drift before any step, with a progress bar.
+
+    `base` keeps the base model's perplexity and drift once measured, for the next variant of an ablation run: every
+    variant starts from the same model with a new adapter, whose LoRA B matrices are zero, so its outputs are the base
+    model's to the last bit until the first step. The dev losses are each variant's own (its loss weights)."""
     state: dict[str, Any] = {"step": 0}
     progress.start("dev evaluation before tuning", 2 * len(dev))
-    with trainer.backend.frozen_base():
-        before_ppl = perplexity(trainer.backend, neutral_sentences(dev), advance=progress.advance)
+    if "perplexity" not in base:
+        with trainer.backend.frozen_base():
+            base["perplexity"] = perplexity(trainer.backend, neutral_sentences(dev), advance=progress.advance)
+    else:
+        progress.advance(len(dev))
     point = {"step": 0, **trainer.evaluate(dev, advance=progress.advance)}
     if trainer.options.dev_drift:
-        point.update(drift_point(trainer, dev, state))
-    return before_ppl, {"point": point, "drift_start": state.get("drift_start")}
+        if "drift" not in base:
+            base["drift"] = trainer.dev_drift(dev[: trainer.options.dev_drift])
+        point.update(drift_point(trainer, dev, state, base["drift"]))
+    return base["perplexity"], {"point": point, "drift_start": state.get("drift_start")}
 
 
 def start_state(
-    trainer: DebiasTrainer, options: TuneOptions, fingerprint: str, dev: list[str], progress: Progress
+    trainer: DebiasTrainer, options: TuneOptions, fingerprint: str, dev: list[str], progress: Progress, base: dict
 ) -> dict[str, Any]:
-    """The training state: from the checkpoint when there is one, else fresh with the dev numbers before tuning."""
+    """The training state: from the checkpoint when there is one, else fresh with the dev numbers before tuning
+    (`base`: the base model's numbers an earlier variant measured, see measure_before)."""
     from fairprobe.mitigation.trainer import rng_state
 
     ckpt = find_checkpoint(options.out)
@@ -112,7 +127,7 @@ def start_state(
             raise ConfigError(f"{ckpt} is a checkpoint of other settings; delete it or choose another --out")
         progress.note(f"resuming from step {state['step']} ({ckpt})")
         return state
-    before_ppl, before = measure_before(trainer, dev, progress)
+    before_ppl, before = measure_before(trainer, dev, progress, base)
     state = {
         "fingerprint": fingerprint,
         "step": 0,
@@ -233,10 +248,11 @@ def finished_manifest(options: TuneOptions, fingerprint: str, progress: Progress
     return done
 
 
-def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, Any]:
+def tune(options: TuneOptions, progress: Progress | None = None, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train a Debias Tuning adapter into options.out and return its manifest (resumes from a checkpoint).
 
-    `progress` shows the steps with the training and dev loss, and every dev evaluation.
+    `progress` shows the steps with the training and dev loss, and every dev evaluation. `base` carries the base
+    model's perplexity and dev drift from one variant of an ablation run to the next (measure_before).
     """
     progress = progress or SilentProgress()
     LossWeights.parse(options.losses)
@@ -255,7 +271,7 @@ def tune(options: TuneOptions, progress: Progress | None = None) -> dict[str, An
         f"dev evaluation on {len(dev)} of {len(data['dev']['predicates'])} dev predicates (--dev-limit to change)"
     )
     trainer = DebiasTrainer(backend, options, words)
-    state = start_state(trainer, options, fingerprint, dev, progress)
+    state = start_state(trainer, options, fingerprint, dev, progress, {} if base is None else base)
     train_steps(trainer, options, (data["train"]["predicates"], dev), state, progress)
     progress.start("perplexity after tuning", len(dev))
     trainer.backend.train_mode(False)
@@ -334,11 +350,11 @@ def tune_ablations(options: TuneOptions, progress: Progress | None = None) -> di
         raise ConfigError(f"ablation output folder is a file: {options.out}")
     options.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(options.out / ABLATIONS_FILE, index)
-    manifests = {}
+    manifests, base = {}, {}
     for slug, (name, losses) in ABLATION_VARIANTS.items():
         progress.note(f"ablation {name} (--losses {losses}) into {options.out / slug}")
         variant = options.model_copy(update={"out": options.out / slug, "losses": losses})
-        manifests[name] = tune(variant, progress=progress)
+        manifests[name] = tune(variant, progress=progress, base=base)
     return manifests
 
 
