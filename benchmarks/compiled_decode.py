@@ -2,12 +2,16 @@
 
 Variants of the per-step model call that `fairprobe.models.decode.continue_decoding` makes (the prompt pass, the
 first-step distribution and the scoring passes stay eager and plain in every variant):
-  eager       fairprobe as it is: packed oneDNN Linear weights, the screened bfloat16 head;
-  elementwise as eager, with RMSNorm, SiLU x up and RoPE each compiled (inductor, dynamic shapes) into one kernel;
+  eager       fairprobe as it is: for SmolLM2 (a Llama) models/llama_step.py's step on packed oneDNN weights, the
+              screened bfloat16 head;
+  module      the model's own forward (transformers' modules) with every Linear on its packed weight, the head
+              screened (fairprobe's step for models that are not Llamas);
+  elementwise as module, with RMSNorm, SiLU x up and RoPE each compiled (inductor, dynamic shapes) into one kernel;
   freezing    the model's body compiled with inductor's freezing (its own weight prepacking), the screened head eager;
   plain       the body compiled without freezing (weights as inputs: aten's float32 GEMM), the screened head eager.
 
     python benchmarks/compiled_decode.py --variants eager,freezing --repeats 2
+    python benchmarks/compiled_decode.py --variants module,eager --threads 2 --repeats 3   # the Llama step's gain
 
 Each variant is compiled on a warm-up batch (its compile time: wall and CPU of that batch minus eager's), then the
 variants alternate over the sample `--repeats` times; the decode loop's CPU seconds are summed per step it ran.
@@ -28,7 +32,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -47,13 +50,14 @@ import fairprobe.models.decode as decode_module
 import fairprobe.models.hf as hf_module
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
+from fairprobe.models.decode import Step, model_step
 from fairprobe.models.hf import HFBackend
 from fairprobe.runner import batches_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_speed import DEFAULT_DATA, MODEL, Timer, sample_sets
 
-VARIANTS = ("eager", "elementwise", "freezing", "plain")
+VARIANTS = ("eager", "module", "elementwise", "freezing", "plain")
 ORIGINAL_DECODE = hf_module.continue_decoding
 ORIGINAL_LAYER = decode_module.ReservedLayer
 
@@ -80,19 +84,15 @@ class StepClock:
         self.steps = self.row_steps = 0
 
 
-class CompiledCall:
-    """Stands in for the model in the decode loop: attribute reads go to the model, calls to `step`."""
+def clocked(step: Step, clock: StepClock) -> Step:
+    """`step`, counting the steps and the rows it is called with."""
 
-    def __init__(self, model: Any, step: Callable[..., Any], clock: StepClock) -> None:
-        self._model, self._step, self._clock = model, step, clock
+    def counted(tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any) -> torch.Tensor:
+        clock.steps += 1
+        clock.row_steps += int(tokens.shape[0])
+        return step(tokens, positions, mask, cache)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-    def __call__(self, **kwargs: Any) -> Any:
-        self._clock.steps += 1
-        self._clock.row_steps += int(kwargs["input_ids"].shape[0])
-        return self._step(**kwargs)
+    return counted
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -133,37 +133,38 @@ def elementwise_compiled(model: Any) -> Iterator[None]:
 def installed(backend: HFBackend, variant: str, clock: StepClock) -> Callable[[], Iterator[None]]:
     """A context that runs `backend.generate` with the variant's decode step, timing the decode loop."""
     model = backend.model
-    compiled: dict[str, Any] = {}
+    compiled: dict[str, Step] = {}
 
-    def step_of() -> Callable[..., Any]:
-        if variant in ("eager", "elementwise"):
-            return model
+    def compiled_step() -> Step:
         if "step" not in compiled:
             torch._inductor.config.freezing = variant == "freezing"  # "plain": the body on aten's float32 GEMM
             torch.fx.experimental._config.use_duck_shape = False  # else the mask's length and the batch get tied
             body = torch.compile(model.get_decoder(), dynamic=True)
             head = model.get_output_embeddings()
 
-            def step(**kwargs: Any) -> Any:
-                kwargs.pop("use_cache", None)
-                hidden = body(**kwargs, use_cache=True).last_hidden_state
-                return SimpleNamespace(logits=head(hidden))
+            def step(tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any) -> torch.Tensor:
+                hidden = body(
+                    input_ids=tokens[:, None], attention_mask=mask, position_ids=positions[:, None], cache=cache
+                ).last_hidden_state
+                return head(hidden)[:, -1]
 
             compiled["step"] = step
         return compiled["step"]
 
-    def decode(model_arg: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
-        call = CompiledCall(model_arg, step_of(), clock)
-        packed = backend._packed[1] if backend._packed else None
-        if (
-            variant in ("freezing", "plain") and packed is not None
-        ):  # the body on inductor's own packing, the head screened
+    def decode(step: Step, *args: Any, **kwargs: Any) -> torch.Tensor:
+        packed = backend.packed_linears()
+        chosen = step  # "eager": the step fairprobe chose
+        if variant != "eager" and packed is not None:
+            packed.start(greedy=True)  # every Linear packed, the head screened
+            chosen = model_step(model)
+        if variant in ("freezing", "plain") and packed is not None:  # the body on inductor's own packing
             for linear in packed.linears:
                 if linear is not packed.head:
                     linear.__dict__.pop("forward", None)
+            chosen = compiled_step()
         start_cpu, start_wall = time.process_time(), time.perf_counter()
         try:
-            return ORIGINAL_DECODE(call, *args, **kwargs)
+            return ORIGINAL_DECODE(clocked(chosen, clock), *args, **kwargs)
         finally:
             clock.cpu += time.process_time() - start_cpu
             clock.wall += time.perf_counter() - start_wall
@@ -290,7 +291,15 @@ def main() -> None:
         step, prompt = (statistics.median(x[i] for x in results[v]) for i in (0, 1))
         compile_cpu = first[v] - first[base]
         gain = prompt0 - prompt
-        even = f"{compile_cpu / gain:,.0f} prompts" if gain > 0 and v != base else "never" if v != base else "-"
+        even = (
+            "-"
+            if v == base
+            else "never"
+            if gain <= 0
+            else "at once"
+            if compile_cpu <= 0
+            else f"{compile_cpu / gain:,.0f} prompts"
+        )
         print(
             f"{v:<12} median {step:6.2f} ms a step ({step / step0:.3f} of {base}), {prompt:.4f} CPU s a prompt"
             f" ({prompt / prompt0:.3f}); compile {compile_cpu:.0f} CPU s; pays for itself after {even}"

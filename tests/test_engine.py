@@ -16,14 +16,23 @@ import torch
 from fairprobe.errors import ConfigError
 from fairprobe.families import Request, RunContext, Scoring, all_families, load_probe_set
 from fairprobe.families.base import PROBE_SETS
-from fairprobe.models import GenerationConfig, ScoreRequest, load_model
+from fairprobe.models import GenerationConfig, ScoreRequest, llama_step, load_model
 from fairprobe.models.continuations import cache_argument, kv_cache
-from fairprobe.models.decode import ReservedLayer
-from fairprobe.models.engine import PackedLinears, ScreenedHead, Shape, even_parts, prefill_chunk, rows_within
+from fairprobe.models.decode import ReservedLayer, model_step, reserve
+from fairprobe.models.engine import (
+    PackedLinears,
+    ScreenedHead,
+    Shape,
+    even_parts,
+    packed_product,
+    prefill_chunk,
+    rows_within,
+)
 from fairprobe.models.hf import HFBackend
 from fairprobe.models.settings import parse_memory
 from fairprobe.runner import ask
 from test_genderbench_data import gest_csv
+from test_training_protocol import tiny_backend
 
 NEW_TOKENS = 10
 
@@ -186,6 +195,82 @@ def test_packed_linears_decode_like_the_plain_ones_and_follow_weight_changes() -
     with torch.inference_mode(), packed.decoding():
         packed.start()
         assert torch.allclose(model(x), 2 * plain, atol=1e-5)
+
+
+def test_a_fused_packed_product_gives_the_separate_products_columns_bitwise() -> None:
+    torch.manual_seed(0)
+    linears = [torch.nn.Linear(16, 24), torch.nn.Linear(16, 8, bias=False), torch.nn.Linear(16, 8)]
+    x = torch.randn(5, 1, 16)
+    packed = PackedLinears(torch.nn.Sequential(*linears))
+    with torch.inference_mode():
+        apart = torch.cat([packed_product(x, *packed.fused([linear])) for linear in linears], -1)
+        together = packed_product(x, *packed.fused(linears))
+        assert together.shape == (5, 1, 40)
+        assert torch.equal(together, apart)  # the bias-free middle one's columns get zeros added: no change
+        assert torch.allclose(together, torch.cat([linear(x) for linear in linears], -1), atol=1e-5)
+    with torch.no_grad():
+        linears[1].weight.mul_(2)
+    with torch.inference_mode():
+        assert torch.allclose(packed_product(x, *packed.fused(linears))[..., 24:32], 2 * apart[..., 24:32], atol=1e-5)
+
+
+def tiny_llama(**config_fields: object) -> torch.nn.Module:
+    """A 2-layer Llama with grouped key/value heads (4 query heads on 2) and random weights."""
+    fields = {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, **config_fields}
+    return tiny_backend(**fields).model.eval()
+
+
+def step_logits(model: torch.nn.Module, lean: bool, steps: int = 5) -> list[torch.Tensor]:
+    """Decode-step logits after three left-padded prompts (lengths 6, 3, 1), fed the argmax of each step; the middle
+    row leaves after the second step. `lean`: LlamaStep, else the model's forward with packed Linears."""
+    ids = torch.randint(2, model.config.vocab_size, (3, 6))
+    mask = torch.tensor([[1] * 6, [0] * 3 + [1] * 3, [0] * 5 + [1]])
+    packed, out = PackedLinears(model), []
+    with torch.inference_mode(), packed.decoding():
+        prompt = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
+        cache = reserve(kv_cache(prompt), steps)
+        last, positions = prompt.logits[:, -1].argmax(-1), mask.sum(-1)
+        if lean:
+            step = llama_step.LlamaStep(model, packed, greedy=False)
+        else:
+            packed.start()
+            step = model_step(model)
+        masks = torch.cat([mask, mask.new_ones((3, steps))], 1)
+        for index in range(1, steps):
+            if index == 3:
+                keep = torch.tensor([0, 2])
+                cache.batch_select_indices(keep)
+                last, positions, masks = last[keep], positions[keep], masks[keep]
+            out.append(step(last, positions + index - 1, masks[:, : 6 + index], cache))
+            last = out[-1].argmax(-1)
+    return out
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_llama_step_gives_the_model_forward_logits(bias: bool) -> None:
+    model = tiny_llama(attention_bias=bias, mlp_bias=bias)
+    assert llama_step.fits(model)
+    torch.manual_seed(1)
+    want = step_logits(model, lean=False)
+    torch.manual_seed(1)
+    got = step_logits(model, lean=True)
+    vocab = model.config.vocab_size
+    assert [tuple(g.shape) for g in got] == [(3, vocab), (3, vocab), (2, vocab), (2, vocab)]
+    for a, b in zip(got, want, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=0)  # attention summed in another order: float32 roundings
+        assert torch.equal(a.argmax(-1), b.argmax(-1))
+
+
+def test_only_a_plain_transformers_llama_takes_the_llama_step() -> None:
+    from peft import LoraConfig, get_peft_model
+
+    assert llama_step.fits(tiny_llama())
+    assert not llama_step.fits(tiny_llama(_attn_implementation="eager"))
+    assert not llama_step.fits(tiny_llama(hidden_act="gelu"))
+    assert not llama_step.fits(get_peft_model(tiny_llama(), LoraConfig(r=2, target_modules=["q_proj"])))
+    lora_inside = tiny_llama()
+    get_peft_model(lora_inside, LoraConfig(r=2, target_modules=["v_proj"]))  # peft swaps v_proj in the model
+    assert not llama_step.fits(lora_inside)
 
 
 @pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bfloat16 oneDNN kernels here")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -42,8 +43,9 @@ WORDS = [
 SCORED = (" she", " he", " her", " his")
 
 
-def tiny_backend(seed: int = 0) -> HFBackend:
-    """A 2-layer Llama with a word-level tokenizer over WORDS; random weights, fixed by `seed`."""
+def tiny_backend(seed: int = 0, **config_fields: Any) -> HFBackend:
+    """A 2-layer Llama with a word-level tokenizer over WORDS; random weights, fixed by `seed`; `config_fields`
+    change its LlamaConfig."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -63,6 +65,8 @@ def tiny_backend(seed: int = 0) -> HFBackend:
         eos_token_id=1,
         pad_token_id=1,
     )
+    for name, value in config_fields.items():
+        setattr(config, name, value)
     return HFBackend(LlamaForCausalLM(config).float(), tokenizer, name="tiny-llama", info={"id": "tiny-llama"})
 
 

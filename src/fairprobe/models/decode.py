@@ -28,6 +28,8 @@ from fairprobe.models.continuations import cache_argument
 from fairprobe.models.sampling import draw
 
 Choose = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits (B, V), active rows (B,)) -> tokens (B,)
+# (tokens (B,), their positions (B,), the attention mask so far (B, L), the cache) -> next-token logits (B, V)
+Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Cache], torch.Tensor]
 
 
 class ReservedLayer(DynamicLayer):
@@ -104,8 +106,24 @@ def scoring_copy(cache: Cache) -> Cache:
     return other
 
 
+def model_step(model: Any) -> Step:
+    """The model's own forward as a decode step: the call `generate` makes at each step after the first."""
+    name = next(iter(cache_argument(model, DynamicCache())))
+
+    def step(tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Cache) -> torch.Tensor:
+        return model(
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=positions[:, None],
+            use_cache=True,
+            **{name: cache},
+        ).logits[:, -1]
+
+    return step
+
+
 def continue_decoding(
-    model: Any,
+    step: Step,
     cache: Cache,
     first: torch.Tensor,
     mask: torch.Tensor,
@@ -115,8 +133,8 @@ def continue_decoding(
 ) -> torch.Tensor:
     """The reply tokens (B, max_new_tokens) after `first`, each row padded after its end of sequence.
 
-    `stop` is (end-of-sequence ids, pad id). Step s feeds the token of step s - 1 at its position with the mask
-    grown by one, as `generate` does; a row that has ended leaves the batch before the next step.
+    `stop` is (end-of-sequence ids, pad id). Step s feeds the token of step s - 1 to `step` at its position with
+    the mask grown by one, as `generate` does; a row that has ended leaves the batch before the next step.
     """
     batch, prompt_len, device = first.shape[0], mask.shape[1], first.device
     eos, pad = torch.as_tensor(list(stop[0]), device=device), stop[1]
@@ -124,9 +142,8 @@ def continue_decoding(
     out[:, 0] = first
     masks = torch.cat([mask, mask.new_ones((batch, max_new_tokens))], 1)
     positions, active, last = mask.long().sum(-1), torch.arange(batch, device=device), first
-    argument = cache_argument(model, cache)
     reserve(cache, max_new_tokens)
-    for step in range(1, max_new_tokens):
+    for index in range(1, max_new_tokens):
         going = ~torch.isin(last, eos)
         if not bool(going.all()):
             if not bool(going.any()):
@@ -134,13 +151,7 @@ def continue_decoding(
             keep = going.nonzero().squeeze(-1)
             cache.batch_select_indices(keep)
             active, last, positions, masks = active[keep], last[keep], positions[keep], masks[keep]
-        logits = model(
-            input_ids=last[:, None],
-            attention_mask=masks[:, : prompt_len + step],
-            position_ids=(positions + step - 1)[:, None],
-            use_cache=True,
-            **argument,
-        ).logits[:, -1]
+        logits = step(last, positions + index - 1, masks[:, : prompt_len + index], cache)
         last = choose(logits.float(), active)
-        out[active, step] = last
+        out[active, index] = last
     return out

@@ -105,7 +105,7 @@ class PackedLinears:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
-        self._packed: dict[int, tuple[int, int, torch.Tensor]] = {}
+        self._packed: dict[tuple[int, ...], tuple[Any, torch.Tensor, torch.Tensor | None]] = {}
         self._on = False
         head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         self.head = head if type(head) is torch.nn.Linear and head.bias is None else None
@@ -123,16 +123,44 @@ class PackedLinears:
             and hasattr(torch.ops.mkldnn, "_linear_pointwise")
         )
 
-    def _weight(self, linear: torch.nn.Linear) -> torch.Tensor:
-        """The packed weight of one Linear, packed again when its tensor changed."""
-        weight = linear.weight
-        key = (weight.data_ptr(), weight._version)
-        held = self._packed.get(id(linear))
-        if held is None or held[:2] != key:
+    def fused(self, linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The packed weight of `linears`' weights stacked, and their biases stacked: one product for all their
+        outputs, whose columns are bitwise the separate products' (oneDNN sums each output over the same blocks
+        of the input). Packed again when one of the weights changed in place (training)."""
+        names = tuple(id(linear) for linear in linears)
+        key = [(linear.weight.data_ptr(), linear.weight._version) for linear in linears]
+        held = self._packed.get(names)
+        if held is None or held[0] != key:
             with torch.inference_mode(False), torch.no_grad():
-                held = (*key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None))
-            self._packed[id(linear)] = held
-        return held[2]
+                weights = [linear.weight.detach() for linear in linears]
+                weight = weights[0] if len(weights) == 1 else torch.cat(weights)
+                bias = None
+                if any(linear.bias is not None for linear in linears):
+                    bias = torch.cat(
+                        [
+                            linear.weight.new_zeros(linear.out_features)
+                            if linear.bias is None
+                            else linear.bias.detach()
+                            for linear in linears
+                        ]
+                    )
+                held = (key, torch.ops.mkldnn._reorder_linear_weight(weight, None), bias)
+            self._packed[names] = held
+        return held[1], held[2]
+
+    def head_forward(self, greedy: bool) -> Any:
+        """The LM head of decode steps: with `greedy`, exact float32 logits only where the argmax can be
+        (ScreenedHead) and -inf elsewhere; else the packed product (the model's own head when it is not a plain
+        Linear)."""
+        if self.head is None:
+            return None
+        if greedy and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            weight = self.head.weight
+            key = (weight.data_ptr(), weight._version)
+            if key not in self._screens:
+                self._screens = {key: ScreenedHead(weight)}
+            return self._screens[key]
+        return self._packed_forward(self.head)
 
     def start(self, greedy: bool = False) -> None:
         """From now until the context ends, every Linear runs on its packed weight; with `greedy`, the LM head
@@ -142,22 +170,12 @@ class PackedLinears:
         self._on = True
         for linear in self.linears:
             linear.forward = self._packed_forward(linear)  # type: ignore[method-assign]
-        if greedy and self.head is not None and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            weight = self.head.weight
-            key = (weight.data_ptr(), weight._version)
-            if key not in self._screens:
-                self._screens = {key: ScreenedHead(weight)}
-            self.head.forward = self._screens[key]  # type: ignore[method-assign]
+        if self.head is not None:
+            self.head.forward = self.head_forward(greedy)  # type: ignore[method-assign]
 
     def _packed_forward(self, linear: torch.nn.Linear) -> Any:
-        packed, bias = self._weight(linear), linear.bias
-
-        def forward(x: torch.Tensor) -> torch.Tensor:
-            flat = x.reshape(-1, x.shape[-1])
-            y = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")
-            return y.reshape(*x.shape[:-1], y.shape[-1])
-
-        return forward
+        packed, bias = self.fused([linear])
+        return lambda x: packed_product(x, packed, bias)
 
     @contextlib.contextmanager
     def decoding(self) -> Iterator[PackedLinears]:
@@ -169,6 +187,20 @@ class PackedLinears:
                 for linear in self.linears:
                     linear.__dict__.pop("forward", None)
                 self._on = False
+
+
+def packed_product(
+    x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, plus: torch.Tensor | None = None
+) -> torch.Tensor:
+    """x @ W.T + b on a weight packed by oneDNN (`_reorder_linear_weight`), for x of any leading shape; with
+    `plus` (of the output's shape), + plus in the same kernel (bitwise the separate sum: the product is rounded
+    to float32 before it is added)."""
+    flat = x.reshape(-1, x.shape[-1])
+    if plus is None:
+        y = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")
+    else:
+        y = torch.ops.mkldnn._linear_pointwise.binary(flat, plus.reshape(flat.shape[0], -1), packed, bias, "add")
+    return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
 class ScreenedHead:

@@ -21,6 +21,7 @@ from transformers import GenerationConfig as HFGenerationConfig
 from transformers.utils import logging as transformers_logging
 
 from fairprobe.errors import ConfigError, ModelError, first_line
+from fairprobe.models import llama_step
 from fairprobe.models.base import (
     Completion,
     GenerationConfig,
@@ -39,7 +40,7 @@ from fairprobe.models.continuations import (
     prompt_part,
     score_continuations,
 )
-from fairprobe.models.decode import chooser, continue_decoding, first_step, scoring_copy
+from fairprobe.models.decode import Step, chooser, continue_decoding, first_step, model_step, scoring_copy
 from fairprobe.models.engine import PackedLinears, Shape, even_parts, prefill_chunk, rows_within
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
@@ -229,16 +230,26 @@ class HFBackend(ModelBackend):
         sampler = processors[-1] if not config.greedy else None
         choose = chooser(config, sampler.generators if isinstance(sampler, RowSampler) else None)
         with packed.decoding() if packed is not None else contextlib.nullcontext():
-            if packed is not None:
-                packed.start(greedy=config.greedy)
+            step = self._decode_step(packed, config.greedy)
             new = continue_decoding(
-                self.model, cache, first, enc["attention_mask"], config.max_new_tokens, self._stop(), choose
+                step, cache, first, enc["attention_mask"], config.max_new_tokens, self._stop(), choose
             )
         texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
         read, made = enc["attention_mask"].sum(1).tolist(), self.until_end(new).sum(1).tolist()
         for completion, text, n, m in zip(completions, texts, read, made, strict=True):
             completion.text, completion.prompt_tokens, completion.new_tokens = text, int(n), int(m)
         return completions
+
+    def _decode_step(self, packed: PackedLinears | None, greedy: bool) -> Step:
+        """The decode step on packed weights when they apply: a Llama model's own operations called directly
+        (llama_step.LlamaStep), any other model's forward with its Linears on the packed weights; else the
+        model's forward as it is."""
+        if packed is None:
+            return model_step(self.model)
+        if llama_step.fits(self.model):
+            return llama_step.LlamaStep(self.model, packed, greedy)
+        packed.start(greedy=greedy)
+        return model_step(self.model)
 
     def _stop(self) -> tuple[list[int], int]:
         """The end-of-sequence ids and the pad id of generation."""
