@@ -195,12 +195,12 @@ def packed_product(
     """x @ W.T + b on a weight packed by oneDNN (`_reorder_linear_weight`), for x of any leading shape; with
     `plus` (of the output's shape), + plus in the same kernel (bitwise the separate sum: the product is rounded
     to float32 before it is added)."""
-    flat = x.reshape(-1, x.shape[-1])
+    flat = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
     if plus is None:
         y = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")
     else:
         y = torch.ops.mkldnn._linear_pointwise.binary(flat, plus.reshape(flat.shape[0], -1), packed, bias, "add")
-    return y.reshape(*x.shape[:-1], y.shape[-1])
+    return y if x.dim() == 2 else y.reshape(*x.shape[:-1], y.shape[-1])
 
 
 class ScreenedHead:
