@@ -114,7 +114,12 @@ def measure_before(
 
 
 def start_state(
-    trainer: DebiasTrainer, options: TuneOptions, fingerprint: str, dev: list[str], progress: Progress, base: dict
+    trainer: DebiasTrainer,
+    options: TuneOptions,
+    fingerprint: str,
+    dev: list[str],
+    progress: Progress,
+    base: dict[str, Any],
 ) -> dict[str, Any]:
     """The training state: from the checkpoint when there is one, else fresh with the dev numbers before tuning
     (`base`: the base model's numbers an earlier variant measured, see measure_before)."""
