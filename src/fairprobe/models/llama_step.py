@@ -4,11 +4,11 @@ transformers runs a decode step through nested modules (keyword plumbing, decora
 the causal-mask builder, output records) for every layer: for SmolLM2 (30 layers) about a fifth of a 13-row
 step on two threads went to Python between the products, and SDPA's CPU kernel took 120-230 us for a decode
 step's tiny attention that three batched products do in 45. `LlamaStep` computes the layer as transformers'
-Llama classes do (their RMSNorm modules and rotary table, the same operations in the same order) on oneDNN-packed
-weights, with q, k and v in one product and gate and up in another (oneDNN sums every output over the same blocks
-of the input whatever the number of outputs, so a fused product's columns are bitwise the separate products'),
-queries and keys rotated in one pass, and attention as softmax(q k^T * scale + mask) v over each key head's
-group of queries. The softmax is summed in another order than SDPA's, so the logits are the model's own forward's
+Llama classes do (their rotary module, RMSNorm as one `rms_norm` call with their weights, bitwise theirs) on
+oneDNN-packed weights, with q, k and v in one product and gate and up in another (oneDNN sums every output over
+the same blocks of the input whatever the number of outputs, so a fused product's columns are bitwise the
+separate products'), each residual added in its product's kernel (bitwise the separate sum), queries and keys
+rotated in one pass, and attention as softmax(q k^T * scale + mask) v over each key head's group of queries. The softmax is summed in another order than SDPA's, so the logits are the model's own forward's
 within float32 roundings (4.6e-5 at most over 13 paper prompts and 5 steps), and greedy decoding keeps
 `transformers.generate`'s continuations on every prompt the tests and benchmarks ask (tests/test_engine.py).
 
@@ -88,7 +88,8 @@ class LlamaStep:
         attention = self.body.layers[0].self_attn
         self.heads = (model.config.num_attention_heads, model.config.num_key_value_heads)
         self.head_dim, self.scaling = attention.head_dim, attention.scaling
-        self.sign = torch.tensor([-1.0, 1.0], dtype=self.body.embed_tokens.weight.dtype)[:, None]
+        weight = self.body.embed_tokens.weight
+        self.sign = torch.tensor([-1.0, 1.0], dtype=weight.dtype, device=weight.device)[:, None]
 
     def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Cache) -> torch.Tensor:
         hidden = self.body.embed_tokens(tokens)
