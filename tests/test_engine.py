@@ -261,6 +261,7 @@ def test_the_llama_step_gives_the_model_forward_logits(bias: bool) -> None:
         assert torch.equal(a.argmax(-1), b.argmax(-1))
 
 
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")  # peft calls the old name
 def test_only_a_plain_transformers_llama_takes_the_llama_step() -> None:
     from peft import LoraConfig, get_peft_model
 
