@@ -227,9 +227,13 @@ def kv_cache(output: Any) -> Cache:
     return found if found is not None else output.past_key_values
 
 
-def cache_argument(model: PreTrainedModel, cache: Cache) -> dict[str, Cache]:
-    """`cache` as the keyword the model's forward takes: `cache` since transformers 5.24 (where the old name,
+def cache_keyword(model: PreTrainedModel) -> str:
+    """The keyword the model's forward takes its cache by: `cache` since transformers 5.24 (where the old name,
     `past_key_values`, warns on every call), `past_key_values` before."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT model takes **kwargs
-    name = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-    return {name: cache}
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def cache_argument(model: PreTrainedModel, cache: Cache) -> dict[str, Cache]:
+    """`cache` as the keyword argument the model's forward takes (cache_keyword)."""
+    return {cache_keyword(model): cache}

@@ -24,7 +24,7 @@ from transformers import Cache, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from fairprobe.models.base import GenerationConfig
-from fairprobe.models.continuations import cache_argument
+from fairprobe.models.continuations import cache_keyword
 from fairprobe.models.sampling import draw
 
 Choose = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits (B, V), active rows (B,)) -> tokens (B,)
@@ -108,7 +108,7 @@ def scoring_copy(cache: Cache) -> Cache:
 
 def model_step(model: Any) -> Step:
     """The model's own forward as a decode step: the call `generate` makes at each step after the first."""
-    name = next(iter(cache_argument(model, DynamicCache())))
+    name = cache_keyword(model)
 
     def step(tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Cache) -> torch.Tensor:
         return model(

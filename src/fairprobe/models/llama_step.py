@@ -73,7 +73,7 @@ class LlamaStep:
     .logits[:, -1]` gives them with every Linear on its packed weight (and the head as `packed` gives it)."""
 
     def __init__(self, model: llama.LlamaForCausalLM, packed: PackedLinears, greedy: bool) -> None:
-        self.model, self.body = model, model.model
+        self.body = model.model
         self.layers = [
             PackedLayer(
                 layer,
