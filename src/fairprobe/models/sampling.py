@@ -33,16 +33,37 @@ def nucleus(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
     return out
 
 
+def race(uniform: torch.Tensor) -> torch.Tensor:
+    """Each uniform's Gumbel value -log E, with E = -log(1 - U) ~ Exp(1) its token's arrival time (float64)."""
+    return -(-torch.log1p(-uniform)).clamp_min(1e-300).log()
+
+
 def draw(logits: torch.Tensor, generators: Sequence[torch.Generator], config: GenerationConfig) -> torch.Tensor:
-    """One token id per row (B,), row r drawn from `generators[r]` alone at the config's temperature, top-p, top-k."""
-    scaled = nucleus(logits.float() / config.temperature, config.top_p, config.top_k)
-    log_p = scaled.log_softmax(-1)
-    noise = torch.stack(
-        [torch.rand(logits.shape[-1], generator=g, device=g.device, dtype=torch.float64) for g in generators]
-    )
-    waits = -torch.log1p(-noise)  # E = -log(1 - U) ~ Exp(1): each token's arrival time, scaled by 1 / p below
-    race = -waits.clamp_min(1e-300).log().to(log_p.device)
-    return torch.argmax(log_p.double() + race, dim=-1)
+    """One token id per row (B,), row r drawn from `generators[r]` alone at the config's temperature, top-p, top-k:
+    argmax over tokens of log p + race(U), U one uniform per token from the row's generator.
+
+    The race needs two logarithms of every token's uniform; only tokens that can win are raced. The token with the
+    row's smallest uniform has the largest race value R, and the larger of the exact values of that token and of
+    the most likely one is a value B the winner reaches, so only tokens with log p >= B - R can win (a few hundred
+    of 49,152 for a language model). Their values come from the same float64 operations as the full race's, so the
+    same token wins (tests/test_sampling.py races every token beside it).
+    """
+    log_p = nucleus(logits.float() / config.temperature, config.top_p, config.top_k).log_softmax(-1)
+    uniform = torch.empty((len(generators), logits.shape[-1]), dtype=torch.float64, device=generators[0].device)
+    for row, generator in zip(uniform, generators, strict=True):
+        torch.rand(row.shape, generator=generator, dtype=torch.float64, device=row.device, out=row)
+    uniform = uniform.to(log_p.device)
+    smallest, at = uniform.min(-1)
+    known = torch.stack([log_p.argmax(-1), at], 1)
+    reached = (log_p.gather(1, known).double() + race(uniform.gather(1, known))).amax(-1)
+    # A margin far above the logarithms' rounding, rounded down to float32 so the comparison keeps every contender.
+    floor = (reached - race(smallest) - 1e-9).float()
+    floor = torch.nextafter(floor, torch.full_like(floor, -torch.inf))
+    rows, tokens = (log_p >= floor[:, None]).nonzero().unbind(1)
+    value = log_p[rows, tokens].double() + race(uniform[rows, tokens])
+    best = torch.full_like(reached, -torch.inf).scatter_reduce(0, rows, value, "amax")
+    won = value == best[rows]
+    return torch.full_like(at, logits.shape[-1]).scatter_reduce(0, rows[won], tokens[won], "amin")
 
 
 def generators_for(seeds: Sequence[int], device: torch.device) -> list[torch.Generator]:
