@@ -21,7 +21,7 @@ import torch
 
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.models.base import Completion, GenerationConfig, generate_seeded, stable_seed
-from fairprobe.models.sampling import draw, generators_for, nucleus, race
+from fairprobe.models.sampling import draw, generators_for, nucleus, race_every_token
 from fairprobe.options import RunOptions
 from fairprobe.runner import RunPlan, read_samples, run, run_with_samples
 
@@ -107,18 +107,6 @@ def test_a_row_draws_from_its_own_generator_with_the_models_probabilities() -> N
     assert beside == alone and len(set(alone)) == 3
 
 
-def full_race(logits: torch.Tensor, seeds: list[int], config: GenerationConfig) -> torch.Tensor:
-    """The draw's definition: every token raced, argmax of log p + race(U) with U from each row's generator."""
-    log_p = nucleus(logits / config.temperature, config.top_p, config.top_k).log_softmax(-1)
-    uniform = torch.stack(
-        [
-            torch.rand(logits.shape[-1], generator=g, dtype=torch.float64)
-            for g in generators_for(seeds, torch.device("cpu"))
-        ]
-    )
-    return torch.argmax(log_p.double() + race(uniform), -1)
-
-
 @pytest.mark.parametrize(
     "config",
     [
@@ -133,7 +121,7 @@ def test_a_draw_races_only_tokens_that_can_win_and_picks_the_full_races_token(co
         logits = torch.randn(48, 6000, generator=torch.Generator().manual_seed(int(spread * 10))) * spread
         seeds = [int(spread * 1000) + row for row in range(48)]
         drawn = draw(logits, generators_for(seeds, cpu), config)
-        assert torch.equal(drawn, full_race(logits, seeds, config))
+        assert torch.equal(drawn, race_every_token(logits, generators_for(seeds, cpu), config))
         picks.append(drawn)
     # The flat rows' winners are spread out and often not the most likely token: the pruning is really tested.
     assert len(set(picks[0].tolist())) > 40

@@ -66,6 +66,18 @@ def draw(logits: torch.Tensor, generators: Sequence[torch.Generator], config: Ge
     return torch.full_like(at, logits.shape[-1]).scatter_reduce(0, rows[won], tokens[won], "amin")
 
 
+def race_every_token(
+    logits: torch.Tensor, generators: Sequence[torch.Generator], config: GenerationConfig
+) -> torch.Tensor:
+    """`draw` by its definition, every token raced: the reference that tests/test_sampling.py and
+    benchmarks/sampled_draw.py hold `draw` to (the same uniforms: each generator gives one row, in order)."""
+    log_p = nucleus(logits.float() / config.temperature, config.top_p, config.top_k).log_softmax(-1)
+    uniform = torch.stack(
+        [torch.rand(logits.shape[-1], generator=g, dtype=torch.float64, device=g.device) for g in generators]
+    )
+    return torch.argmax(log_p.double() + race(uniform.to(log_p.device)), -1)
+
+
 def generators_for(seeds: Sequence[int], device: torch.device) -> list[torch.Generator]:
     """One generator per row, seeded with the row's seed."""
     return [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
