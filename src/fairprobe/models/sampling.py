@@ -63,7 +63,9 @@ def draw(logits: torch.Tensor, generators: Sequence[torch.Generator], config: Ge
     value = log_p[rows, tokens].double() + race(uniform[rows, tokens])
     best = torch.full_like(reached, -torch.inf).scatter_reduce(0, rows, value, "amax")
     won = value == best[rows]
-    return torch.full_like(at, logits.shape[-1]).scatter_reduce(0, rows[won], tokens[won], "amin")
+    # Every row raced its most likely token (log p >= B - R for it), unless its logits are not numbers: then it keeps
+    # that token.
+    return known[:, 0].scatter_reduce(0, rows[won], tokens[won], "amin", include_self=False)
 
 
 def race_every_token(
