@@ -214,7 +214,8 @@ def test_sweep_and_compare_return_their_folders_read_back(tmp_path: Path, monkey
     grid = fairprobe.sweep("api-c:x", only="temperature", temperature=[0.5, 0.7], seeds=1, out=tmp_path / "s", **common)
     assert isinstance(grid, fairprobe.Sweep) and grid.best()["setting"] in ("temperature=0.5", "temperature=0.7")
     assert grid.to_pandas().setting.tolist() == ["greedy", "temperature=0.5", "temperature=0.7"]
-    methods = fairprobe.compare("api-c:x", sweep=grid, out=tmp_path / "c", **common)
+    with pytest.warns(UserWarning, match="No setting beats greedy decoding: the lowest of the grid, temperature=0.5"):
+        methods = fairprobe.compare("api-c:x", sweep=grid, out=tmp_path / "c", **common)
     assert isinstance(methods, fairprobe.MitigationComparison)
     assert methods.result["method_order"] == ["Original", "Hyperparameter", "Instruction"]
     best = float(grid.best()["setting"].split("=")[1])
