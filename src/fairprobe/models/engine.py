@@ -169,9 +169,8 @@ class PackedLinears:
             return
         self._on = True
         for linear in self.linears:
-            linear.forward = self._packed_forward(linear)  # type: ignore[method-assign]
-        if self.head is not None:
-            self.head.forward = self.head_forward(greedy)  # type: ignore[method-assign]
+            forward = self.head_forward(greedy) if linear is self.head else self._packed_forward(linear)
+            linear.forward = forward  # type: ignore[method-assign]
 
     def _packed_forward(self, linear: torch.nn.Linear) -> Any:
         packed, bias = self.fused([linear])

@@ -49,11 +49,8 @@ def draw(logits: torch.Tensor, generators: Sequence[torch.Generator], config: Ge
     from the same float64 operations as the full race's, so the same token wins (tests/test_sampling.py races every
     token beside it).
     """
-    log_p = nucleus(logits.float() / config.temperature, config.top_p, config.top_k).log_softmax(-1)
-    uniform = torch.empty((len(generators), logits.shape[-1]), dtype=torch.float64, device=generators[0].device)
-    for row, generator in zip(uniform, generators, strict=True):
-        torch.rand(row.shape, generator=generator, dtype=torch.float64, device=row.device, out=row)
-    uniform = uniform.to(log_p.device)
+    log_p = log_probs(logits, config)
+    uniform = uniforms(generators, logits.shape[-1]).to(log_p.device)
     smallest, at = uniform.min(-1)
     known = torch.stack([log_p.argmax(-1), at], 1)
     reached = (log_p.gather(1, known).double() + race(uniform.gather(1, known))).amax(-1)
@@ -73,12 +70,22 @@ def race_every_token(
     logits: torch.Tensor, generators: Sequence[torch.Generator], config: GenerationConfig
 ) -> torch.Tensor:
     """`draw` by its definition, every token raced: the reference that tests/test_sampling.py and
-    benchmarks/sampled_draw.py hold `draw` to (the same uniforms: each generator gives one row, in order)."""
-    log_p = nucleus(logits.float() / config.temperature, config.top_p, config.top_k).log_softmax(-1)
-    uniform = torch.stack(
-        [torch.rand(logits.shape[-1], generator=g, dtype=torch.float64, device=g.device) for g in generators]
-    )
-    return torch.argmax(log_p.double() + race(uniform.to(log_p.device)), -1)
+    benchmarks/sampled_draw.py hold `draw` to."""
+    log_p = log_probs(logits, config)
+    return torch.argmax(log_p.double() + race(uniforms(generators, logits.shape[-1]).to(log_p.device)), -1)
+
+
+def log_probs(logits: torch.Tensor, config: GenerationConfig) -> torch.Tensor:
+    """The rows' float32 log-probabilities (B, V) at the config's temperature, top-p and top-k."""
+    return nucleus(logits.float() / config.temperature, config.top_p, config.top_k).log_softmax(-1)
+
+
+def uniforms(generators: Sequence[torch.Generator], width: int) -> torch.Tensor:
+    """`width` float64 uniforms from each generator, one row each (B, width), on the generators' device."""
+    out = torch.empty((len(generators), width), dtype=torch.float64, device=generators[0].device)
+    for row, generator in zip(out, generators, strict=True):
+        torch.rand(row.shape, generator=generator, dtype=torch.float64, device=row.device, out=row)
+    return out
 
 
 def generators_for(seeds: Sequence[int], device: torch.device) -> list[torch.Generator]:
