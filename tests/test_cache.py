@@ -312,10 +312,11 @@ def test_the_key_names_the_model_by_content_never_by_path_or_endpoint(tmp_path: 
     shared = CachedBackend(venv_b, cache)
     shared.generate(["p"], GenerationConfig())
     assert (venv_b.asked, shared.hits) == ([], 1)  # another install path, another GPU: the same answers
-    for other in ({**gguf, "gguf_sha256": "0ther"}, {**gguf, "dtype": "bfloat16"}, {**gguf, "device": "cpu"}):
+    others = ({**gguf, "gguf_sha256": "0ther"}, {**gguf, "dtype": "bfloat16"}, {**gguf, "device": "cpu"})
+    for other in (*others, {**gguf, "device": "cuda:0", "attention": "flash_attention, efficient_attention, math"}):
         backend = IdentifiedBackend(other)
         CachedBackend(backend, cache).generate(["p"], GenerationConfig())
-        assert backend.asked == ["p"]  # other weights, precision or kind of device: asked again
+        assert backend.asked == ["p"]  # other weights, precision, kind of device or attention kernels: asked again
     api = {"id": "openai:m", "backend": "openai", "model": "m", "implicit": "exact", "top_logprobs": 20}
     CachedBackend(IdentifiedBackend({**api, "base_url": "http://a:8000/v1"}), cache, {"timeout": 5}).generate(
         ["p"], GenerationConfig()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,6 +24,7 @@ from fairprobe.models.engine import (
     PackedLinears,
     ScreenedHead,
     Shape,
+    attention_without_cudnn,
     even_parts,
     packed_product,
     prefill_chunk,
@@ -272,6 +274,59 @@ def test_only_a_plain_transformers_llama_takes_the_llama_step() -> None:
     lora_inside = tiny_llama()
     get_peft_model(lora_inside, LoraConfig(r=2, target_modules=["v_proj"]))  # peft swaps v_proj in the model
     assert not llama_step.fits(lora_inside)
+
+
+def sdpa_choices_during(model: torch.nn.Module, call: Callable[[], object]) -> list[tuple[bool, ...]]:
+    """torch's SDPA kernel switches (cuDNN, flash, memory-efficient, math) as the first layer's attention saw them
+    during `call`, once per forward."""
+    seen: list[tuple[bool, ...]] = []
+    flags = torch.backends.cuda
+    attention = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hook = attention.model.layers[0].self_attn.register_forward_pre_hook(
+        lambda *_: seen.append(
+            (
+                flags.cudnn_sdp_enabled(),
+                flags.flash_sdp_enabled(),
+                flags.mem_efficient_sdp_enabled(),
+                flags.math_sdp_enabled(),
+            )
+        )
+    )
+    try:
+        call()
+    finally:
+        hook.remove()
+    return seen
+
+
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")  # peft calls the old name
+def test_attention_without_cudnn_holds_in_every_forward_and_is_put_back() -> None:
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    model = tiny_llama()
+    ids = torch.randint(2, model.config.vocab_size, (2, 5))
+    mask = torch.tensor([[1] * 5, [0, 0, 1, 1, 1]])
+
+    def generate(m: torch.nn.Module) -> Callable[[], torch.Tensor]:
+        def call() -> torch.Tensor:
+            with torch.inference_mode():
+                return m.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=3)
+
+        return call
+
+    without, own = [(False, True, True, True)] * 3, [(True, True, True, True)] * 3  # prompt pass, two steps
+    plain = generate(model)()
+    restore = attention_without_cudnn(model)
+    assert attention_without_cudnn(model)() is None  # wrapped already: left as it is, nothing to put back
+    assert sdpa_choices_during(model, generate(model)) == without
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # torch's own choice again after each call
+    assert torch.equal(generate(model)(), plain)  # the arguments generate passes reach the model as before
+    restore()
+    assert sdpa_choices_during(model, generate(model)) == own
+    peft_model = get_peft_model(tiny_llama(), LoraConfig(r=2, target_modules=["q_proj"]))
+    attention_without_cudnn(peft_model)
+    assert sdpa_choices_during(peft_model, generate(peft_model)) == without  # reached under peft too
 
 
 @pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bfloat16 oneDNN kernels here")

@@ -48,16 +48,23 @@ def memory_out(label: str, suite: str, out: Path | None) -> Path:
 
 @contextmanager
 def in_memory_backend(model: Any, tokenizer: Any, label: str, batch_size: int) -> Iterator[HFBackend]:
-    """The model as a fairprobe backend for the `with` block; its training mode, generation config and the
-    tokenizer's padding side and pad token are as they were afterwards."""
+    """The model as a fairprobe backend for the `with` block; its training mode, generation config, forward (on
+    CUDA the backend chooses the attention kernels) and the tokenizer's padding side and pad token are as they were
+    afterwards."""
     from fairprobe.models.hf import HFBackend
 
     if tokenizer is None:
         raise ConfigError("a model object needs its tokenizer: fairprobe.run(model=model, tokenizer=tokenizer, ...)")
     saved = (model.training, getattr(model, "generation_config", None), tokenizer.padding_side, tokenizer.pad_token)
+    backend = None
     try:
-        yield HFBackend(model, tokenizer, name=label, info={"id": label, "source": "in memory"}, batch_size=batch_size)
+        backend = HFBackend(
+            model, tokenizer, name=label, info={"id": label, "source": "in memory"}, batch_size=batch_size
+        )
+        yield backend
     finally:
+        if backend is not None:
+            backend.restore_attention()
         model.train(saved[0])
         if saved[1] is not None:
             model.generation_config = saved[1]

@@ -18,7 +18,17 @@ from typing import Any
 from fairprobe.io import atomic_write_json, cache_dir, sha256_bytes, sha256_file
 
 # Identity fields that name the weights or the served model by content; the others are dropped from the key.
-CONTENT_FIELDS = ("backend", "gguf_sha256", "revision", "weights_sha256", "model", "implicit", "top_logprobs", "dtype")
+CONTENT_FIELDS = (
+    "backend",
+    "gguf_sha256",
+    "revision",
+    "weights_sha256",
+    "model",
+    "implicit",
+    "top_logprobs",
+    "dtype",
+    "attention",
+)
 
 
 def folder_digest(folder: Path) -> str:

@@ -1,4 +1,5 @@
-"""The local engine's speed and memory: packed weights for decode steps on CPU, batches sized by a memory budget.
+"""The local engine's speed and memory: packed weights for decode steps on CPU, attention kernels on CUDA, batches
+sized by a memory budget.
 
 Decode steps multiply a few rows by every weight matrix, where a plain float32 GEMM with the weight transposed is
 slow; oneDNN's weight layout packed once ("mkldnn" linear) runs those steps about twice as fast on CPU. The
@@ -6,6 +7,11 @@ prompt pass keeps the plain kernels, so the first-step distribution (every proba
 prompt's key/value cache and every scoring pass are exactly those of `model(...)`; only the tokens chosen after
 the first come from the packed kernels (the same float32 products summed in another order: differences of
 order 1e-6 in the logits, which choose the same greedy tokens on every prompt we measured).
+
+On CUDA, torch gives bfloat16 and float16 attention to cuDNN's kernel, which builds a new graph for each new key
+length: every decode step pays that in every layer (88.7 ms a step against 30.6 with the memory-efficient kernel,
+SmolLM2's shape in bfloat16 at batch 32 on an H200). `attention_without_cudnn` makes a model's forward choose among
+flash, memory-efficient and math kernels instead; float32 never goes to cuDNN, so its numbers do not change.
 
 Memory: a batch's keys and values, and the activations of its prompt pass, grow with its rows times its tokens;
 `rows_within` splits a batch so that they stay within a budget derived from the model's shape (as much as its
@@ -18,7 +24,8 @@ other dependencies).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +35,38 @@ PREFILL_CHUNK = 512  # prompt tokens per row per prefill step when a prompt is l
 # How far a bfloat16 logit may be from the float32 one, per unit of |hidden| x |weight row| (twice bfloat16's two
 # roundings of 2^-9 each, so the screen keeps every token that can be the argmax with a factor 2 to spare).
 SCREEN_MARGIN = 2.0**-7
+CUDA_ATTENTION = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")  # SDPA kernels of a forward on CUDA (no cuDNN)
+
+
+def attention_without_cudnn(model: torch.nn.Module) -> Callable[[], None]:
+    """Make every forward of `model` choose its SDPA kernel among CUDA_ATTENTION (see the module's docstring); the
+    function that puts the model's own forward back.
+
+    The wrapped forward is the decoder's under the LM head and any peft wrapper (`generate`, a peft model's calls
+    and fairprobe's steps all reach it); it runs in torch's `sdpa_kernel`, which sets the choice for the call and
+    restores it after. A decoder wrapped already is left as it is.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder: torch.nn.Module = getattr(inner, "base_model", inner)
+    if hasattr(decoder.forward, "sdpa_kernels"):
+        return lambda: None
+    kernels = [getattr(SDPBackend, name) for name in CUDA_ATTENTION]
+    forward = decoder.forward
+
+    @functools.wraps(forward)
+    def forward_without_cudnn(*args: Any, **kwargs: Any) -> Any:
+        with sdpa_kernel(kernels):
+            return forward(*args, **kwargs)
+
+    forward_without_cudnn.sdpa_kernels = CUDA_ATTENTION  # type: ignore[attr-defined]
+    decoder.forward = forward_without_cudnn  # type: ignore[method-assign]
+
+    def restore() -> None:
+        decoder.__dict__.pop("forward", None)
+
+    return restore
 
 
 @dataclass(frozen=True)

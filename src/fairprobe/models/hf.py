@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,15 @@ from fairprobe.models.continuations import (
     score_continuations,
 )
 from fairprobe.models.decode import Step, chooser, continue_decoding, first_step, model_step, scoring_copy
-from fairprobe.models.engine import PackedLinears, Shape, even_parts, prefill_chunk, rows_within
+from fairprobe.models.engine import (
+    CUDA_ATTENTION,
+    PackedLinears,
+    Shape,
+    attention_without_cudnn,
+    even_parts,
+    prefill_chunk,
+    rows_within,
+)
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings, parse_memory
@@ -95,6 +103,8 @@ class HFBackend(ModelBackend):
         self._packed: tuple[int, PackedLinears] | None = None
         # On CPU the thread count follows the CPUs free right now (fairprobe.threads), checked per batch.
         self._threads = ThreadChooser() if self.device.type == "cpu" else None
+        on_cuda = self.device.type == "cuda"
+        self.restore_attention: Callable[[], None] = attention_without_cudnn(model) if on_cuda else lambda: None
         # Only the settings fairprobe passes apply: no repetition penalty or sampling from the model's file.
         self.model.generation_config = HFGenerationConfig(
             bos_token_id=tokenizer.bos_token_id,
@@ -108,12 +118,14 @@ class HFBackend(ModelBackend):
         return next(self.model.parameters()).device
 
     def identity(self) -> dict[str, Any]:
-        """Model id, source, sha, dtype and device for the manifest."""
+        """Model id, source, sha, dtype and device for the manifest (and on CUDA the attention kernels, which
+        decide the numbers too)."""
         return {
             **self.info,
             "backend": "hf",
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "device": str(self.device),
+            **({"attention": ", ".join(CUDA_ATTENTION).lower()} if self.device.type == "cuda" else {}),
             "memory": f"{self.memory / 1e9:.2f} GB" + ("" if self.memory_given else " (default: the weights' size)"),
         }
 
