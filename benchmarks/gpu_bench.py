@@ -111,21 +111,28 @@ def useful_gflop(model: torch.nn.Module, prompt_tokens: int, new_tokens: int) ->
     return (2 * body * (prompt_tokens + new_tokens) + 2 * head * new_tokens) / 1e9
 
 
-def timed_generate(model: torch.nn.Module, rows: int, prompt: int, new: int, device: str) -> tuple[float, float]:
-    """Seconds of one greedy generate of `rows` random prompts, and the peak GB torch allocated meanwhile."""
+def timed_generate(
+    model: torch.nn.Module, rows: int, prompt: int, new: int, device: str, padded: bool = False
+) -> tuple[float, float, torch.Tensor]:
+    """Seconds of one greedy generate of `rows` random prompts, the peak GB torch allocated meanwhile, and the new
+    tokens. `padded`: every other prompt is left-padded by 3, so that the attention mask is explicit, as in
+    fairprobe's batches."""
     ids = torch.randint(3, model.config.vocab_size, (rows, prompt), generator=torch.Generator().manual_seed(rows))
-    ids = ids.to(device)
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[::2, :3] = 0
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     synchronize(device)
     start = time.perf_counter()
     with torch.inference_mode():
-        model.generate(
-            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new, min_new_tokens=new
+        out = model.generate(
+            ids.to(device), attention_mask=mask.to(device), do_sample=False, max_new_tokens=new, min_new_tokens=new
         )
     synchronize(device)
+    seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() / 1e9 if device.startswith("cuda") else float("nan")
-    return time.perf_counter() - start, peak
+    return seconds, peak, out[:, prompt:].cpu()
 
 
 def sweep(args: argparse.Namespace, lines: list[str]) -> None:
@@ -141,7 +148,7 @@ def sweep(args: argparse.Namespace, lines: list[str]) -> None:
             model = build(shape, dtype, args.device)
             timed_generate(model, 2, 10, 4, args.device)  # warm-up
             for rows in args.batch_sizes:
-                seconds, memory = timed_generate(model, rows, 10, 50, args.device)
+                seconds, memory, _ = timed_generate(model, rows, 10, 50, args.device)
                 rate = useful_gflop(model, 10 * rows, 50 * rows) / seconds
                 lines.append(
                     f"| {name} | {dtype_name} | {rows} | {seconds:.2f} | {50 * rows / seconds:,.0f} | {rate:,.0f} "
@@ -191,7 +198,7 @@ def step_profile(args: argparse.Namespace, lines: list[str]) -> None:
             model = build(shape, getattr(torch, dtype_name), args.device)
             timed_generate(model, 32, 10, 4, args.device)  # warm-up
             with profile(activities=activities) as prof:
-                seconds, _ = timed_generate(model, 32, 10, steps, args.device)
+                seconds, _, _ = timed_generate(model, 32, 10, steps, args.device)
             kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
             kernel_ms = sum(e.device_time_total for e in kernels) / 1e3
             lines.append(
@@ -214,22 +221,6 @@ ATTENTION_CHOICES: dict[str, list[str] | None] = {
 ATTENTION_OPS = ("cudnn_attention", "flash_attention", "efficient_attention", "attention_math")
 
 
-def padded_generate(model: torch.nn.Module, rows: int, new: int, device: str) -> tuple[float, torch.Tensor]:
-    """Seconds and tokens of one greedy generate of `rows` 10-token prompts, every other one left-padded by 3
-    (so the attention mask is explicit, as in fairprobe's batches)."""
-    ids = torch.randint(3, model.config.vocab_size, (rows, 10), generator=torch.Generator().manual_seed(rows))
-    mask = torch.ones_like(ids)
-    mask[::2, :3] = 0
-    synchronize(device)
-    start = time.perf_counter()
-    with torch.inference_mode():
-        out = model.generate(
-            ids.to(device), attention_mask=mask.to(device), do_sample=False, max_new_tokens=new, min_new_tokens=new
-        )
-    synchronize(device)
-    return time.perf_counter() - start, out[:, 10:].cpu()
-
-
 def attention_choices(args: argparse.Namespace, lines: list[str]) -> None:
     """Decode steps (batch 32, 50 new tokens, left padding) under each choice of SDPA kernels: ms a step, the
     attention operator that ran, and the rows whose tokens equal those of torch's choice."""
@@ -245,10 +236,10 @@ def attention_choices(args: argparse.Namespace, lines: list[str]) -> None:
             for label, kernels in ATTENTION_CHOICES.items():
                 chosen = sdpa_kernel([getattr(SDPBackend, k) for k in kernels]) if kernels else contextlib.nullcontext()
                 with chosen:
-                    padded_generate(model, 32, 4, args.device)  # warm-up
+                    timed_generate(model, 32, 10, 4, args.device, padded=True)  # warm-up
                     with profile(activities=[ProfilerActivity.CPU]) as prof:
-                        padded_generate(model, 32, 2, args.device)
-                    seconds, tokens = padded_generate(model, 32, 50, args.device)
+                        timed_generate(model, 32, 10, 2, args.device, padded=True)
+                    seconds, _, tokens = timed_generate(model, 32, 10, 50, args.device, padded=True)
                 ops = {e.key for e in prof.key_averages() if any(op in e.key for op in ATTENTION_OPS)}
                 reference = tokens if reference is None else reference
                 same = int((tokens == reference).all(-1).sum())
