@@ -8,9 +8,9 @@ prompt's key/value cache and every scoring pass are exactly those of `model(...)
 the first come from the packed kernels (the same float32 products summed in another order: differences of
 order 1e-6 in the logits, which choose the same greedy tokens on every prompt we measured).
 
-On CUDA, torch gives bfloat16 and float16 attention to cuDNN's kernel, which builds a new graph for each new key
-length: every decode step pays that in every layer (88.7 ms a step against 30.6 with the memory-efficient kernel,
-SmolLM2's shape in bfloat16 at batch 32 on an H200). `attention_without_cudnn` makes a model's forward choose among
+On CUDA, torch gave bfloat16 attention to cuDNN's kernel (torch 2.11 on an H200), which builds a new graph for each
+key length it has not met: every decode step paid that in every layer (88.7 ms a step against 30.6 with the
+memory-efficient kernel, SmolLM2's shape in bfloat16 at batch 32). `attention_without_cudnn` makes a model's forward choose among
 flash, memory-efficient and math kernels instead; float32 never goes to cuDNN, so its numbers do not change.
 
 Memory: a batch's keys and values, and the activations of its prompt pass, grow with its rows times its tokens;
