@@ -212,20 +212,22 @@ def step_profile(args: argparse.Namespace, lines: list[str]) -> None:
             del model
 
 
-ATTENTION_CHOICES: dict[str, list[str] | None] = {
-    "torch's choice": None,
-    "without cuDNN": ["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH"],
-    "efficient, math": ["EFFICIENT_ATTENTION", "MATH"],
-    "math only": ["MATH"],
-}
 ATTENTION_OPS = ("cudnn_attention", "flash_attention", "efficient_attention", "attention_math")
 
 
 def attention_choices(args: argparse.Namespace, lines: list[str]) -> None:
-    """Decode steps (batch 32, 50 new tokens, left padding) under each choice of SDPA kernels: ms a step, the
-    attention operator that ran, and the rows whose tokens equal those of torch's choice."""
+    """Decode steps (batch 32, 50 new tokens, left padding) under each choice of SDPA kernels (torch's, fairprobe's
+    on CUDA, and two narrower ones): ms a step, the attention operator that ran, and the rows whose tokens equal those
+    of torch's choice."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.profiler import ProfilerActivity, profile
+
+    choices: dict[str, tuple[str, ...] | None] = {
+        "torch's choice": None,
+        "without cuDNN": engine_module().CUDA_ATTENTION,
+        "efficient, math": ("EFFICIENT_ATTENTION", "MATH"),
+        "math only": ("MATH",),
+    }
 
     lines += ["", "| model shape | dtype | SDPA kernels | ms a step | operator | rows as torch's choice |"]
     lines += ["|---|---|---|---|---|---|"]
@@ -233,7 +235,7 @@ def attention_choices(args: argparse.Namespace, lines: list[str]) -> None:
         for dtype_name in args.dtypes:
             model = build(shape, getattr(torch, dtype_name), args.device)
             reference = None
-            for label, kernels in ATTENTION_CHOICES.items():
+            for label, kernels in choices.items():
                 chosen = sdpa_kernel([getattr(SDPBackend, k) for k in kernels]) if kernels else contextlib.nullcontext()
                 with chosen:
                     timed_generate(model, 32, 10, 4, args.device, padded=True)  # warm-up

@@ -18,10 +18,10 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
 
 The machine's limit is measured in the same process with the same threads: the best rate of a float32 2048 x 2048
 matrix product (before and after the runs); on a GPU, of an 8192 x 8192 product in the model's dtype (there the
-CPU-time shares are not given: the host's CPU time is not the device's work). Each way's achieved rate counts the model's useful work, the same for
-all three: 2 x (parameters outside the embedding) per token processed (each prompt's real tokens and each
-generated token up to its end of sequence) plus 2 x (the LM head's parameters) per next-token distribution
-(one per generated token). Attention's own products, padding, finished rows and fairprobe's scoring passes are
+CPU-time shares are not given: the host's CPU time is not the device's work). Each way's achieved rate counts the
+model's useful work, the same for all three: 2 x (parameters outside the embedding) per token processed (each
+prompt's real tokens and each generated token up to its end of sequence) plus 2 x (the LM head's parameters) per
+next-token distribution (one per generated token). Attention's own products, padding, finished rows and fairprobe's scoring passes are
 not counted, so the shares are lower bounds of what the CPU did.
 """
 

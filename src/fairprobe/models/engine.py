@@ -10,8 +10,9 @@ order 1e-6 in the logits, which choose the same greedy tokens on every prompt we
 
 On CUDA, torch gave bfloat16 attention to cuDNN's kernel (torch 2.11 on an H200), which builds a new graph for each
 key length it has not met: every decode step paid that in every layer (88.7 ms a step against 30.6 with the
-memory-efficient kernel, SmolLM2's shape in bfloat16 at batch 32). `attention_without_cudnn` makes a model's forward choose among
-flash, memory-efficient and math kernels instead; float32 never goes to cuDNN, so its numbers do not change.
+memory-efficient kernel, SmolLM2's shape in bfloat16 at batch 32). `attention_without_cudnn` makes a model's
+forward choose among flash, memory-efficient and math kernels instead; float32 never goes to cuDNN, so its numbers
+do not change.
 
 Memory: a batch's keys and values, and the activations of its prompt pass, grow with its rows times its tokens;
 `rows_within` splits a batch so that they stay within a budget derived from the model's shape (as much as its
