@@ -17,7 +17,8 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
 (b) and (c) alternate `--repeats` times and the ratios use the median of each.
 
 The machine's limit is measured in the same process with the same threads: the best rate of a float32 2048 x 2048
-matrix product (before and after the runs); on a GPU, of an 8192 x 8192 product in the model's dtype (there the
+matrix product, by torch's own kernel or oneDNN's on a packed weight, whichever is faster on the CPU (before and
+after the runs); on a GPU, of an 8192 x 8192 product in the model's dtype (there the
 CPU-time shares are not given: the host's CPU time is not the device's work). Each way's achieved rate counts the
 model's useful work, the same for all three: 2 x (parameters outside the embedding) per token processed (each
 prompt's real tokens and each generated token up to its end of sequence) plus 2 x (the LM head's parameters) per
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,6 +51,7 @@ import torch
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
+from fairprobe.models.engine import PackedLinears, packed_product
 from fairprobe.models.hf import HFBackend
 from fairprobe.plan import RunPlan
 from fairprobe.records import ProbeSet
@@ -88,22 +91,55 @@ def sample_sets(data_dir: Path, n: int) -> list[ProbeSet]:
     return out
 
 
-def matmul_peak(model: torch.nn.Module, seconds: float = 2.0) -> tuple[float, float | None]:
-    """Matrix products on the model's device in its dtype for `seconds` (torch's threads as set now): the best
-    GFLOP/s of one, and on CPU the GFLOP a CPU-second of them all (the rate per CPU-second that the ways' CPU times
-    are set against; None on a GPU). Float32 2048 x 2048 on CPU, 8192 x 8192 on a GPU."""
+def cpu_description() -> str:
+    """The CPU as Linux names it, with its family and model numbers (hosts of one machine kind differ: the ratios
+    of (b), on MKL's float32 products, and (c), on oneDNN's, move with the CPU generation) and torch's vector ISA."""
+    fields: dict[str, str] = {}
+    cpuinfo = Path("/proc/cpuinfo")
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.exists() else []:
+        key, _, value = line.partition(":")
+        if not key.strip():
+            break  # the first processor's block ends at its blank line
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name", "unknown CPU")
+    return (
+        f"{name} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}), "
+        f"{os.cpu_count()} CPUs, torch ISA {torch.backends.cpu.get_cpu_capability()}"
+    )
+
+
+def matmul_peak(model: torch.nn.Module, seconds: float = 2.0) -> tuple[float, float | None, str]:
+    """Matrix products on the model's device in its dtype (torch's threads as set now): the best GFLOP/s of one, on
+    CPU the GFLOP a CPU-second of that kernel's products (the rate the ways' CPU times are set against; None on a
+    GPU), and each kernel's best. Float32 2048 x 2048 on CPU, 8192 x 8192 on a GPU.
+
+    On CPU two kernels are timed, `seconds` each: torch's own product (MKL) and oneDNN's on a packed weight (what
+    fairprobe's decode steps run). They differ by CPU: on an AMD Zen 5, MKL runs its AVX2 code (the same rate when
+    told to stop at AVX2) and oneDNN its AVX-512 code at twice the rate, so the machine's peak is the faster one's."""
     param = next(model.parameters())
     on_gpu = param.device.type == "cuda"
     size = 8192 if on_gpu else 2048
     a, b = (torch.randn(size, size, dtype=param.dtype, device=param.device) for _ in range(2))
+    kernels: dict[str, Callable[[], object]] = {"torch": lambda: a @ b}
+    if PackedLinears.usable(model):
+        packed = torch.ops.mkldnn._reorder_linear_weight(b.t().contiguous(), None)
+        kernels["oneDNN packed"] = lambda: packed_product(a, packed, None)
+    rates = {name: product_rate(kernel, 2 * size**3, seconds, on_gpu) for name, kernel in kernels.items()}
+    best = max(rates, key=lambda name: rates[name][0])
+    each = ", ".join(f"{name} {rate[0]:.1f}" for name, rate in rates.items())
+    return rates[best][0], rates[best][1], f"{best} ({each})"
+
+
+def product_rate(kernel: Callable[[], object], flop: int, seconds: float, on_gpu: bool) -> tuple[float, float | None]:
+    """`kernel` run for `seconds`: the best GFLOP/s of one call, and on CPU the GFLOP a CPU-second of them all."""
     best, count, end, cpu = 0.0, 0, time.perf_counter() + seconds, time.process_time()
     while time.perf_counter() < end:
         start = time.perf_counter()
-        a @ b
+        kernel()
         if on_gpu:
             torch.cuda.synchronize()
-        best, count = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e9), count + 1
-    return best, None if on_gpu else 2 * size**3 * count / (time.process_time() - cpu) / 1e9
+        best, count = max(best, flop / (time.perf_counter() - start) / 1e9), count + 1
+    return best, None if on_gpu else flop * count / (time.process_time() - cpu) / 1e9
 
 
 def useful_gflop(backend: HFBackend, prompt_tokens: int, generated: int) -> float:
@@ -210,14 +246,15 @@ def compare(args: argparse.Namespace) -> None:
         f"model {args.model} on {args.device} in {args.dtype}, torch threads {torch.get_num_threads()}, "
         f"batch size {args.batch_size}"
     )
+    print(f"CPU: {cpu_description()}")
     print(f"sample: {n} prompts ({', '.join(f'{ps.name} {len(ps.probes)}' for ps in sets)})")
     paper_prompts = [p.prompt for ps in sets for p in ps.probes][:: max(1, n // args.paper_n)][: args.paper_n]
 
     bare_generate(backend, sets[:1], args.batch_size)  # warm-up
     fairprobe_way(backend, sets[:1], plan)
-    peak, per_cpu = matmul_peak(backend.model)
+    peak, per_cpu, kernels = matmul_peak(backend.model)
     per_second = "" if per_cpu is None else f", {per_cpu:.1f} GFLOP a CPU-second"
-    print(f"{args.dtype} matmul peak on {args.device}: {peak:.1f} GFLOP/s{per_second}", flush=True)
+    print(f"{args.dtype} matmul peak on {args.device}: {peak:.1f} GFLOP/s{per_second}, by {kernels}", flush=True)
     runs_b, runs_c = [], []
     for r in range(args.repeats):
         tb, texts_b, gflop = bare_generate(backend, sets, args.batch_size)
@@ -233,6 +270,7 @@ def compare(args: argparse.Namespace) -> None:
     print(f"continuations of (b) and (c) identical: {same}/{n}", flush=True)
     ta = paper_way(backend, paper_prompts, words)
     again = matmul_peak(backend.model)
+    print(f"{args.dtype} matmul peak again: {again[0]:.1f} GFLOP/s, by {again[2]}")
     peak, per_cpu = max(peak, again[0]), None if per_cpu is None or again[1] is None else max(per_cpu, again[1])
     k = len(paper_prompts)
     b_wall, b_cpu = statistics.median(t.wall for t in runs_b), statistics.median(t.cpu for t in runs_b)
