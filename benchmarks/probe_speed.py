@@ -31,6 +31,7 @@ not counted, so the shares are lower bounds of what the CPU did.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -38,7 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -51,6 +53,7 @@ import torch
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
+from fairprobe.models.base import Completion
 from fairprobe.models.engine import PackedLinears, packed_product
 from fairprobe.models.hf import HFBackend
 from fairprobe.plan import RunPlan
@@ -292,9 +295,38 @@ def compare(args: argparse.Namespace) -> None:
         print(f"peak GPU memory allocated: {torch.cuda.max_memory_allocated() / 1e9:.2f} GB")
 
 
+@dataclass
+class TokenCount:
+    """The backend a run generated with and the real prompt and generated tokens of its every completion."""
+
+    backend: HFBackend | None = None
+    prompt: int = 0
+    generated: int = 0
+
+
+@contextlib.contextmanager
+def counting_tokens(count: TokenCount) -> Iterator[TokenCount]:
+    """Within the context, every HFBackend.generate call adds its completions' tokens to `count`."""
+    plain = HFBackend.generate
+
+    def counted(self: HFBackend, *args: object, **kwargs: object) -> list[Completion]:
+        completions = plain(self, *args, **kwargs)  # type: ignore[arg-type]
+        count.backend = self
+        count.prompt += sum(c.prompt_tokens or 0 for c in completions)
+        count.generated += sum(c.new_tokens or 0 for c in completions)
+        return completions
+
+    HFBackend.generate = counted  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        HFBackend.generate = plain  # type: ignore[method-assign]
+
+
 def full(args: argparse.Namespace) -> None:
-    """(c) on all prompts of the five paper sets, end to end: model load, run directory, summary."""
-    with Timer() as timer, tempfile.TemporaryDirectory() as tmp:
+    """(c) on all prompts of the five paper sets, end to end: model load, run directory, summary; and the useful
+    rate of the whole run (load and report included) as a share of the peak measured after it."""
+    with counting_tokens(TokenCount()) as count, Timer() as timer, tempfile.TemporaryDirectory() as tmp:
         options = RunOptions(
             model=MODEL,
             probes=PAPER_SETS,
@@ -307,6 +339,7 @@ def full(args: argparse.Namespace) -> None:
         summary = run(options)
     n = sum(r.n for r in summary.results.values())
     print(f"model {MODEL}, torch threads {torch.get_num_threads()}, batch size {args.batch_size}")
+    print(f"CPU: {cpu_description()}")
     for name, result in summary.results.items():
         gas, gld = result.metrics["gas"].value, result.metrics["gld"].value
         print(f"  {name:<10} n={result.n:4d}  GAS {gas:.3f}  GLD {gld:.3f}")
@@ -314,6 +347,15 @@ def full(args: argparse.Namespace) -> None:
         f"all {n} prompts end to end (model load + run + run directory): {timer.wall:.1f} s wall, {timer.cpu:.1f} s CPU"
     )
     print(f"  (target < 300 s; CPU seconds / {torch.get_num_threads()} threads ~ wall time on an idle machine)")
+    if count.backend is not None:
+        gflop = useful_gflop(count.backend, count.prompt, count.generated)
+        peak, per_cpu, kernels = matmul_peak(count.backend.model)
+        by_cpu = "" if per_cpu is None else f", {gflop / timer.cpu / per_cpu:.1%} by CPU"
+        print(f"peak {peak:.1f} GFLOP/s by {kernels}")
+        print(
+            f"useful work {gflop:.0f} GFLOP ({count.prompt} prompt and {count.generated} generated tokens): "
+            f"{gflop / timer.wall:.1f} GFLOP/s, {gflop / timer.wall / peak:.1%} of the peak by wall{by_cpu}"
+        )
     print(f"peak RSS: {peak_rss_gb():.2f} GB  (target < 3 GB)")
 
 

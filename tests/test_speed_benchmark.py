@@ -1,10 +1,11 @@
 """benchmarks/probe_speed.py still measures what it says: its (b) and (c) run on the current runner and give the
 same continuations on real paper prompts (the benchmark's identity check), so a change of the runner's signature
-cannot leave the speed figures unmeasurable."""
+cannot leave the speed figures unmeasurable; and the token count of `--full` agrees with (b)'s."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from conftest import paper_data_dir
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "probe_speed.py"
 _spec = importlib.util.spec_from_file_location("probe_speed", BENCHMARK)
 probe_speed = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+sys.modules["probe_speed"] = probe_speed  # its dataclass looks its module up there
 _spec.loader.exec_module(probe_speed)  # type: ignore[union-attr]
 
 
@@ -23,7 +25,11 @@ def test_bare_generate_and_the_pipeline_continue_alike(embedded_backend):
     assert [len(ps.probes) for ps in sets] == [2, 2, 2, 2, 2]
     template = sets[0]  # two prompts of different lengths: the runner batches them shortest first
     assert len(template.probes[0].prompt) != len(template.probes[1].prompt)
-    _, bare, _ = probe_speed.bare_generate(embedded_backend, [template], 16)
-    _, piped = probe_speed.fairprobe_way(embedded_backend, [template], probe_speed.paper_plan(16))
+    _, bare, bare_gflop = probe_speed.bare_generate(embedded_backend, [template], 16)
+    with probe_speed.counting_tokens(probe_speed.TokenCount()) as count:
+        _, piped = probe_speed.fairprobe_way(embedded_backend, [template], probe_speed.paper_plan(16))
     assert piped == bare
+    # --full's count of the pipeline's tokens gives the useful work (b) counts from its own tensors.
+    assert count.backend is embedded_backend and count.prompt > 2 * 5 and count.generated > 2 * 5
+    assert probe_speed.useful_gflop(embedded_backend, count.prompt, count.generated) == pytest.approx(bare_gflop)
     assert all(len(text.split()) >= 5 for text in bare)
