@@ -9,7 +9,7 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
       the set's metrics.
 
     python benchmarks/probe_speed.py                       # (a), (b), (c) on a sample of the five paper sets
-    python benchmarks/probe_speed.py --full                # (c) on all 1,241 prompts end to end, with peak memory
+    python benchmarks/probe_speed.py --full                # (c) on all 1,241 prompts end to end: share of the peak, memory
     python benchmarks/probe_speed.py --busy                # (c) on 40 template prompts, idle vs one competing process
     python benchmarks/probe_speed.py --model hf:FOLDER --device cuda --dtype bfloat16   # (a), (b), (c) on a GPU
 
@@ -17,13 +17,13 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
 (b) and (c) alternate `--repeats` times and the ratios use the median of each.
 
 The machine's limit is measured in the same process with the same threads: the best rate of a float32 2048 x 2048
-matrix product, by torch's own kernel or oneDNN's on a packed weight, whichever is faster on the CPU (before and
-after the runs); on a GPU, of an 8192 x 8192 product in the model's dtype (there the
-CPU-time shares are not given: the host's CPU time is not the device's work). Each way's achieved rate counts the
-model's useful work, the same for all three: 2 x (parameters outside the embedding) per token processed (each
-prompt's real tokens and each generated token up to its end of sequence) plus 2 x (the LM head's parameters) per
-next-token distribution (one per generated token). Attention's own products, padding, finished rows and fairprobe's scoring passes are
-not counted, so the shares are lower bounds of what the CPU did.
+matrix product, by torch's own kernel or oneDNN's on a packed weight, whichever is faster on the CPU (before and after
+the runs); on a GPU, of an 8192 x 8192 product in the model's dtype (there the CPU-time shares are not given: the
+host's CPU time is not the device's work). Each way's achieved rate counts the model's useful work, the same for all
+three: 2 x (parameters outside the embedding) per token processed (each prompt's real tokens and each generated token
+up to its end of sequence) plus 2 x (the LM head's parameters) per next-token distribution (one per generated token).
+Attention's own products, padding, finished rows and fairprobe's scoring passes are not counted, so the shares are
+lower bounds of what the CPU did.
 """
 
 # ruff: noqa: E402  (the OpenMP wait policy is chosen before torch is imported)
