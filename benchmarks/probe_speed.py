@@ -9,7 +9,7 @@ Three ways to probe the same prompts with the same model (greedy, 50 new tokens)
       the set's metrics.
 
     python benchmarks/probe_speed.py                       # (a), (b), (c) on a sample of the five paper sets
-    python benchmarks/probe_speed.py --full                # (c) on all 1,241 prompts end to end: share of the peak, memory
+    python benchmarks/probe_speed.py --full                # (c) on all 1,241 prompts: share of the peak, memory
     python benchmarks/probe_speed.py --busy                # (c) on 40 template prompts, idle vs one competing process
     python benchmarks/probe_speed.py --model hf:FOLDER --device cuda --dtype bfloat16   # (a), (b), (c) on a GPU
 
