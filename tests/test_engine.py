@@ -19,7 +19,7 @@ from fairprobe.families import Request, RunContext, Scoring, all_families, load_
 from fairprobe.families.base import PROBE_SETS
 from fairprobe.models import GenerationConfig, ScoreRequest, llama_step, load_model
 from fairprobe.models.continuations import cache_argument, kv_cache
-from fairprobe.models.decode import ReservedLayer, model_step, reserve
+from fairprobe.models.decode import ReservedLayer, compaction, model_step, reserve
 from fairprobe.models.engine import (
     PackedLinears,
     ScreenedHead,
@@ -356,6 +356,22 @@ def test_a_reserved_layer_writes_in_place_and_drops_rows() -> None:
     layer.update(torch.tensor([[[[40.0]]]]), torch.ones(1, 1, 1, 1))
     assert layer.keys[:, 0, :, 0].tolist() == [[10.0, 20.0, 30.0, 40.0]]
     assert layer.values[:, 0, :, 0].tolist() == [[-10.0, -20.0, 0.0, 1.0]]
+
+
+def test_rows_that_stay_fill_the_places_of_rows_that_left_and_only_they_move() -> None:
+    going = torch.tensor([False, True, True, False, True, True])
+    assert compaction(going).tolist() == [4, 1, 2, 5]  # rows 4 and 5 take the places of rows 0 and 3
+    assert compaction(torch.tensor([True, True, False])).tolist() == [0, 1]
+    keys = torch.arange(4.0).reshape(4, 1, 1, 1)  # 4 rows, 1 head, 1 position, dim 1: row r holds r
+    layer = ReservedLayer(keys, -keys, room=1)
+    buffer = layer.key_buffer.data_ptr()
+    layer.batch_select_indices(compaction(torch.tensor([False, True, False, True])))
+    assert layer.keys[:, 0, 0, 0].tolist() == [3.0, 1.0] and layer.values[:, 0, 0, 0].tolist() == [-3.0, -1.0]
+    assert layer.key_buffer.data_ptr() == buffer  # in place: row 3 copied into row 0's buffers
+    layer.batch_select_indices(torch.tensor([1, 0]))  # any other order: the buffers copied in that order
+    assert layer.keys[:, 0, 0, 0].tolist() == [1.0, 3.0] and layer.key_buffer.data_ptr() != buffer
+    layer.update(torch.tensor([[[[7.0]]], [[[8.0]]]]), torch.zeros(2, 1, 1, 1))
+    assert layer.keys[:, 0, :, 0].tolist() == [[1.0, 7.0], [3.0, 8.0]]
 
 
 @pytest.mark.slow

@@ -60,10 +60,29 @@ class ReservedLayer(DynamicLayer):
         return self.keys, self.values
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Keep only the rows `indices` (their buffers copied once)."""
-        self.key_buffer = self.key_buffer.index_select(0, indices)
-        self.value_buffer = self.value_buffer.index_select(0, indices)
+        """Keep only the rows `indices`, in that order. Where every row that changes place comes from beyond the
+        first len(indices) rows (a `compaction`), those rows are copied into the places they take and the buffers
+        end after them; otherwise the buffers are copied once in the new order."""
+        kept = indices.shape[0]
+        moved = (indices != torch.arange(kept, device=indices.device)).nonzero().squeeze(-1)
+        if bool((indices[moved] >= kept).all()):
+            for buffer in (self.key_buffer, self.value_buffer):
+                buffer[moved] = buffer[indices[moved]]
+            self.key_buffer, self.value_buffer = self.key_buffer[:kept], self.value_buffer[:kept]
+        else:
+            self.key_buffer = self.key_buffer.index_select(0, indices)
+            self.value_buffer = self.value_buffer.index_select(0, indices)
         self._view(self.length)
+
+
+def compaction(going: torch.Tensor) -> torch.Tensor:
+    """The rows that stay (`going`, a (B,) mask; n of them) in their new order: a row among the first n keeps its
+    place and each row beyond them takes the place of one that left, so a reserved cache moves only those rows
+    (a copy of every row's buffers at each end of sequence is most of the cost of rows leaving on long replies)."""
+    kept = int(going.sum())
+    order = torch.arange(kept, device=going.device)
+    order[(~going[:kept]).nonzero().squeeze(-1)] = going[kept:].nonzero().squeeze(-1) + kept
+    return order
 
 
 def reserve(cache: Cache, room: int) -> Cache:
@@ -148,7 +167,7 @@ def continue_decoding(
         if not bool(going.all()):
             if not bool(going.any()):
                 break
-            keep = going.nonzero().squeeze(-1)
+            keep = compaction(going)
             cache.batch_select_indices(keep)
             active, last, positions, masks = active[keep], last[keep], positions[keep], masks[keep]
         logits = step(last, positions + index - 1, masks[:, : prompt_len + index], cache)
