@@ -31,7 +31,6 @@ lower bounds of what the CPU did.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import resource
 import statistics
@@ -39,8 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -53,10 +51,10 @@ import torch
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
-from fairprobe.models.base import Completion
 from fairprobe.models.engine import PackedLinears, packed_product
 from fairprobe.models.hf import HFBackend
 from fairprobe.plan import RunPlan
+from fairprobe.progress import Progress, SilentProgress, WorkClock
 from fairprobe.records import ProbeSet
 from fairprobe.runner import RunOptions, batches_of, run, run_set
 from fairprobe.threads import usable_cpus
@@ -208,22 +206,24 @@ def paper_plan(batch_size: int, model: str = MODEL) -> RunPlan:
     )
 
 
-def run_paper_set(backend: HFBackend, ps: ProbeSet, plan: RunPlan) -> list[str]:
+def run_paper_set(backend: HFBackend, ps: ProbeSet, plan: RunPlan, progress: Progress | None = None) -> list[str]:
     """One paper set through the runner's per-set loop (generation, probabilities, detection) and its metrics;
     the continuations in the order (b) asks them (the runner's batches)."""
     bound = plan.bound(ps.name)
-    samples = run_set(backend, bound, ps, plan)
+    samples = run_set(backend, bound, ps, plan, progress=progress)
     bound.family.summarize(ps, list(samples), plan.context, bound.options)
     by_id = {s.id: s.continuation for s in samples}  # type: ignore[attr-defined]
     return [by_id[p.id] for batch in batches_of(ps.probes, plan.options.batch_size) for p in batch]
 
 
-def fairprobe_way(backend: HFBackend, sets: list[ProbeSet], plan: RunPlan) -> tuple[Timer, list[str]]:
+def fairprobe_way(
+    backend: HFBackend, sets: list[ProbeSet], plan: RunPlan, progress: Progress | None = None
+) -> tuple[Timer, list[str]]:
     """Seconds for (c): the runner's per-set loop plus the set metrics, over every set; the continuations."""
     texts: list[str] = []
     with Timer() as timer:
         for ps in sets:
-            texts += run_paper_set(backend, ps, plan)
+            texts += run_paper_set(backend, ps, plan, progress)
     return timer, texts
 
 
@@ -295,38 +295,27 @@ def compare(args: argparse.Namespace) -> None:
         print(f"peak GPU memory allocated: {torch.cuda.max_memory_allocated() / 1e9:.2f} GB")
 
 
-@dataclass
-class TokenCount:
-    """The backend a run generated with and the real prompt and generated tokens of its every completion."""
+class TokenTally(SilentProgress):
+    """Progress that shows nothing and keeps every set's clock: the prompt tokens read and new tokens made that the
+    runner counts from the backend's completions (setwork.SetWatch), summed over the sets."""
 
-    backend: HFBackend | None = None
-    prompt: int = 0
-    generated: int = 0
+    def __init__(self) -> None:
+        self.clocks: list[WorkClock] = []
 
+    def measure(self, clock: WorkClock) -> None:
+        """Keep the set's clock."""
+        self.clocks.append(clock)
 
-@contextlib.contextmanager
-def counting_tokens(count: TokenCount) -> Iterator[TokenCount]:
-    """Within the context, every HFBackend.generate call adds its completions' tokens to `count`."""
-    plain = HFBackend.generate
-
-    def counted(self: HFBackend, *args: object, **kwargs: object) -> list[Completion]:
-        completions = plain(self, *args, **kwargs)  # type: ignore[arg-type]
-        count.backend = self
-        count.prompt += sum(c.prompt_tokens or 0 for c in completions)
-        count.generated += sum(c.new_tokens or 0 for c in completions)
-        return completions
-
-    HFBackend.generate = counted  # type: ignore[method-assign]
-    try:
-        yield count
-    finally:
-        HFBackend.generate = plain  # type: ignore[method-assign]
+    def tokens(self) -> tuple[int, int]:
+        """(prompt tokens read, new tokens made) over every set so far."""
+        return sum(c.read for c in self.clocks), sum(c.made for c in self.clocks)
 
 
 def full(args: argparse.Namespace) -> None:
     """(c) on all prompts of the five paper sets, end to end: model load, run directory, summary; and the useful
     rate of the whole run (load and report included) as a share of the peak measured after it."""
-    with counting_tokens(TokenCount()) as count, Timer() as timer, tempfile.TemporaryDirectory() as tmp:
+    tally = TokenTally()
+    with Timer() as timer, tempfile.TemporaryDirectory() as tmp:
         options = RunOptions(
             model=MODEL,
             probes=PAPER_SETS,
@@ -336,7 +325,8 @@ def full(args: argparse.Namespace) -> None:
             model_args={"device": "cpu"},
             use_cache=False,
         )
-        summary = run(options)
+        backend = RunPlan.build(options).model.load()  # what the run loads itself (no cache is asked)
+        summary = run(options, backend, tally)
     n = sum(r.n for r in summary.results.values())
     print(f"model {MODEL}, torch threads {torch.get_num_threads()}, batch size {args.batch_size}")
     print(f"CPU: {cpu_description()}")
@@ -347,15 +337,16 @@ def full(args: argparse.Namespace) -> None:
         f"all {n} prompts end to end (model load + run + run directory): {timer.wall:.1f} s wall, {timer.cpu:.1f} s CPU"
     )
     print(f"  (target < 300 s; CPU seconds / {torch.get_num_threads()} threads ~ wall time on an idle machine)")
-    if count.backend is not None:
-        gflop = useful_gflop(count.backend, count.prompt, count.generated)
-        peak, per_cpu, kernels = matmul_peak(count.backend.model)
-        by_cpu = "" if per_cpu is None else f", {gflop / timer.cpu / per_cpu:.1%} by CPU"
-        print(f"peak {peak:.1f} GFLOP/s by {kernels}")
-        print(
-            f"useful work {gflop:.0f} GFLOP ({count.prompt} prompt and {count.generated} generated tokens): "
-            f"{gflop / timer.wall:.1f} GFLOP/s, {gflop / timer.wall / peak:.1%} of the peak by wall{by_cpu}"
-        )
+    assert isinstance(backend, HFBackend)
+    prompt, generated = tally.tokens()
+    gflop = useful_gflop(backend, prompt, generated)
+    peak, per_cpu, kernels = matmul_peak(backend.model)
+    by_cpu = "" if per_cpu is None else f", {gflop / timer.cpu / per_cpu:.1%} by CPU"
+    print(f"peak {peak:.1f} GFLOP/s by {kernels}")
+    print(
+        f"useful work {gflop:.0f} GFLOP ({prompt} prompt and {generated} generated tokens): "
+        f"{gflop / timer.wall:.1f} GFLOP/s, {gflop / timer.wall / peak:.1%} of the peak by wall{by_cpu}"
+    )
     print(f"peak RSS: {peak_rss_gb():.2f} GB  (target < 3 GB)")
 
 
