@@ -1,6 +1,8 @@
 """benchmarks/probe_speed.py still measures what it says: its (b) and (c) run on the current runner and give the
 same continuations on real paper prompts (the benchmark's identity check), so a change of the runner's signature
-cannot leave the speed figures unmeasurable; and the token count of `--full` agrees with (b)'s."""
+cannot leave the speed figures unmeasurable; and the token count of `--full` agrees with (b)'s.
+benchmarks/probability_noise.py compares what it names: the engine is the model's forward on the same batch, and its
+oneDNN variant truly runs on the packed weights."""
 
 from __future__ import annotations
 
@@ -32,3 +34,28 @@ def test_bare_generate_and_the_pipeline_continue_alike(embedded_backend):
     assert len(tally.clocks) == 1 and prompt > 2 * 5 and generated > 2 * 5
     assert probe_speed.useful_gflop(embedded_backend, prompt, generated) == pytest.approx(bare_gflop)
     assert all(len(text.split()) >= 5 for text in bare)
+
+
+NOISE = Path(__file__).resolve().parents[1] / "benchmarks" / "probability_noise.py"
+_noise_spec = importlib.util.spec_from_file_location("probability_noise", NOISE)
+probability_noise = importlib.util.module_from_spec(_noise_spec)  # type: ignore[arg-type]
+_noise_spec.loader.exec_module(probability_noise)  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_probability_noise_compares_what_it_names(embedded_backend):
+    words = (" she", " he", " xem", " xemself")  # two of one token, two of several
+    table = embedded_backend.table(words)
+    sets = probe_speed.sample_sets(paper_data_dir(), 10)
+    batches = [[p.prompt for p in ps.probes] for ps in sets[:2]]
+    plain = probability_noise.forward_probs(embedded_backend, table)
+    per_set, _ = probability_noise.over(batches, plain)
+    alone, _ = probability_noise.over([[p] for batch in batches for p in batch], plain)
+    engine, _ = probability_noise.over(batches, probability_noise.engine_probs(embedded_backend, words))
+    packed, _ = probability_noise.over(batches, probability_noise.on_packed(embedded_backend, plain))
+    assert per_set.shape == (4, 4) and float(per_set.sum(1).min()) > 0.05
+    assert float((engine - per_set).abs().max()) < 1e-7  # the engine is the model's forward on the same batch
+    # Padding and oneDNN's products move the numbers: a little, and truly (the packed weights were used).
+    assert 0 < float((packed - per_set).abs().max()) < 1e-5
+    assert float((alone - per_set).abs().max()) < 1e-5
+    assert probability_noise.apart(per_set, per_set + 2e-6).startswith("2.00e-06 (2.00 x")
