@@ -8,15 +8,25 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from conftest import paper_data_dir
 
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "probe_speed.py"
-_spec = importlib.util.spec_from_file_location("probe_speed", BENCHMARK)
-probe_speed = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(probe_speed)  # type: ignore[union-attr]
+
+def benchmark(name: str) -> ModuleType:
+    """The benchmark script benchmarks/<name>.py, loaded as a module."""
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+probe_speed = benchmark("probe_speed")
+probability_noise = benchmark("probability_noise")
 
 
 @pytest.mark.slow
@@ -34,12 +44,6 @@ def test_bare_generate_and_the_pipeline_continue_alike(embedded_backend):
     assert len(tally.clocks) == 1 and prompt > 2 * 5 and generated > 2 * 5
     assert probe_speed.useful_gflop(embedded_backend, prompt, generated) == pytest.approx(bare_gflop)
     assert all(len(text.split()) >= 5 for text in bare)
-
-
-NOISE = Path(__file__).resolve().parents[1] / "benchmarks" / "probability_noise.py"
-_noise_spec = importlib.util.spec_from_file_location("probability_noise", NOISE)
-probability_noise = importlib.util.module_from_spec(_noise_spec)  # type: ignore[arg-type]
-_noise_spec.loader.exec_module(probability_noise)  # type: ignore[union-attr]
 
 
 @pytest.mark.slow
