@@ -38,7 +38,6 @@ import torch
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.models.continuations import ContinuationTable, score_continuations
-from fairprobe.models.engine import PackedLinears
 from fairprobe.models.hf import HFBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -71,8 +70,11 @@ def engine_probs(backend: HFBackend, words: tuple[str, ...]) -> Forward:
 
 
 def on_packed(backend: HFBackend, forward: Forward) -> Forward:
-    """`forward` with every Linear of the model on its oneDNN-packed weight."""
-    packed = PackedLinears(backend.model)
+    """`forward` with every Linear of the model on its oneDNN-packed weight: the backend's own packed weights,
+    packed once and shared with its decode steps."""
+    packed = backend.packed_linears()
+    if packed is None:
+        raise SystemExit("error: oneDNN's packed weights need a float32 model on a CPU with oneDNN")
 
     def probs(prompts: list[str]) -> torch.Tensor:
         with packed.decoding():
