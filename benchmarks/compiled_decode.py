@@ -46,8 +46,8 @@ import torch._inductor.config
 import torch.fx.experimental._config
 from transformers.models.llama import modeling_llama
 
-import fairprobe.models.decode as decode_module
 import fairprobe.models.hf as hf_module
+import fairprobe.models.reserved as reserved_module
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
 from fairprobe.models.decode import Step, model_step
@@ -59,7 +59,7 @@ from probe_speed import DEFAULT_DATA, MODEL, Timer, sample_sets
 
 VARIANTS = ("eager", "module", "elementwise", "freezing", "plain")
 ORIGINAL_DECODE = hf_module.continue_decoding
-ORIGINAL_LAYER = decode_module.ReservedLayer
+ORIGINAL_LAYER = reserved_module.ReservedLayer
 
 
 def filled(buffer: str) -> property:
@@ -173,7 +173,7 @@ def installed(backend: HFBackend, variant: str, clock: StepClock) -> Callable[[]
     def context() -> Iterator[None]:
         hf_module.continue_decoding = decode
         if variant in ("freezing", "plain"):
-            decode_module.ReservedLayer = ViewLayer
+            reserved_module.ReservedLayer = ViewLayer
         try:
             if variant == "elementwise":
                 with elementwise_compiled(model):
@@ -182,7 +182,7 @@ def installed(backend: HFBackend, variant: str, clock: StepClock) -> Callable[[]
                 yield
         finally:
             hf_module.continue_decoding = ORIGINAL_DECODE
-            decode_module.ReservedLayer = ORIGINAL_LAYER
+            reserved_module.ReservedLayer = ORIGINAL_LAYER
 
     return context
 

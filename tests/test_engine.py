@@ -17,9 +17,9 @@ import torch
 from fairprobe.errors import ConfigError
 from fairprobe.families import Request, RunContext, Scoring, all_families, load_probe_set
 from fairprobe.families.base import PROBE_SETS
-from fairprobe.models import GenerationConfig, ScoreRequest, llama_step, load_model
+from fairprobe.models import GenerationConfig, ScoreRequest, heap, llama_step, load_model
 from fairprobe.models.continuations import cache_argument, kv_cache
-from fairprobe.models.decode import ReservedLayer, compaction, model_step, reserve
+from fairprobe.models.decode import compaction, model_step
 from fairprobe.models.engine import (
     PackedLinears,
     ScreenedHead,
@@ -31,6 +31,7 @@ from fairprobe.models.engine import (
     rows_within,
 )
 from fairprobe.models.hf import HFBackend
+from fairprobe.models.reserved import ReservedLayer, repeat_rows
 from fairprobe.models.settings import parse_memory
 from fairprobe.runner import ask
 from test_genderbench_data import gest_csv
@@ -106,20 +107,28 @@ def test_every_family_generates_as_transformers_and_scores_within_1e6(
 
 
 @pytest.mark.slow
-def test_a_batch_split_by_the_memory_budget_gives_the_same_answers(embedded_backend: HFBackend) -> None:
+def test_a_batch_split_by_the_memory_budget_gives_the_same_answers(
+    embedded_backend: HFBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, tokenizer = embedded_backend.model, embedded_backend.tokenizer
     tight = HFBackend(model, tokenizer, name="tight", info={"id": "tight"}, batch_size=16, memory=1)
+    released: list[int] = []
+    monkeypatch.setattr(heap, "MALLOC_TRIM", released.append)
     prompts = ["My friend is a nurse, and", "My friend plays the guitar in a jazz band, and", "The doctor said"]
     words = (" she", " he", " xem", " xemself")
     assert tight.rows_per_pass(tight.encode(prompts), NEW_TOKENS) == 1
     config = GenerationConfig(max_new_tokens=NEW_TOKENS)
     whole = embedded_backend.generate(prompts, config, [words] * 3)
+    released.clear()
     parts = tight.generate(prompts, config, [words] * 3)
     assert [c.text for c in parts] == [c.text for c in whole]
+    assert len(released) == 3 * 2  # the heap given back after each part's scoring pass and after the part
     # A row alone has no padding: its probabilities move as much as padding moves them (about 1e-5), no more.
     whole_probs = np.exp([c.scores.logprobs() for c in whole])
     np.testing.assert_allclose(np.exp([c.scores.logprobs() for c in parts]), whole_probs, atol=1e-5)
+    released.clear()
     scored = tight.loglikelihood([ScoreRequest(p, words) for p in prompts])
+    assert len(released) == 3  # after each pass
     np.testing.assert_allclose(np.exp([s.logprobs() for s in scored]), whole_probs, atol=1e-5)
     assert tight.identity()["memory"] == "0.00 GB"
     assert embedded_backend.identity()["memory"] == "0.54 GB (default: the weights' size)"
@@ -134,8 +143,12 @@ def test_chunked_prefill_gives_the_continuation_of_one_pass(
     one_pass = embedded_backend.generate([prompt], config, [(" she", " he")])[0]
     monkeypatch.setattr("fairprobe.models.engine.PREFILL_CHUNK", 4)
     assert prefill_chunk(19) == 4
+    released: list[int] = []
+    monkeypatch.setattr(heap, "MALLOC_TRIM", released.append)
     chunked = embedded_backend.generate([prompt], config, [(" she", " he")])[0]
     assert chunked.text == one_pass.text
+    # The heap given back after each of the prompt's 4 chunks, after the scoring pass and after the batch.
+    assert len(embedded_backend.encode([prompt])["input_ids"][0]) == 16 and len(released) == 4 + 2
     np.testing.assert_allclose(np.exp(chunked.scores.logprobs()), np.exp(one_pass.scores.logprobs()), atol=1e-6)
 
 
@@ -230,7 +243,7 @@ def step_logits(model: torch.nn.Module, lean: bool, steps: int = 5) -> list[torc
     packed, out = PackedLinears(model), []
     with torch.inference_mode(), packed.decoding():
         prompt = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
-        cache = reserve(kv_cache(prompt), steps)
+        cache = repeat_rows(kv_cache(prompt), 1, steps)
         last, positions = prompt.logits[:, -1].argmax(-1), mask.sum(-1)
         if lean:
             step = llama_step.LlamaStep(model, packed, greedy=False)
@@ -356,6 +369,20 @@ def test_a_reserved_layer_writes_in_place_and_drops_rows() -> None:
     layer.update(torch.tensor([[[[40.0]]]]), torch.ones(1, 1, 1, 1))
     assert layer.keys[:, 0, :, 0].tolist() == [[10.0, 20.0, 30.0, 40.0]]
     assert layer.values[:, 0, :, 0].tolist() == [[-10.0, -20.0, 0.0, 1.0]]
+
+
+def test_a_reserved_layer_holds_each_row_repeated_next_to_each_other() -> None:
+    keys = torch.tensor([1.0, 2.0, 10.0, 20.0]).reshape(2, 1, 2, 1)  # 2 rows, 1 head, 2 positions, dim 1
+    layer = ReservedLayer(keys, -keys, room=1, repeats=3)
+    assert layer.key_buffer.shape == (6, 1, 3, 1) and layer.get_seq_length() == 2
+    assert layer.keys[:, 0, :, 0].tolist() == [[1.0, 2.0]] * 3 + [[10.0, 20.0]] * 3
+    assert torch.equal(layer.values, -keys.repeat_interleave(3, 0))
+    buffer = layer.key_buffer.data_ptr()
+    got_keys, _ = layer.update(torch.arange(6.0).reshape(6, 1, 1, 1), torch.zeros(6, 1, 1, 1))
+    assert got_keys[:, 0, :, 0].tolist() == [[1.0, 2.0, k] for k in (0.0, 1.0, 2.0)] + [
+        [10.0, 20.0, k] for k in (3.0, 4.0, 5.0)
+    ]
+    assert got_keys.is_contiguous() and got_keys.data_ptr() == buffer  # filled to the end: the whole buffer
 
 
 def test_rows_that_stay_fill_the_places_of_rows_that_left_and_only_they_move() -> None:

@@ -1,11 +1,13 @@
-"""Freed memory goes back to the system (fairprobe.models.heap): the heap's free pages are released, and a decode
-step wrapped by `releasing` releases them every so many calls and is otherwise the same step."""
+"""Freed memory goes back to the system (fairprobe.models.heap): the heap's free pages are released, a decode step
+wrapped by `releasing` releases them every so many calls and is otherwise the same step, and a module's forwards
+release them within `released_after_forwards`."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+import torch
 
 from fairprobe.models import heap
 
@@ -40,3 +42,15 @@ def test_a_releasing_step_releases_every_so_many_calls(monkeypatch: pytest.Monke
     monkeypatch.setattr(heap, "MALLOC_TRIM", None)
     assert not heap.release_freed()
     assert heap.releasing(lambda: "same")() == "same"
+
+
+def test_forwards_release_the_heap_only_within_the_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    released: list[int] = []
+    monkeypatch.setattr(heap, "MALLOC_TRIM", released.append)
+    linear = torch.nn.Linear(2, 1)
+    with heap.released_after_forwards(linear):
+        linear(torch.ones(1, 2))
+        linear(torch.ones(3, 2))
+    assert released == [0, 0]
+    linear(torch.ones(1, 2))
+    assert released == [0, 0] and not linear._forward_hooks

@@ -19,6 +19,7 @@ from transformers import Cache, DynamicCache, PreTrainedModel, PreTrainedTokeniz
 
 from fairprobe.errors import ModelError
 from fairprobe.models.base import ContinuationScore, Scores
+from fairprobe.models.reserved import repeat_rows
 
 
 @dataclass(frozen=True)
@@ -154,13 +155,13 @@ def tail_log_probs(
     """For each continuation the pass serves, the log-probability (B, M) of its tokens after the first, given the
     prompt, and whether each of those tokens is the argmax (M = len(group.columns), in that order).
 
-    Each (prompt, row) feeds the row's tokens after the prompt's cached keys and values (repeated in place per
-    row), so the prompt is never run twice.
+    Each (prompt, row) feeds the row's tokens after the prompt's cached keys and values (repeated per row into
+    buffers with room for the row, reserved.repeat_rows), so the prompt is never run twice.
     """
     batch = attention_mask.shape[0]
     n_rows, width = group.feed.shape
     device = attention_mask.device
-    prompt_cache.batch_repeat_interleave(n_rows)
+    repeat_rows(prompt_cache, n_rows, width)
     prompt_mask = attention_mask.repeat_interleave(n_rows, 0)
     feed = group.feed.to(device).repeat(batch, 1)
     out = model(

@@ -10,7 +10,7 @@ of sequence is dropped from the batch (and from the buffers) before the next ste
 `generate`'s; a sampled row draws from its own generator once per step it is in the batch, as it did inside
 `generate` (models/sampling.py), so its reply is unchanged too.
 
-This module imports only torch and transformers besides fairprobe's sampling.
+This module imports only torch and transformers besides fairprobe's sampling and its cache layers (reserved.py).
 """
 
 from __future__ import annotations
@@ -20,59 +20,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import Cache, DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers import Cache
 
 from fairprobe.models.base import GenerationConfig
 from fairprobe.models.continuations import cache_keyword
+from fairprobe.models.reserved import repeat_rows
 from fairprobe.models.sampling import draw
 
 Choose = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits (B, V), active rows (B,)) -> tokens (B,)
 # (tokens (B,), their positions (B,), the attention mask so far (B, L), the cache) -> next-token logits (B, V)
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Cache], torch.Tensor]
-
-
-class ReservedLayer(DynamicLayer):
-    """A DynamicLayer whose keys and values live in buffers reserved for `room` more positions: an update writes
-    in place and the layer's keys and values are views of the filled part."""
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
-        super().__init__()
-        length = keys.shape[-2]
-        self.key_buffer = keys.new_empty((*keys.shape[:-2], length + room, keys.shape[-1]))
-        self.value_buffer = values.new_empty((*values.shape[:-2], length + room, values.shape[-1]))
-        self.key_buffer[..., :length, :] = keys
-        self.value_buffer[..., :length, :] = values
-        self.device, self.is_initialized = keys.device, True
-        self._view(length)
-
-    def _view(self, length: int) -> None:
-        self.length = length
-        self.keys = self.key_buffer[..., :length, :]
-        self.values = self.value_buffer[..., :length, :]
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        """Write the new positions after the filled part; the keys and values so far."""
-        end = self.length + key_states.shape[-2]
-        self.key_buffer[..., self.length : end, :] = key_states
-        self.value_buffer[..., self.length : end, :] = value_states
-        self._view(end)
-        return self.keys, self.values
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Keep only the rows `indices`, in that order. Where every row that changes place comes from beyond the
-        first len(indices) rows (a `compaction`), those rows are copied into the places they take and the buffers
-        end after them; otherwise the buffers are copied once in the new order."""
-        kept = indices.shape[0]
-        moved = (indices != torch.arange(kept, device=indices.device)).nonzero().squeeze(-1)
-        if bool((indices[moved] >= kept).all()):
-            for buffer in (self.key_buffer, self.value_buffer):
-                buffer[moved] = buffer[indices[moved]]
-            self.key_buffer, self.value_buffer = self.key_buffer[:kept], self.value_buffer[:kept]
-        else:
-            self.key_buffer = self.key_buffer.index_select(0, indices)
-            self.value_buffer = self.value_buffer.index_select(0, indices)
-        self._view(self.length)
 
 
 def compaction(going: torch.Tensor) -> torch.Tensor:
@@ -83,16 +40,6 @@ def compaction(going: torch.Tensor) -> torch.Tensor:
     order = torch.arange(kept, device=going.device)
     order[(~going[:kept]).nonzero().squeeze(-1)] = going[kept:].nonzero().squeeze(-1) + kept
     return order
-
-
-def reserve(cache: Cache, room: int) -> Cache:
-    """The cache with each plain dynamic layer moved into a ReservedLayer of `room` more positions (other layers,
-    e.g. sliding windows, stay as they are)."""
-    if isinstance(cache, DynamicCache):
-        for i, layer in enumerate(cache.layers):
-            if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.numel():
-                cache.layers[i] = ReservedLayer(layer.keys, layer.values, room)
-    return cache
 
 
 def chooser(config: GenerationConfig, generators: Sequence[torch.Generator] | None) -> Choose:
@@ -161,7 +108,7 @@ def continue_decoding(
     out[:, 0] = first
     masks = torch.cat([mask, mask.new_ones((batch, max_new_tokens))], 1)
     positions, active, last = mask.long().sum(-1), torch.arange(batch, device=device), first
-    reserve(cache, max_new_tokens)
+    repeat_rows(cache, 1, max_new_tokens)
     for index in range(1, max_new_tokens):
         going = ~torch.isin(last, eos)
         if not bool(going.all()):

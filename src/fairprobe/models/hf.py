@@ -50,7 +50,7 @@ from fairprobe.models.engine import (
     prefill_chunk,
     rows_within,
 )
-from fairprobe.models.heap import releasing
+from fairprobe.models.heap import release_freed, released_after_forwards, releasing
 from fairprobe.models.hub import quiet_hub
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings, parse_memory
@@ -213,11 +213,13 @@ class HFBackend(ModelBackend):
             rows = self.rows_per_pass(enc, config.max_new_tokens, copies)
             if rows >= len(batch):
                 out.extend(came(self._generate_batch(enc, config, chunk, batch_seeds)))
+                release_freed()  # the pass's cache and activations, before the next pass allocates its own
                 continue
             for part in range(0, len(batch), rows):
                 scored = None if chunk is None else chunk[part : part + rows]
                 enc_part = self.encode(batch[part : part + rows])
                 out.extend(came(self._generate_batch(enc_part, config, scored, batch_seeds[part : part + rows])))
+                release_freed()
         return out
 
     def _generate_batch(
@@ -233,13 +235,17 @@ class HFBackend(ModelBackend):
         processors: list[LogitsProcessor] = [capture]
         if not config.greedy:  # sampled row by row (models/sampling.py), then decoded greedily
             processors.append(RowSampler(seeds, config, self.device))
-        first, cache = first_step(self.model, enc, LogitsProcessorList(processors), prefill_chunk(prompt_len))
+        chunk = prefill_chunk(prompt_len)
+        with released_after_forwards(self.model) if chunk else contextlib.nullcontext():
+            first, cache = first_step(self.model, enc, LogitsProcessorList(processors), chunk)
         completions = [Completion(text="") for _ in range(len(first))]
         if score and any(score):  # on the plain kernels, before the decode steps use the cache
             prompt_cache = prompt_part(scoring_copy(cache), prompt_len)
             for rows, scores in self._score_rows(enc, score, capture.log_probs, prompt_cache):
                 for row, scored in zip(rows, scores, strict=True):
                     completions[row].scores = scored
+            del prompt_cache  # its copies of the prompt's keys and values are not needed while decoding
+            release_freed()
         sampler = processors[-1] if not config.greedy else None
         choose = chooser(config, sampler.generators if isinstance(sampler, RowSampler) else None)
         with packed.decoding() if packed is not None else contextlib.nullcontext():
@@ -322,6 +328,7 @@ class HFBackend(ModelBackend):
             for part in range(0, len(batch), rows):
                 chunk = batch[part : part + rows]
                 out.extend(self._score_requests(chunk, enc if rows >= len(batch) else None))
+                release_freed()  # the pass's caches and logits, before the next pass allocates its own
                 answers_came(len(chunk))
         return out
 

@@ -1,0 +1,78 @@
+"""Key/value cache layers held in buffers reserved for the positions still to come.
+
+transformers' DynamicLayer grows by concatenation: each new position copies the whole layer, and the copy is a
+little larger than the block it frees, so the allocator's heap fills with holes that the next copies do not fit
+(a tail pass after a prompt repeated for ten rows held twice its cache in resident memory this way). A layer
+whose buffers are reserved once writes every new position in place.
+
+This module imports only torch and transformers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import Cache
+from transformers.cache_utils import DynamicLayer
+
+
+def held(tensor: torch.Tensor, room: int, repeats: int = 1) -> torch.Tensor:
+    """A buffer of `tensor` (B, ..., L, D) with each row `repeats` times (B * repeats rows, a row's copies next to
+    each other) and `room` positions after its L."""
+    rows, length = tensor.shape[0], tensor.shape[-2]
+    buffer = tensor.new_empty((rows * repeats, *tensor.shape[1:-2], length + room, tensor.shape[-1]))
+    buffer.view(rows, repeats, *buffer.shape[1:])[..., :length, :] = tensor.unsqueeze(1)
+    return buffer
+
+
+class ReservedLayer(DynamicLayer):
+    """A DynamicLayer whose keys and values live in buffers reserved for `room` more positions: an update writes
+    in place and the layer's keys and values are views of the filled part. With `repeats`, each row is held that
+    many times, next to each other (as `batch_repeat_interleave` holds them)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int, repeats: int = 1) -> None:
+        super().__init__()
+        self.key_buffer, self.value_buffer = (held(tensor, room, repeats) for tensor in (keys, values))
+        self.device, self.is_initialized = keys.device, True
+        self._view(keys.shape[-2])
+
+    def _view(self, length: int) -> None:
+        self.length = length
+        self.keys = self.key_buffer[..., :length, :]
+        self.values = self.value_buffer[..., :length, :]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        """Write the new positions after the filled part; the keys and values so far."""
+        end = self.length + key_states.shape[-2]
+        self.key_buffer[..., self.length : end, :] = key_states
+        self.value_buffer[..., self.length : end, :] = value_states
+        self._view(end)
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the rows `indices`, in that order. Where every row that changes place comes from beyond the
+        first len(indices) rows (a `compaction`), those rows are copied into the places they take and the buffers
+        end after them; otherwise the buffers are copied once in the new order."""
+        kept = indices.shape[0]
+        moved = (indices != torch.arange(kept, device=indices.device)).nonzero().squeeze(-1)
+        if bool((indices[moved] >= kept).all()):
+            for buffer in (self.key_buffer, self.value_buffer):
+                buffer[moved] = buffer[indices[moved]]
+            self.key_buffer, self.value_buffer = self.key_buffer[:kept], self.value_buffer[:kept]
+        else:
+            self.key_buffer = self.key_buffer.index_select(0, indices)
+            self.value_buffer = self.value_buffer.index_select(0, indices)
+        self._view(self.length)
+
+
+def repeat_rows(cache: Cache, repeats: int, room: int) -> Cache:
+    """`cache` with each row repeated `repeats` times (its copies next to each other) and `room` more positions:
+    each plain dynamic layer moved into a ReservedLayer; any other layer (a sliding window, a static cache) is
+    repeated as transformers repeats it and keeps its own room."""
+    for i, layer in enumerate(cache.layers):  # type: ignore[attr-defined]
+        if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.numel():
+            cache.layers[i] = ReservedLayer(layer.keys, layer.values, room, repeats)  # type: ignore[attr-defined]
+        elif repeats > 1:
+            layer.batch_repeat_interleave(repeats)
+    return cache
