@@ -2,11 +2,13 @@
 same continuations on real paper prompts (the benchmark's identity check), so a change of the runner's signature
 cannot leave the speed figures unmeasurable; and the token count of `--full` agrees with (b)'s.
 benchmarks/probability_noise.py compares what it names: the engine is the model's forward on the same batch, and its
-oneDNN variant truly runs on the packed weights."""
+oneDNN variant truly runs on the packed weights. benchmarks/suite_memory.py charges a run's memory to the set its
+progress names."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -27,6 +29,7 @@ def benchmark(name: str) -> ModuleType:
 
 probe_speed = benchmark("probe_speed")
 probability_noise = benchmark("probability_noise")
+suite_memory = benchmark("suite_memory")
 
 
 @pytest.mark.slow
@@ -63,3 +66,19 @@ def test_probability_noise_compares_what_it_names(embedded_backend):
     assert 0 < float((packed - per_set).abs().max()) < 1e-5
     assert float((alone - per_set).abs().max()) < 1e-5
     assert probability_noise.apart(per_set, per_set + 2e-6).startswith("2.00e-06 (2.00 x")
+
+
+def test_suite_memory_charges_each_set_its_own_resident_memory() -> None:
+    assert suite_memory.set_named("[14:22:54] discrimination-tamkin: 64/180 (36%), 1m03s") == "discrimination-tamkin"
+    assert suite_memory.set_named("[14:21:23] run: 80/700 model calls (11%)") is None
+    assert suite_memory.set_named("smollm2-135m-instruct: bbq-gender: auto") is None
+    child = (
+        "import time; print('[12:00:00] alpha: 0/1', flush=True); held = bytearray(300_000_000); time.sleep(0.6); "
+        "del held; print('[12:00:01] beta: 0/1', flush=True); time.sleep(0.6)"
+    )
+    samples, status = suite_memory.watched_run([sys.executable, "-c", child], every=0.02)
+    charged = suite_memory.charge(samples)
+    assert status == 0 and list(charged) == ["loading", "alpha", "beta"][-len(charged) :]
+    # bytearray zero-fills its 300 MB (all resident) and, mapped apart, gives them back when deleted.
+    assert charged["alpha"][1] - charged["beta"][1] > 250e6
+    assert 0.4 < charged["alpha"][0] < 1.5 and 0.4 < charged["beta"][0] < 1.5
