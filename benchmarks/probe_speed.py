@@ -48,6 +48,7 @@ quiet_openmp()  # as importing fairprobe does (torch must not load before it: im
 
 import torch
 
+from fairprobe.asking import Lookahead
 from fairprobe.families import load_probe_set
 from fairprobe.families.paper import PaperOptions
 from fairprobe.models import GenerationConfig, load_model
@@ -206,11 +207,17 @@ def paper_plan(batch_size: int, model: str = MODEL) -> RunPlan:
     )
 
 
-def run_paper_set(backend: HFBackend, ps: ProbeSet, plan: RunPlan, progress: Progress | None = None) -> list[str]:
-    """One paper set through the runner's per-set loop (generation, probabilities, detection) and its metrics;
-    the continuations in the order (b) asks them (the runner's batches)."""
+def run_paper_set(
+    backend: HFBackend,
+    ps: ProbeSet,
+    plan: RunPlan,
+    progress: Progress | None = None,
+    ahead: Lookahead | None = None,
+) -> list[str]:
+    """One paper set through the runner's per-set loop (generation, probabilities, detection) and its metrics,
+    with the run's lookahead when given; the continuations in the order (b) asks them (the runner's batches)."""
     bound = plan.bound(ps.name)
-    samples = run_set(backend, bound, ps, plan, progress=progress)
+    samples = run_set(backend, bound, ps, plan, progress=progress, ahead=ahead)
     bound.family.summarize(ps, list(samples), plan.context, bound.options)
     by_id = {s.id: s.continuation for s in samples}  # type: ignore[attr-defined]
     return [by_id[p.id] for batch in batches_of(ps.probes, plan.options.batch_size) for p in batch]
@@ -219,11 +226,13 @@ def run_paper_set(backend: HFBackend, ps: ProbeSet, plan: RunPlan, progress: Pro
 def fairprobe_way(
     backend: HFBackend, sets: list[ProbeSet], plan: RunPlan, progress: Progress | None = None
 ) -> tuple[Timer, list[str]]:
-    """Seconds for (c): the runner's per-set loop plus the set metrics, over every set; the continuations."""
+    """Seconds for (c): the runner's per-set loop plus the set metrics, over every set, with the lookahead a run
+    has (a batch's generations asked together with those of the batches after it); the continuations."""
     texts: list[str] = []
+    ahead = Lookahead.for_run(backend, plan, sets, None)
     with Timer() as timer:
         for ps in sets:
-            texts += run_paper_set(backend, ps, plan, progress)
+            texts += run_paper_set(backend, ps, plan, progress, ahead)
     return timer, texts
 
 

@@ -13,13 +13,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from transformers import DynamicCache
 
 from fairprobe.errors import ConfigError
 from fairprobe.families import Request, RunContext, Scoring, all_families, load_probe_set
 from fairprobe.families.base import PROBE_SETS
-from fairprobe.models import GenerationConfig, ScoreRequest, heap, llama_step, load_model
+from fairprobe.models import Completion, GenerationConfig, ScoreRequest, heap, llama_step, load_model
+from fairprobe.models import hf as hf_module
+from fairprobe.models.base import GenerationCall
 from fairprobe.models.continuations import cache_argument, kv_cache
-from fairprobe.models.decode import compaction, model_step
+from fairprobe.models.decode import compaction, continue_decoding, model_step
 from fairprobe.models.engine import (
     PackedLinears,
     ScreenedHead,
@@ -31,7 +34,7 @@ from fairprobe.models.engine import (
     rows_within,
 )
 from fairprobe.models.hf import HFBackend
-from fairprobe.models.reserved import ReservedLayer, repeat_rows
+from fairprobe.models.reserved import ReservedLayer, ReservedPool, poolable, repeat_rows
 from fairprobe.models.settings import parse_memory
 from fairprobe.runner import ask
 from test_genderbench_data import gest_csv
@@ -419,3 +422,84 @@ def test_rows_that_end_leave_the_batch_and_the_others_continue_as_transformers(e
     assert want[0] == "No."
     got = embedded_backend.generate(prompts, GenerationConfig(max_new_tokens=24))  # type: ignore[arg-type]
     assert [c.text for c in got] == want
+
+
+def test_a_reserved_pool_right_aligns_each_pass_after_zeros_and_grows_in_place() -> None:
+    longer = DynamicCache(ddp_cache_data=[(torch.tensor([1.0, 2.0]).reshape(1, 1, 2, 1), torch.ones(1, 1, 2, 1))])
+    shorter = DynamicCache(ddp_cache_data=[(torch.tensor([5.0, 6.0]).reshape(2, 1, 1, 1), torch.ones(2, 1, 1, 1))])
+    assert poolable(longer) and poolable(shorter)
+    pool = ReservedPool(rows=3, length=2, room=1)
+    pool.place(longer, 0)
+    pool.place(shorter, 1)
+    layer = pool.cache(longer).layers[0]
+    assert isinstance(layer, ReservedLayer) and layer.get_seq_length() == 2
+    assert layer.keys[:, 0, :, 0].tolist() == [[1.0, 2.0], [0.0, 5.0], [0.0, 6.0]]  # zeros where the mask is 0
+    assert layer.values[:, 0, :, 0].tolist() == [[1.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
+    buffer = layer.key_buffer.data_ptr()
+    got, _ = layer.update(torch.tensor([7.0, 8.0, 9.0]).reshape(3, 1, 1, 1), torch.zeros(3, 1, 1, 1))
+    assert got[:, 0, :, 0].tolist() == [[1.0, 2.0, 7.0], [0.0, 5.0, 8.0], [0.0, 6.0, 9.0]]
+    assert layer.key_buffer.data_ptr() == buffer
+
+
+class RowsCache:
+    """The cache interface the decode loop uses, recording which rows it keeps."""
+
+    def __init__(self) -> None:
+        self.kept: list[list[int]] = []
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.kept.append(indices.tolist())
+
+
+def test_each_row_stops_at_its_own_limit_or_its_end_of_sequence() -> None:
+    # A vocabulary of 5, end of sequence 0, pad 4: each row's step picks the token it was fed, except row 1 at
+    # position 3 (its third token), which ends there. Limits of 4, 3 and 2 new tokens.
+    def step(tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: object) -> torch.Tensor:
+        logits = torch.zeros(tokens.shape[0], 5)
+        logits[torch.arange(tokens.shape[0]), tokens] = 1.0
+        logits[(positions == 3) & (tokens == 2), 0] = 2.0
+        return logits
+
+    cache = RowsCache()
+    mask = torch.tensor([[1, 1, 1], [0, 1, 1], [0, 0, 1]])
+    first = torch.tensor([1, 2, 3])
+    out = continue_decoding(step, cache, first, mask, torch.tensor([4, 3, 2]), ([0], 4), lambda x, _: x.argmax(-1))
+    assert out.tolist() == [[1, 1, 1, 1], [2, 2, 0, 4], [3, 3, 4, 4]]
+    assert cache.kept == [[0, 1], [0]]  # row 2 leaves at its limit, then row 1 after its end of sequence
+
+
+@pytest.mark.slow
+def test_pooled_calls_answer_as_each_call_alone_in_one_decode_loop_a_sampling_setting(
+    embedded_backend: HFBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    short, long = (
+        ["My friend is a nurse, and", "The doctor said"],
+        [
+            "My friend plays the guitar in a small jazz band downtown every Friday night, and",
+            "Yesterday my neighbour, who works as an engineer, told me that",
+        ],
+    )
+    words = (" she", " he", " xem", " xemself")
+    calls = [
+        GenerationCall(short, GenerationConfig(max_new_tokens=12), [words] * 2),
+        GenerationCall(long, GenerationConfig(max_new_tokens=6), [words] * 2),
+        GenerationCall(long, GenerationConfig(temperature=1.0, max_new_tokens=9), None, [11, 12]),
+        GenerationCall(short, GenerationConfig(temperature=1.0, max_new_tokens=5), None, [13, 14]),
+    ]
+    alone = [embedded_backend.generate_pooled([call])[0] for call in calls]
+    loops: list[int] = []
+    decode = hf_module.continue_decoding
+    monkeypatch.setattr(hf_module, "continue_decoding", lambda *a: loops.append(len(a[2])) or decode(*a))
+    pooled = embedded_backend.generate_pooled(calls)
+    assert loops == [4, 4]  # the greedy calls' four rows in one loop, the sampled ones' in another
+
+    def answers(completions: list[Completion]) -> list[tuple[object, ...]]:
+        return [(c.text, c.scores, c.prompt_tokens, c.new_tokens) for c in completions]
+
+    assert [answers(c) for c in pooled] == [answers(c) for c in alone]  # scores bitwise: the same prompt passes
+    assert max(c.new_tokens or 0 for c in pooled[1]) <= 6 and max(c.new_tokens or 0 for c in pooled[3]) <= 5
+    loops.clear()
+    tight = HFBackend(embedded_backend.model, embedded_backend.tokenizer, name="t", info={"id": "t"}, memory=1)
+    texts = [[c.text for c in completions] for completions in tight.generate_pooled(calls[:2])]
+    assert texts == [[c.text for c in completions] for completions in alone[:2]]
+    assert loops == [1, 1, 1, 1]  # within no budget, each row alone (its scores then move as padding moves them)

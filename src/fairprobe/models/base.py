@@ -41,6 +41,12 @@ class GenerationConfig(BaseModel):
         """True when decoding is greedy (temperature 0)."""
         return self.temperature == 0.0
 
+    @property
+    def drawn_by(self) -> tuple[float, float, int]:
+        """What a decode step draws its token by (temperature, top-p, top-k): calls alike in these can share their
+        decode steps, whatever their most new tokens."""
+        return self.temperature, self.top_p, self.top_k
+
 
 def stable_seed(*fields: Any) -> int:
     """A 63-bit sampling seed from JSON-able fields (blake2b of their JSON): the same in every process and Python,
@@ -89,6 +95,24 @@ def generate_seeded(
             kwargs["on_result"] = lambda _, completion, at=i: on_result(at, completion)
         out.extend(backend.generate([prompt], config.model_copy(update={"seed": seed}), one, **kwargs))
     return out
+
+
+@dataclass(frozen=True)
+class GenerationCall:
+    """The arguments of one `generate` call: its prompts, decoding, the continuations scored after each prompt (None:
+    none) and each sampled prompt's seed (None: derived with `row_seeds`)."""
+
+    prompts: list[Prompt]
+    config: GenerationConfig
+    score: Sequence[tuple[str, ...]] | None = None
+    seeds: Sequence[int] | None = None
+
+
+def generate_call(backend: Any, call: GenerationCall) -> list[Completion]:
+    """`backend.generate` on one call's arguments, a sampled call's prompts with their seeds (`generate_seeded`)."""
+    if call.config.greedy or call.seeds is None:
+        return backend.generate(call.prompts, call.config, call.score)
+    return generate_seeded(backend, call.prompts, call.config, call.score, call.seeds)
 
 
 ScoreStatus = Literal["exact", "upper_bound", "unavailable"]
@@ -203,12 +227,21 @@ class ModelBackend(Protocol):
 
     The optional abilities the runner and the cache ask of every backend have defaults here, which a backend that
     subclasses this protocol inherits (a local model: exact scores, no notices, answers returned with the batch):
-    `scoring_mode`, `scoring_info`, `answer_fingerprint`, `notices`, `streams_results` and `generate_streamed`.
+    `scoring_mode`, `scoring_info`, `answer_fingerprint`, `notices`, `streams_results`, `generate_streamed`,
+    `pools_calls` and `generate_pooled`.
     """
 
     name: str
     has_chat_template: bool
     streams_results: bool = False
+    pools_calls: bool = False  # whether `generate_pooled` answers several calls in fewer passes than one by one
+
+    def generate_pooled(self, calls: Sequence[GenerationCall]) -> list[list[Completion]]:
+        """The completions of several `generate` calls asked together, each call's in its prompts' order, each
+        answer as its own call would give it. By default (`pools_calls` False) the calls are asked one after another.
+        Only the answers of `calls[0]` are told to the progress as they come (`answers_came`): the others are asked
+        ahead of their turn (the runner's `Lookahead`), and counted when their turn comes."""
+        return [generate_call(self, call) for call in calls]
 
     @property
     def notices(self) -> list[str]:

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fairprobe.cache import Cache, cache_key
 from fairprobe.models.base import (
     Completion,
+    GenerationCall,
     GenerationConfig,
     ModelBackend,
     Prompt,
     ScoreRequest,
     Scores,
-    generate_seeded,
+    generate_call,
     row_seeds,
 )
 from fairprobe.models.content import model_content
@@ -93,6 +95,40 @@ def cacheable(c: Completion) -> bool:
 def completion_json(c: Completion) -> dict[str, Any]:
     """What the cache stores of a completion."""
     return {"text": c.text, "scores": None if c.scores is None else c.scores.to_json()}
+
+
+@dataclass
+class Lookup:
+    """A generation call's answers found in the cache (None where missing), their keys and each prompt's seed."""
+
+    call: GenerationCall
+    found: list[Completion | None]
+    keys: list[str]
+    drawn: list[int] | None
+
+    def _missing(self) -> list[int]:
+        return [i for i, c in enumerate(self.found) if c is None]
+
+    def missed(self) -> GenerationCall:
+        """The call of the prompts the cache lacks (the prompts' seeds as in the whole call; greedy calls none)."""
+        missing, call = self._missing(), self.call
+        return GenerationCall(
+            [call.prompts[i] for i in missing],
+            call.config,
+            None if call.score is None else [tuple(call.score[i]) for i in missing],
+            None if self.drawn is None else [self.drawn[i] for i in missing],
+        )
+
+    def missing_keys(self) -> list[str]:
+        """The keys of the prompts the cache lacks."""
+        return [self.keys[i] for i in self._missing()]
+
+    def filled(self, fresh: list[Completion]) -> list[Completion]:
+        """The call's answers: the cached ones, and `fresh` in the places of the missing ones."""
+        out = list(self.found)
+        for i, completion in zip(self._missing(), fresh, strict=True):
+            out[i] = completion
+        return [c for c in out if c is not None]
 
 
 class CachedBackend(ModelBackend):
@@ -185,6 +221,11 @@ class CachedBackend(ModelBackend):
         self.misses += missing
         return out
 
+    @property
+    def pools_calls(self) -> bool:  # type: ignore[override]
+        """Whether the wrapped backend pools calls (the cache passes its misses on as one pooled call)."""
+        return bool(getattr(self.inner, "pools_calls", False))
+
     def generate(
         self,
         prompts: list[Prompt],
@@ -192,52 +233,57 @@ class CachedBackend(ModelBackend):
         score: Sequence[tuple[str, ...]] | None = None,
         seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
-        """Answer from the cache where possible; ask the wrapped model for the misses only (a sampled prompt with
-        the seed it has in the whole call, so a hit and a fresh answer are drawn alike)."""
-        wanted = [tuple(s) for s in score] if score is not None else [()] * len(prompts)
-        drawn = None if config.greedy else row_seeds(config, len(prompts), seeds)
-        keys = self.keys(prompts, config, wanted, drawn)
+        """Answer from the cache where possible; ask the wrapped model for the misses only (`generate_pooled` of this
+        one call)."""
+        return self.generate_pooled([GenerationCall(prompts, config, score, seeds)])[0]
+
+    def generate_pooled(self, calls: Sequence[GenerationCall]) -> list[list[Completion]]:
+        """Each call answered from the cache where possible; the misses of all calls asked of the wrapped model in
+        one pooled call (`calls[0]`'s first, so its answers are the ones told to the progress), a sampled prompt with
+        the seed it has in its whole call, so a hit and a fresh answer are drawn alike."""
+        found = [self._found(call) for call in calls]
+        asked = [f.missed() for f in found]
+        if self.inner.streams_results or not self.pools_calls or not any(call.prompts for call in asked):
+            fresh = [self._ask(call, f.missing_keys()) for call, f in zip(asked, found, strict=True)]
+        else:
+            fresh = self.inner.generate_pooled(asked)
+            for f, answers in zip(found, fresh, strict=True):
+                self._store(f.missing_keys(), answers)
+        return [f.filled(answers) for f, answers in zip(found, fresh, strict=True)]
+
+    def _found(self, call: GenerationCall) -> Lookup:
+        """A call's cached answers (a generation kept while its scoring failed is scored again here) and misses."""
+        wanted = [tuple(s) for s in call.score] if call.score is not None else [()] * len(call.prompts)
+        drawn = None if call.config.greedy else row_seeds(call.config, len(call.prompts), call.seeds)
+        keys = self.keys(call.prompts, call.config, wanted, drawn)
         out: list[Completion | None] = self._lookup(keys, lambda obj, i: usable_completion(obj, wanted[i]))
         unscored = [i for i, c in enumerate(out) if c is not None and wanted[i] and c.scores is None]
         if unscored:  # generations kept while their scoring failed: only the scoring is asked again
-            requests = [ScoreRequest(prompts[i], wanted[i]) for i in unscored]
+            requests = [ScoreRequest(call.prompts[i], wanted[i]) for i in unscored]
             for i, scores in zip(unscored, self.loglikelihood(requests), strict=True):
                 out[i].scores = scores  # type: ignore[union-attr]
-        missing = [i for i, c in enumerate(out) if c is None]
-        if missing:
-            asked = [prompts[i] for i in missing]
-            asked_score = [wanted[i] for i in missing] if score is not None else None
-            asked_seeds = None if drawn is None else [drawn[i] for i in missing]
-            for i, completion in zip(
-                missing, self._ask(asked, config, asked_score, [keys[i] for i in missing], asked_seeds), strict=True
-            ):
-                out[i] = completion
-        return [c for c in out if c is not None]
+        return Lookup(call, out, keys, drawn)
 
-    def _ask(
-        self,
-        prompts: list[Prompt],
-        config: GenerationConfig,
-        score: list[tuple[str, ...]] | None,
-        keys: list[str],
-        seeds: list[int] | None,
-    ) -> list[Completion]:
-        """The wrapped model's answers, each stored as it arrives (streaming backends) or with the batch; sampled
-        prompts are given their seeds (greedy calls none)."""
+    def _ask(self, call: GenerationCall, keys: list[str]) -> list[Completion]:
+        """The wrapped model's answers to one call, each stored as it arrives (streaming backends) or with the
+        batch."""
+        if not call.prompts:
+            return []
         if self.inner.streams_results:
 
             def keep(index: int, completion: Completion) -> None:
                 if cacheable(completion):
                     self.cache.put(keys[index], completion_json(completion), "generation", self._model_label)
 
-            return self.inner.generate_streamed(prompts, config, score, keep, seeds)
-        if seeds is None:
-            fresh = self.inner.generate(prompts, config, score)
-        else:
-            fresh = generate_seeded(self.inner, prompts, config, score, seeds)
+            return self.inner.generate_streamed(call.prompts, call.config, call.score, keep, call.seeds)
+        fresh = generate_call(self.inner, call)
+        self._store(keys, fresh)
+        return fresh
+
+    def _store(self, keys: list[str], fresh: list[Completion]) -> None:
+        """Fresh answers stored under their keys (a failed call is not)."""
         stored = [(k, completion_json(c)) for k, c in zip(keys, fresh, strict=True) if cacheable(c)]
         self.cache.put_many(stored, "generation", self._model_label)
-        return fresh
 
     def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
         """Scores from the cache where possible; the wrapped model scores the misses only."""

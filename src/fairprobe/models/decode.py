@@ -10,7 +10,7 @@ of sequence is dropped from the batch (and from the buffers) before the next ste
 `generate`'s; a sampled row draws from its own generator once per step it is in the batch, as it did inside
 `generate` (models/sampling.py), so its reply is unchanged too.
 
-This module imports only torch and transformers besides fairprobe's sampling and its cache layers (reserved.py).
+This module imports only torch and transformers besides fairprobe's sampling.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from transformers import Cache
 
 from fairprobe.models.base import GenerationConfig
 from fairprobe.models.continuations import cache_keyword
-from fairprobe.models.reserved import repeat_rows
 from fairprobe.models.sampling import draw
 
 Choose = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits (B, V), active rows (B,)) -> tokens (B,)
@@ -93,30 +92,39 @@ def continue_decoding(
     cache: Cache,
     first: torch.Tensor,
     mask: torch.Tensor,
-    max_new_tokens: int,
+    limits: torch.Tensor,
     stop: tuple[Sequence[int], int],
     choose: Choose,
 ) -> torch.Tensor:
-    """The reply tokens (B, max_new_tokens) after `first`, each row padded after its end of sequence.
+    """The reply tokens (B, most of `limits`) after `first`, each row padded after its end of sequence or its limit.
 
-    `stop` is (end-of-sequence ids, pad id). Step s feeds the token of step s - 1 to `step` at its position with
-    the mask grown by one, as `generate` does; a row that has ended leaves the batch before the next step.
+    `cache` holds the prompts' keys and values with room for the replies (`reserved.repeat_rows` or a
+    `ReservedPool`), `mask` (B, L) their attention mask, `limits` (B,) each row's most new tokens and `stop` (end-of-
+    sequence ids, pad id). Step s feeds the token of step s - 1 to `step` at its position with the mask grown by one,
+    as `generate` does; a row that has ended, or made its limit, leaves the batch before the next step.
     """
     batch, prompt_len, device = first.shape[0], mask.shape[1], first.device
+    most = int(limits.max())
     eos, pad = torch.as_tensor(list(stop[0]), device=device), stop[1]
-    out = torch.full((batch, max_new_tokens), pad, dtype=torch.long, device=device)
+    out = torch.full((batch, most), pad, dtype=torch.long, device=device)
     out[:, 0] = first
-    masks = torch.cat([mask, mask.new_ones((batch, max_new_tokens))], 1)
+    masks = torch.cat([mask, mask.new_ones((batch, most))], 1)
     positions, active, last = mask.long().sum(-1), torch.arange(batch, device=device), first
-    repeat_rows(cache, 1, max_new_tokens)
-    for index in range(1, max_new_tokens):
-        going = ~torch.isin(last, eos)
+    limits = limits.to(device)
+    for index in range(1, most):
+        going = ~torch.isin(last, eos) & (limits > index)
         if not bool(going.all()):
             if not bool(going.any()):
                 break
             keep = compaction(going)
             cache.batch_select_indices(keep)
-            active, last, positions, masks = active[keep], last[keep], positions[keep], masks[keep]
+            active, last, positions, masks, limits = (
+                active[keep],
+                last[keep],
+                positions[keep],
+                masks[keep],
+                limits[keep],
+            )
         logits = step(last, positions + index - 1, masks[:, : prompt_len + index], cache)
         last = choose(logits.float(), active)
         out[active, index] = last

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,18 +13,21 @@ import torch
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
+    DynamicCache,
     LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 from transformers import GenerationConfig as HFGenerationConfig
+from transformers.cache_utils import DynamicLayer
 from transformers.utils import logging as transformers_logging
 
 from fairprobe.errors import ConfigError, ModelError, first_line
 from fairprobe.models import llama_step
 from fairprobe.models.base import (
     Completion,
+    GenerationCall,
     GenerationConfig,
     LoraSettings,
     ModelBackend,
@@ -52,6 +56,7 @@ from fairprobe.models.engine import (
 )
 from fairprobe.models.heap import release_freed, released_after_forwards, releasing
 from fairprobe.models.hub import quiet_hub
+from fairprobe.models.reserved import ReservedPool, repeat_rows
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings, parse_memory
 from fairprobe.progress import answers_came
@@ -76,8 +81,34 @@ class _FirstStepCapture(LogitsProcessor):
         return scores
 
 
+@dataclass(frozen=True)
+class PromptPass:
+    """One prompt pass of a generation: prompts of call `call` encoded (`enc`, left-padded), their decoding, the
+    continuations scored after each (None: none), each row's sampling seed, and the copies of the prompts' cache its
+    scoring passes hold at most."""
+
+    call: int
+    config: GenerationConfig
+    enc: dict[str, torch.Tensor]
+    score: list[tuple[str, ...]] | None
+    seeds: list[int]
+    copies: int
+
+    @property
+    def rows(self) -> int:
+        """Its prompts."""
+        return int(self.enc["input_ids"].shape[0])
+
+    @property
+    def length(self) -> int:
+        """Its padded prompt length."""
+        return int(self.enc["input_ids"].shape[1])
+
+
 class HFBackend(ModelBackend):
     """Any transformers causal LM: generation and exact scores of continuations (full softmax)."""
+
+    pools_calls = True  # several calls' decode steps run as one (generate_pooled)
 
     def __init__(
         self,
@@ -198,66 +229,133 @@ class HFBackend(ModelBackend):
         score: Sequence[tuple[str, ...]] | None = None,
         seeds: Sequence[int] | None = None,
     ) -> list[Completion]:
-        """Continue prompts in batches of `batch_size` (in parts where a batch would exceed the memory budget);
-        the scores of `score[i]` come from the same pass. A sampled prompt is drawn from its own generator
-        (`seeds[i]`, else `row_seeds`), so its reply does not depend on the prompts batched with it, nor on the parts
-        a batch is split into."""
-        drawn = row_seeds(config, len(prompts), seeds)
-        out: list[Completion] = []
-        for start in range(0, len(prompts), self.batch_size):
-            chunk = None if score is None else list(score[start : start + self.batch_size])
-            batch = prompts[start : start + self.batch_size]
-            batch_seeds = drawn[start : start + self.batch_size]
-            enc = self.encode(batch)
-            copies = 1 + max((self.table(tuple(c)).tail_rows for c in chunk or () if c), default=0)
-            rows = self.rows_per_pass(enc, config.max_new_tokens, copies)
-            if rows >= len(batch):
-                out.extend(came(self._generate_batch(enc, config, chunk, batch_seeds)))
-                release_freed()  # the pass's cache and activations, before the next pass allocates its own
-                continue
-            for part in range(0, len(batch), rows):
-                scored = None if chunk is None else chunk[part : part + rows]
-                enc_part = self.encode(batch[part : part + rows])
-                out.extend(came(self._generate_batch(enc_part, config, scored, batch_seeds[part : part + rows])))
-                release_freed()
+        """Continue prompts, with the scores of `score[i]` read from the same pass: `generate_pooled` of this one
+        call."""
+        return self.generate_pooled([GenerationCall(prompts, config, score, seeds)])[0]
+
+    @torch.inference_mode()
+    def generate_pooled(self, calls: Sequence[GenerationCall]) -> list[list[Completion]]:
+        """Several calls' completions. Each call goes in batches of `batch_size` (in parts where a batch would exceed
+        the memory budget), each batch's prompt pass and scoring passes exactly as if it were asked alone; then the
+        decode steps of consecutive batches with the same sampling settings run pooled within the memory budget
+        (`_pools`), so that one step reads every weight once for all their rows. A sampled prompt is drawn from its
+        own generator (`seeds[i]`, else `row_seeds`), so its reply does not depend on the prompts batched or pooled
+        with it, nor on the parts a batch is split into. The answers of `calls[0]` are told to the progress."""
+        jobs = [job for index, call in enumerate(calls) for job in self._jobs(index, call)]
+        out: list[list[Completion]] = [[] for _ in calls]
+        for pool in self._pools(jobs):
+            for job, completions in zip(pool, self._generate_pool(pool), strict=True):
+                out[job.call].extend(came(completions) if job.call == 0 else completions)
+            release_freed()  # the pool's caches and activations, before the next pool allocates its own
         return out
 
-    def _generate_batch(
-        self,
-        enc: dict[str, torch.Tensor],
-        config: GenerationConfig,
-        score: list[tuple[str, ...]] | None,
-        seeds: list[int],
-    ) -> list[Completion]:
-        prompt_len = enc["input_ids"].shape[1]
+    def _jobs(self, index: int, call: GenerationCall) -> Iterator[PromptPass]:
+        """Call `index`'s prompt passes: a batch of `batch_size` prompts each, or its parts within the memory budget
+        (even parts, each encoded apart: less padding)."""
+        drawn = row_seeds(call.config, len(call.prompts), call.seeds)
+        for start in range(0, len(call.prompts), self.batch_size):
+            batch = call.prompts[start : start + self.batch_size]
+            chunk = None if call.score is None else [tuple(s) for s in call.score[start : start + self.batch_size]]
+            enc = self.encode(batch)
+            copies = 1 + max((self.table(c).tail_rows for c in chunk or () if c), default=0)
+            rows = self.rows_per_pass(enc, call.config.max_new_tokens, copies)
+            for part in range(0, len(batch), rows):
+                yield PromptPass(
+                    index,
+                    call.config,
+                    enc if rows >= len(batch) else self.encode(batch[part : part + rows]),
+                    None if chunk is None else chunk[part : part + rows],
+                    drawn[start + part : start + part + rows],
+                    copies,
+                )
+
+    def _pools(self, jobs: list[PromptPass]) -> Iterator[list[PromptPass]]:
+        """Consecutive prompt passes decoded together: the same sampling settings (the most new tokens may differ),
+        and the pooled keys and values of all their rows plus the largest pass's own working memory within the
+        budget. A model whose cache has layers of its own kind (a sliding window) decodes each pass alone."""
+        pool: list[PromptPass] = []
+        poolable = self.poolable()
+        for job in jobs:
+            if pool and not (poolable and job.config.drawn_by == pool[0].config.drawn_by and self._fits([*pool, job])):
+                yield pool
+                pool = []
+            pool.append(job)
+        if pool:
+            yield pool
+
+    def poolable(self) -> bool:
+        """Whether the model's generation cache is of plain dynamic layers only (what `generate` builds from its
+        config), so that passes can share one `ReservedPool`."""
+        return all(type(layer) is DynamicLayer for layer in DynamicCache(config=self.model.config).layers)
+
+    def _fits(self, pool: list[PromptPass]) -> bool:
+        """Whether a pool's rows, at its longest prompt and most new tokens, and its largest pass's own working
+        memory (prompt pass, scoring copies, logits) stay within the memory budget."""
+        rows, length = sum(j.rows for j in pool), max(j.length for j in pool)
+        kept = self.shape.kv_per_token * rows * (length + max(j.config.max_new_tokens for j in pool))
+        passes = max(j.rows * self.shape.row_bytes(j.length, j.config.max_new_tokens, j.copies) for j in pool)
+        return kept + passes <= self.memory
+
+    def _generate_pool(self, pool: list[PromptPass]) -> list[list[Completion]]:
+        """Each pass's completions: its prompt pass and scoring passes on the plain kernels, its keys and values
+        moved into the pool's reserved buffers (`ReservedPool`, or the pass's own with room for its reply), then one
+        decode loop over every row of the pool."""
+        longest, room = max(j.length for j in pool), max(j.config.max_new_tokens for j in pool)
+        reserved = ReservedPool(sum(j.rows for j in pool), longest, room) if self.poolable() else None
+        firsts, masks, generators, completions, start, pooled = [], [], [], [], 0, None
+        for job in pool:
+            first, cache, scored, sampler = self._prompt_pass(job)
+            completions.append(scored)
+            firsts.append(first)
+            masks.append(torch.nn.functional.pad(job.enc["attention_mask"], (longest - job.length, 0)))
+            generators.extend(sampler.generators if sampler is not None else [])
+            if reserved is None:
+                pooled = repeat_rows(cache, 1, room)
+            else:
+                reserved.place(cache, start)
+                start += job.rows
+                pooled = reserved.cache(cache) if pooled is None else pooled
+            del cache
+            release_freed()  # the pass's own cache and scoring copies, before the next pass
+        config = pool[0].config
+        limits = torch.tensor([j.config.max_new_tokens for j in pool for _ in range(j.rows)])
+        choose = chooser(config, generators or None)
         packed = self.packed_linears()
-        capture = _FirstStepCapture(prompt_len)
+        with packed.decoding() if packed is not None else contextlib.nullcontext():
+            step = releasing(self._decode_step(packed, config.greedy))  # the heap stays flat over long replies
+            new = continue_decoding(step, pooled, torch.cat(firsts), torch.cat(masks), limits, self._stop(), choose)
+        start = 0
+        for job, done in zip(pool, completions, strict=True):
+            self._finish(done, job, new[start : start + job.rows, : job.config.max_new_tokens])
+            start += job.rows
+        return completions
+
+    def _prompt_pass(self, job: PromptPass) -> tuple[torch.Tensor, Any, list[Completion], RowSampler | None]:
+        """A pass's first tokens, its prompts' cache and its completions with their scores read (on the plain kernels,
+        before any decode step uses the cache), and the sampler that drew its first tokens (None when greedy)."""
+        capture = _FirstStepCapture(job.length)
         processors: list[LogitsProcessor] = [capture]
-        if not config.greedy:  # sampled row by row (models/sampling.py), then decoded greedily
-            processors.append(RowSampler(seeds, config, self.device))
-        chunk = prefill_chunk(prompt_len)
+        sampler = None if job.config.greedy else RowSampler(job.seeds, job.config, self.device)
+        if sampler is not None:  # sampled row by row (models/sampling.py), then decoded greedily
+            processors.append(sampler)
+        chunk = prefill_chunk(job.length)
         with released_after_forwards(self.model) if chunk else contextlib.nullcontext():
-            first, cache = first_step(self.model, enc, LogitsProcessorList(processors), chunk)
+            first, cache = first_step(self.model, job.enc, LogitsProcessorList(processors), chunk)
         completions = [Completion(text="") for _ in range(len(first))]
-        if score and any(score):  # on the plain kernels, before the decode steps use the cache
-            prompt_cache = prompt_part(scoring_copy(cache), prompt_len)
-            for rows, scores in self._score_rows(enc, score, capture.log_probs, prompt_cache):
+        if job.score and any(job.score):
+            prompt_cache = prompt_part(scoring_copy(cache), job.length)
+            for rows, scores in self._score_rows(job.enc, job.score, capture.log_probs, prompt_cache):
                 for row, scored in zip(rows, scores, strict=True):
                     completions[row].scores = scored
             del prompt_cache  # its copies of the prompt's keys and values are not needed while decoding
-            release_freed()
-        sampler = processors[-1] if not config.greedy else None
-        choose = chooser(config, sampler.generators if isinstance(sampler, RowSampler) else None)
-        with packed.decoding() if packed is not None else contextlib.nullcontext():
-            step = releasing(self._decode_step(packed, config.greedy))  # the heap stays flat over long replies
-            new = continue_decoding(
-                step, cache, first, enc["attention_mask"], config.max_new_tokens, self._stop(), choose
-            )
+        return first, cache, completions, sampler
+
+    def _finish(self, completions: list[Completion], job: PromptPass, new: torch.Tensor) -> None:
+        """A pass's completions given their reply tokens (rows, its most new tokens): texts and token counts."""
         texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-        read, made = enc["attention_mask"].sum(1).tolist(), self.until_end(new).sum(1).tolist()
+        read, made = job.enc["attention_mask"].sum(1).tolist(), self.until_end(new).sum(1).tolist()
         for completion, text, n, m in zip(completions, texts, read, made, strict=True):
             completion.text, completion.prompt_tokens, completion.new_tokens = text, int(n), int(m)
-        return completions
 
     def _decode_step(self, packed: PackedLinears | None, greedy: bool) -> Step:
         """The decode step on packed weights when they apply: a Llama model's own operations called directly

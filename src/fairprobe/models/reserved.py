@@ -33,9 +33,20 @@ class ReservedLayer(DynamicLayer):
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int, repeats: int = 1) -> None:
         super().__init__()
-        self.key_buffer, self.value_buffer = (held(tensor, room, repeats) for tensor in (keys, values))
-        self.device, self.is_initialized = keys.device, True
-        self._view(keys.shape[-2])
+        self._hold(held(keys, room, repeats), held(values, room, repeats), keys.shape[-2])
+
+    @classmethod
+    def over(cls, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int) -> ReservedLayer:
+        """A layer over buffers filled already up to `length` positions (a `ReservedPool`'s)."""
+        layer = cls.__new__(cls)
+        DynamicLayer.__init__(layer)
+        layer._hold(key_buffer, value_buffer, length)
+        return layer
+
+    def _hold(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int) -> None:
+        self.key_buffer, self.value_buffer = key_buffer, value_buffer
+        self.device, self.is_initialized = key_buffer.device, True
+        self._view(length)
 
     def _view(self, length: int) -> None:
         self.length = length
@@ -76,3 +87,41 @@ def repeat_rows(cache: Cache, repeats: int, room: int) -> Cache:
         elif repeats > 1:
             layer.batch_repeat_interleave(repeats)
     return cache
+
+
+def poolable(cache: Cache) -> bool:
+    """Whether every layer of `cache` is a plain dynamic layer holding every position (a `ReservedPool` can take
+    it); a sliding-window or static layer keeps a state of its own."""
+    return all(type(layer) is DynamicLayer and layer.is_initialized for layer in cache.layers)  # type: ignore[attr-defined]
+
+
+class ReservedPool:
+    """Reserved buffers for the rows of several prompt passes decoded together (`rows` in all): each pass's keys and
+    values are written right-aligned at the longest pass's `length`, zeros before them where its rows are shorter
+    (their attention mask is 0 there), with `room` positions after it for the longest reply."""
+
+    def __init__(self, rows: int, length: int, room: int) -> None:
+        self.rows, self.length, self.room = rows, length, room
+        self.buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def place(self, cache: Cache, start: int) -> None:
+        """Copy a pass's keys and values (a `poolable` cache) into rows `start`.. of the buffers (made at the first
+        pass, in its layers' shapes)."""
+        layers = cache.layers  # type: ignore[attr-defined]
+        if not self.buffers:
+            for layer in layers:
+                self.buffers.append(tuple(self._buffer(t) for t in (layer.keys, layer.values)))  # type: ignore[misc]
+        for layer, pair in zip(layers, self.buffers, strict=True):
+            for tensor, buffer in zip((layer.keys, layer.values), pair, strict=True):
+                rows, length = tensor.shape[0], tensor.shape[-2]
+                into = buffer[start : start + rows]
+                into[..., : self.length - length, :] = 0
+                into[..., self.length - length : self.length, :] = tensor
+
+    def _buffer(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.new_empty((self.rows, *tensor.shape[1:-2], self.length + self.room, tensor.shape[-1]))
+
+    def cache(self, like: Cache) -> Cache:
+        """`like` (a cache of one of the passes) holding the pooled rows instead: a ReservedLayer a layer."""
+        like.layers = [ReservedLayer.over(k, v, self.length) for k, v in self.buffers]  # type: ignore[attr-defined]
+        return like
