@@ -503,3 +503,17 @@ def test_pooled_calls_answer_as_each_call_alone_in_one_decode_loop_a_sampling_se
     texts = [[c.text for c in completions] for completions in tight.generate_pooled(calls[:2])]
     assert texts == [[c.text for c in completions] for completions in alone[:2]]
     assert loops == [1, 1, 1, 1]  # within no budget, each row alone (its scores then move as padding moves them)
+
+
+@pytest.mark.slow
+def test_each_sampled_prompt_of_a_call_split_in_parts_keeps_its_own_seed(embedded_backend: HFBackend) -> None:
+    # Four prompts in batches of three, the first batch within a budget of two rows: parts of two and one, then the
+    # second batch; every prompt drawn from its own seed, as when it is asked alone.
+    tight = HFBackend(embedded_backend.model, embedded_backend.tokenizer, name="t", info={"id": "t"}, batch_size=3)
+    prompts = ["My friend is a nurse, and", "The doctor said", "Write one word:", "My friend plays chess, and"]
+    config, seeds = GenerationConfig(temperature=1.0, max_new_tokens=6), [5, 6, 7, 8]
+    tight.memory = 2 * tight.shape.row_bytes(tight.encode(prompts[:3])["input_ids"].shape[1], 6)
+    assert tight.rows_per_pass(tight.encode(prompts[:3]), 6) == 2
+    together = tight.generate(prompts, config, seeds=seeds)
+    alone = [embedded_backend.generate([p], config, seeds=[s])[0] for p, s in zip(prompts, seeds, strict=True)]
+    assert [c.text for c in together] == [c.text for c in alone]

@@ -258,6 +258,7 @@ class HFBackend(ModelBackend):
             chunk = None if call.score is None else [tuple(s) for s in call.score[start : start + self.batch_size]]
             enc = self.encode(batch)
             copies = 1 + max((self.table(c).tail_rows for c in chunk or () if c), default=0)
+            seeds = drawn[start : start + self.batch_size]
             rows = self.rows_per_pass(enc, call.config.max_new_tokens, copies)
             for part in range(0, len(batch), rows):
                 yield PromptPass(
@@ -265,7 +266,7 @@ class HFBackend(ModelBackend):
                     call.config,
                     enc if rows >= len(batch) else self.encode(batch[part : part + rows]),
                     None if chunk is None else chunk[part : part + rows],
-                    drawn[start + part : start + part + rows],
+                    seeds[part : part + rows],
                     copies,
                 )
 
