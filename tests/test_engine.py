@@ -13,7 +13,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from transformers import DynamicCache
 
 from fairprobe.errors import ConfigError
 from fairprobe.families import Request, RunContext, Scoring, all_families, load_probe_set
@@ -34,7 +33,7 @@ from fairprobe.models.engine import (
     rows_within,
 )
 from fairprobe.models.hf import HFBackend
-from fairprobe.models.reserved import ReservedLayer, ReservedPool, poolable, repeat_rows
+from fairprobe.models.reserved import ReservedLayer, ReservedPool, repeat_rows
 from fairprobe.models.settings import parse_memory
 from fairprobe.runner import ask
 from test_genderbench_data import gest_csv
@@ -424,14 +423,13 @@ def test_rows_that_end_leave_the_batch_and_the_others_continue_as_transformers(e
     assert [c.text for c in got] == want
 
 
-def test_a_reserved_pool_right_aligns_each_pass_after_zeros_and_grows_in_place() -> None:
-    longer = DynamicCache(ddp_cache_data=[(torch.tensor([1.0, 2.0]).reshape(1, 1, 2, 1), torch.ones(1, 1, 2, 1))])
-    shorter = DynamicCache(ddp_cache_data=[(torch.tensor([5.0, 6.0]).reshape(2, 1, 1, 1), torch.ones(2, 1, 1, 1))])
-    assert poolable(longer) and poolable(shorter)
-    pool = ReservedPool(rows=3, length=2, room=1)
-    pool.place(longer, 0)
-    pool.place(shorter, 1)
-    layer = pool.cache(longer).layers[0]
+def test_a_reserved_pool_holds_each_pass_right_aligned_after_zeros_and_grows_in_place() -> None:
+    pool = ReservedPool(rows=3, length=2, room=1, cache=(1, 1, 1), like=torch.zeros(1))  # 1 layer, 1 head, dim 1
+    longer, shorter = pool.block(0, rows=1, length=2), pool.block(1, rows=2, length=1)  # two passes prefill
+    longer.layers[0].update(torch.tensor([1.0, 2.0]).reshape(1, 1, 2, 1), torch.ones(1, 1, 2, 1))
+    shorter.layers[0].update(torch.tensor([5.0, 6.0]).reshape(2, 1, 1, 1), torch.ones(2, 1, 1, 1))
+    assert (longer.get_seq_length(), shorter.get_seq_length()) == (2, 1)
+    layer = pool.cache().layers[0]
     assert isinstance(layer, ReservedLayer) and layer.get_seq_length() == 2
     assert layer.keys[:, 0, :, 0].tolist() == [[1.0, 2.0], [0.0, 5.0], [0.0, 6.0]]  # zeros where the mask is 0
     assert layer.values[:, 0, :, 0].tolist() == [[1.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
@@ -486,6 +484,7 @@ def test_pooled_calls_answer_as_each_call_alone_in_one_decode_loop_a_sampling_se
         GenerationCall(long, GenerationConfig(temperature=1.0, max_new_tokens=9), None, [11, 12]),
         GenerationCall(short, GenerationConfig(temperature=1.0, max_new_tokens=5), None, [13, 14]),
     ]
+    assert embedded_backend.poolable()
     alone = [embedded_backend.generate_pooled([call])[0] for call in calls]
     loops: list[int] = []
     decode = hf_module.continue_decoding

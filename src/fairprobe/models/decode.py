@@ -49,9 +49,10 @@ def chooser(config: GenerationConfig, generators: Sequence[torch.Generator] | No
 
 
 def first_step(
-    model: Any, enc: dict[str, torch.Tensor], processors: Any, chunk: int | None
+    model: Any, enc: dict[str, torch.Tensor], processors: Any, chunk: int | None, cache: Cache | None = None
 ) -> tuple[torch.Tensor, Cache]:
-    """`transformers.generate`'s prompt pass and first token (B,) with the `processors`, and the prompt's cache."""
+    """`transformers.generate`'s prompt pass and first token (B,) with the `processors`, and the prompt's cache (the
+    empty `cache` given, filled, when there is one: a `ReservedPool`'s block)."""
     generated = model.generate(
         **enc,
         max_new_tokens=1,
@@ -59,6 +60,7 @@ def first_step(
         return_dict_in_generate=True,
         do_sample=False,
         **({"prefill_chunk_size": chunk} if chunk else {}),
+        **({} if cache is None else {cache_keyword(model): cache}),
     )
     cache = getattr(generated, "cache", None)
     return generated.sequences[:, -1], cache if cache is not None else generated.past_key_values

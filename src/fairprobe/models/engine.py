@@ -79,6 +79,7 @@ class Shape:
     activations_per_token: int
     logits_per_row: int
     weights: int
+    cache: tuple[int, int, int] = (0, 0, 0)  # a position's keys (and values) of every layer: layers, heads, size
 
     @classmethod
     def of(cls, model: torch.nn.Module) -> Shape:
@@ -99,6 +100,7 @@ class Shape:
             activations_per_token=(4 * hidden + heads * head_dim + 2 * kv_heads * head_dim + 3 * inner) * size,
             logits_per_row=4 * vocab * 4,
             weights=sum(p.numel() * p.element_size() for p in params),
+            cache=(layers, kv_heads, head_dim),
         )
 
     def default_budget(self) -> int:

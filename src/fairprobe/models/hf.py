@@ -298,26 +298,26 @@ class HFBackend(ModelBackend):
         return kept + passes <= self.memory
 
     def _generate_pool(self, pool: list[PromptPass]) -> list[list[Completion]]:
-        """Each pass's completions: its prompt pass and scoring passes on the plain kernels, its keys and values
-        moved into the pool's reserved buffers (`ReservedPool`, or the pass's own with room for its reply), then one
-        decode loop over every row of the pool."""
+        """Each pass's completions: its prompt pass (into its block of the pool's reserved buffers, a `ReservedPool`,
+        or into its own cache then given room for its reply) and scoring passes on the plain kernels, then one decode
+        loop over every row of the pool."""
         longest, room = max(j.length for j in pool), max(j.config.max_new_tokens for j in pool)
-        reserved = ReservedPool(sum(j.rows for j in pool), longest, room) if self.poolable() else None
-        firsts, masks, generators, completions, start, pooled = [], [], [], [], 0, None
+        reserved = None
+        if self.poolable():
+            like = self.model.get_input_embeddings().weight  # the dtype and device of the keys and values
+            reserved = ReservedPool(sum(j.rows for j in pool), longest, room, self.shape.cache, like)
+        firsts, masks, generators, completions, start = [], [], [], [], 0
         for job in pool:
-            first, cache, scored, sampler = self._prompt_pass(job)
+            into = None if reserved is None else reserved.block(start, job.rows, job.length)
+            first, cache, scored, sampler = self._prompt_pass(job, into)
             completions.append(scored)
             firsts.append(first)
             masks.append(torch.nn.functional.pad(job.enc["attention_mask"], (longest - job.length, 0)))
             generators.extend(sampler.generators if sampler is not None else [])
-            if reserved is None:
-                pooled = repeat_rows(cache, 1, room)
-            else:
-                reserved.place(cache, start)
-                start += job.rows
-                pooled = reserved.cache(cache) if pooled is None else pooled
-            del cache
-            release_freed()  # the pass's own cache and scoring copies, before the next pass
+            start += job.rows
+            release_freed()  # the pass's activations and scoring copies, before the next pass
+        pooled = repeat_rows(cache, 1, room) if reserved is None else reserved.cache()
+        del cache
         config = pool[0].config
         limits = torch.tensor([j.config.max_new_tokens for j in pool for _ in range(j.rows)])
         choose = chooser(config, generators or None)
@@ -331,9 +331,12 @@ class HFBackend(ModelBackend):
             start += job.rows
         return completions
 
-    def _prompt_pass(self, job: PromptPass) -> tuple[torch.Tensor, Any, list[Completion], RowSampler | None]:
-        """A pass's first tokens, its prompts' cache and its completions with their scores read (on the plain kernels,
-        before any decode step uses the cache), and the sampler that drew its first tokens (None when greedy)."""
+    def _prompt_pass(
+        self, job: PromptPass, into: Any = None
+    ) -> tuple[torch.Tensor, Any, list[Completion], RowSampler | None]:
+        """A pass's first tokens, its prompts' cache (`into`, when given, filled) and its completions with their
+        scores read (on the plain kernels, before any decode step uses the cache), and the sampler that drew its
+        first tokens (None when greedy)."""
         capture = _FirstStepCapture(job.length)
         processors: list[LogitsProcessor] = [capture]
         sampler = None if job.config.greedy else RowSampler(job.seeds, job.config, self.device)
@@ -341,7 +344,7 @@ class HFBackend(ModelBackend):
             processors.append(sampler)
         chunk = prefill_chunk(job.length)
         with released_after_forwards(self.model) if chunk else contextlib.nullcontext():
-            first, cache = first_step(self.model, job.enc, LogitsProcessorList(processors), chunk)
+            first, cache = first_step(self.model, job.enc, LogitsProcessorList(processors), chunk, into)
         completions = [Completion(text="") for _ in range(len(first))]
         if job.score and any(job.score):
             prompt_cache = prompt_part(scoring_copy(cache), job.length)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import Cache
+from transformers import Cache, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 
@@ -79,49 +79,46 @@ class ReservedLayer(DynamicLayer):
 
 def repeat_rows(cache: Cache, repeats: int, room: int) -> Cache:
     """`cache` with each row repeated `repeats` times (its copies next to each other) and `room` more positions:
-    each plain dynamic layer moved into a ReservedLayer; any other layer (a sliding window, a static cache) is
-    repeated as transformers repeats it and keeps its own room."""
+    each plain dynamic layer (or reserved one, whose buffers stay as they are) copied into a new ReservedLayer; any
+    other layer (a sliding window, a static cache) is repeated as transformers repeats it and keeps its own room."""
     for i, layer in enumerate(cache.layers):  # type: ignore[attr-defined]
-        if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.numel():
+        if type(layer) in (DynamicLayer, ReservedLayer) and layer.is_initialized and layer.keys.numel():
             cache.layers[i] = ReservedLayer(layer.keys, layer.values, room, repeats)  # type: ignore[attr-defined]
         elif repeats > 1:
             layer.batch_repeat_interleave(repeats)
     return cache
 
 
-def poolable(cache: Cache) -> bool:
-    """Whether every layer of `cache` is a plain dynamic layer holding every position (a `ReservedPool` can take
-    it); a sliding-window or static layer keeps a state of its own."""
-    return all(type(layer) is DynamicLayer and layer.is_initialized for layer in cache.layers)  # type: ignore[attr-defined]
-
-
 class ReservedPool:
-    """Reserved buffers for the rows of several prompt passes decoded together (`rows` in all): each pass's keys and
-    values are written right-aligned at the longest pass's `length`, zeros before them where its rows are shorter
-    (their attention mask is 0 there), with `room` positions after it for the longest reply."""
+    """Reserved buffers for the rows of several prompt passes decoded together (`rows` in all, each layer's keys and
+    values of `heads` x `size`): each pass prefills into its own block of rows (`block`), right-aligned at the longest
+    pass's `length` with zeros before it where its rows are shorter (their attention mask is 0 there), and `room`
+    positions after it for the longest reply; no pass's cache is copied or grown by concatenation."""
 
-    def __init__(self, rows: int, length: int, room: int) -> None:
-        self.rows, self.length, self.room = rows, length, room
-        self.buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
+    def __init__(self, rows: int, length: int, room: int, cache: tuple[int, int, int], like: torch.Tensor) -> None:
+        layers, heads, size = cache
+        self.length = length
+        self.buffers = [
+            tuple(like.new_empty((rows, heads, length + room, size)) for _ in range(2)) for _ in range(layers)
+        ]
 
-    def place(self, cache: Cache, start: int) -> None:
-        """Copy a pass's keys and values (a `poolable` cache) into rows `start`.. of the buffers (made at the first
-        pass, in its layers' shapes)."""
-        layers = cache.layers  # type: ignore[attr-defined]
-        if not self.buffers:
-            for layer in layers:
-                self.buffers.append(tuple(self._buffer(t) for t in (layer.keys, layer.values)))  # type: ignore[misc]
-        for layer, pair in zip(layers, self.buffers, strict=True):
-            for tensor, buffer in zip((layer.keys, layer.values), pair, strict=True):
-                rows, length = tensor.shape[0], tensor.shape[-2]
-                into = buffer[start : start + rows]
-                into[..., : self.length - length, :] = 0
-                into[..., self.length - length : self.length, :] = tensor
+    def block(self, start: int, rows: int, length: int) -> Cache:
+        """An empty cache for a pass of `rows` rows of `length` positions whose layers write into rows `start`.. of
+        the buffers, ending at the pool's length (the positions before it zeroed)."""
+        layers = []
+        for pair in self.buffers:
+            views = []
+            for buffer in pair:
+                rows_of = buffer[start : start + rows]
+                rows_of[..., : self.length - length, :] = 0
+                views.append(rows_of[..., self.length - length :, :])
+            layers.append(ReservedLayer.over(views[0], views[1], 0))
+        cache = DynamicCache()
+        cache.layers = layers  # type: ignore[assignment]
+        return cache
 
-    def _buffer(self, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.new_empty((self.rows, *tensor.shape[1:-2], self.length + self.room, tensor.shape[-1]))
-
-    def cache(self, like: Cache) -> Cache:
-        """`like` (a cache of one of the passes) holding the pooled rows instead: a ReservedLayer a layer."""
-        like.layers = [ReservedLayer.over(k, v, self.length) for k, v in self.buffers]  # type: ignore[attr-defined]
-        return like
+    def cache(self) -> Cache:
+        """The cache of every row of the pool, filled to its length: a ReservedLayer a layer."""
+        cache = DynamicCache()
+        cache.layers = [ReservedLayer.over(k, v, self.length) for k, v in self.buffers]  # type: ignore[assignment]
+        return cache
