@@ -73,13 +73,14 @@ def attention_without_cudnn(model: torch.nn.Module) -> Callable[[], None]:
 @dataclass(frozen=True)
 class Shape:
     """What one position costs in bytes: its keys and values kept over all layers, and the activations a forward
-    pass holds for it at once (residual, norm, q/k/v, attention output, the MLP's three intermediate vectors)."""
+    pass holds for it at once (residual, norm, q/k/v, attention output, the MLP's three intermediate vectors); and
+    the shape of a position's keys (or values) over every layer (`cache`: layers, key heads, head size)."""
 
     kv_per_token: int
     activations_per_token: int
     logits_per_row: int
     weights: int
-    cache: tuple[int, int, int] = (0, 0, 0)  # a position's keys (and values) of every layer: layers, heads, size
+    cache: tuple[int, int, int]
 
     @classmethod
     def of(cls, model: torch.nn.Module) -> Shape:
