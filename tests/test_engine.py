@@ -25,6 +25,7 @@ from fairprobe.models.decode import compaction, continue_decoding, model_step
 from fairprobe.models.engine import (
     PackedLinears,
     ScreenedHead,
+    Shortlist,
     Shape,
     attention_without_cudnn,
     even_parts,
@@ -357,6 +358,26 @@ def test_the_screened_head_gives_the_float32_argmax_and_its_logit() -> None:
     assert near[0, :2].tolist() == [1.0, torch.tensor(1.001).item()]
     assert int(near.argmax()) == 1
     assert near[0, 2].item() == -math.inf
+
+
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bfloat16 oneDNN kernels here")
+def test_the_screened_head_shortlists_only_the_tokens_that_can_win_and_every_token_when_logits_are_not_numbers() -> None:
+    weight = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]])
+    # Row 1's logits 2, 1, 3, 1.5 keep token 2; row 2's (h = (0, 2)) 0, 2, 2, 1 keep tokens 1 and 2.
+    shortlist = ScreenedHead(weight).shortlist(torch.tensor([[2.0, 1.0], [0.0, 2.0]]))
+    assert shortlist.ids.tolist() == [1, 2]
+    assert shortlist.logits.tolist() == [[1.0, 3.0], [2.0, 2.0]]
+    assert shortlist.argmax().tolist() == [2, 1]  # row 2's tie goes to the first token, as a full argmax takes it
+    broken = ScreenedHead(weight).shortlist(torch.tensor([[math.nan, 1.0]]))
+    assert broken.ids.tolist() == [0, 1, 2, 3]
+
+
+def test_a_shortlist_reads_the_argmax_of_its_dense_logits() -> None:
+    shortlist = Shortlist(torch.tensor([[1.0, 3.0, 3.0], [2.0, -1.0, 0.5]]), torch.tensor([4, 7, 9]))
+    dense = shortlist.dense(10)
+    inf = -math.inf
+    assert dense.tolist() == [[inf] * 4 + [1.0, inf, inf, 3.0, inf, 3.0], [inf] * 4 + [2.0, inf, inf, -1.0, inf, 0.5]]
+    assert shortlist.argmax().tolist() == dense.argmax(-1).tolist() == [7, 4]
 
 
 def test_a_reserved_layer_writes_in_place_and_drops_rows() -> None:

@@ -10,7 +10,7 @@ of sequence is dropped from the batch (and from the buffers) before the next ste
 `generate`'s; a sampled row draws from its own generator once per step it is in the batch, as it did inside
 `generate` (models/sampling.py), so its reply is unchanged too.
 
-This module imports only torch and transformers besides fairprobe's sampling.
+This module imports only torch and transformers besides fairprobe's sampling and the engine's `Shortlist`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from transformers import Cache
 
 from fairprobe.models.base import GenerationConfig
 from fairprobe.models.continuations import cache_keyword
+from fairprobe.models.engine import Shortlist
 from fairprobe.models.sampling import draw
 
-Choose = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits (B, V), active rows (B,)) -> tokens (B,)
-# (tokens (B,), their positions (B,), the attention mask so far (B, L), the cache) -> next-token logits (B, V)
-Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Cache], torch.Tensor]
+Logits = torch.Tensor | Shortlist  # a step's next-token logits (B, V), or a greedy step's shortlist of them
+Choose = Callable[[Logits, torch.Tensor], torch.Tensor]  # (logits, active rows (B,)) -> tokens (B,)
+# (tokens (B,), their positions (B,), the attention mask so far (B, L), the cache) -> next-token logits
+Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Cache], Logits]
 
 
 def compaction(going: torch.Tensor) -> torch.Tensor:
@@ -42,10 +44,16 @@ def compaction(going: torch.Tensor) -> torch.Tensor:
 
 
 def chooser(config: GenerationConfig, generators: Sequence[torch.Generator] | None) -> Choose:
-    """How a step picks its tokens: the argmax (greedy), or each active row's draw from its own generator."""
+    """How a step picks its tokens: the argmax (greedy, of full logits or a shortlist), or each active row's draw
+    from its own generator (sampled steps give full logits)."""
     if config.greedy or generators is None:
         return lambda logits, active: logits.argmax(-1)
-    return lambda logits, active: draw(logits, [generators[int(r)] for r in active.tolist()], config).to(logits.device)
+
+    def drawn(logits: Logits, active: torch.Tensor) -> torch.Tensor:
+        assert isinstance(logits, torch.Tensor)
+        return draw(logits, [generators[int(r)] for r in active.tolist()], config).to(logits.device)
+
+    return drawn
 
 
 def first_step(
@@ -128,6 +136,6 @@ def continue_decoding(
                 limits[keep],
             )
         logits = step(last, positions + index - 1, masks[:, : prompt_len + index], cache)
-        last = choose(logits.float(), active)
+        last = choose(logits, active)
         out[active, index] = last
     return out

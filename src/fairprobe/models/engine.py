@@ -245,13 +245,35 @@ def packed_product(
     return y if x.dim() == 2 else y.reshape(*x.shape[:-1], y.shape[-1])
 
 
+@dataclass(frozen=True)
+class Shortlist:
+    """A greedy decode step's logits where only a few tokens can be the argmax: their exact float32 logits (B, n)
+    and their ids (n,), ascending; every other token's logit is -inf. Reading the argmax off the n columns instead
+    of the vocabulary's (a full float32 argmax over 61 x 49,152 logits took 2 ms of a 100 ms step) gives the same
+    token: the first of the largest, as torch's argmax takes it."""
+
+    logits: torch.Tensor
+    ids: torch.Tensor
+
+    def argmax(self, dim: int = -1) -> torch.Tensor:
+        """The argmax token of each row (B,) (`dim` is the vocabulary's, -1, as for a logits tensor)."""
+        return self.ids[self.logits.argmax(dim)]
+
+    def dense(self, vocab: int) -> torch.Tensor:
+        """The full logits (B, vocab): the shortlist's where it has them, -inf elsewhere."""
+        out = self.logits.new_full((self.logits.shape[0], vocab), float("-inf"))
+        out[:, self.ids] = self.logits
+        return out
+
+
 class ScreenedHead:
     """The LM head of greedy decode steps: a bfloat16 product screens the vocabulary, float32 decides.
 
     A greedy step needs only the argmax of the logits. The bfloat16 product (half the bytes of the head's weight,
     about twice as fast) is within SCREEN_MARGIN x |h| x max|W_v| of the float32 logit for every token, so every
     token within twice that of the rough maximum is a candidate and the true argmax is one of them; the candidates'
-    float32 logits are computed exactly and every other token gets -inf. The argmax is the float32 one.
+    float32 logits are computed exactly (`shortlist`), and called as a module every other token gets -inf. The
+    argmax is the float32 one.
     """
 
     def __init__(self, weight: torch.Tensor) -> None:
@@ -260,12 +282,20 @@ class ScreenedHead:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.bfloat16(), None)
             self.row_norm = float(self.weight.norm(dim=1).max())
 
+    def shortlist(self, x: torch.Tensor) -> Shortlist:
+        """The candidates of hidden states x (B, hidden) and their float32 logits. A token is a candidate where
+        its rough logit is within reach of its row's rough maximum in any row; with no candidate (logits that are
+        not numbers) every token is one, as the float32 head would give them."""
+        rough = torch.ops.mkldnn._linear_pointwise(x.bfloat16(), self.packed, None, "none", [], "").float()
+        reach = 2 * SCREEN_MARGIN * self.row_norm * x.norm(dim=-1, keepdim=True)
+        # rough - (max - reach) >= 0 exactly where rough >= max - reach (IEEE subtraction keeps the order), so one
+        # maximum over the rows finds every column that is a candidate in some row.
+        rough -= rough.amax(-1, keepdim=True) - reach
+        near = (rough.amax(0) >= 0).nonzero().squeeze(-1)
+        if not near.numel():
+            near = torch.arange(self.weight.shape[0], device=x.device)
+        return Shortlist(x @ self.weight[near].T, near)
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        rough = torch.ops.mkldnn._linear_pointwise(flat.bfloat16(), self.packed, None, "none", [], "").float()
-        reach = 2 * SCREEN_MARGIN * self.row_norm * flat.norm(dim=-1, keepdim=True)
-        near = (rough >= rough.amax(-1, keepdim=True) - reach).any(0).nonzero().squeeze(-1)
-        exact = flat @ self.weight[near].T
-        out = rough.fill_(float("-inf"))
-        out[:, near] = exact
-        return out.reshape(*x.shape[:-1], out.shape[-1])
+        return self.shortlist(flat).dense(self.weight.shape[0]).reshape(*x.shape[:-1], self.weight.shape[0])

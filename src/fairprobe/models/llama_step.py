@@ -25,7 +25,7 @@ import torch
 from transformers import Cache
 from transformers.models.llama import modeling_llama as llama
 
-from fairprobe.models.engine import PackedLinears, packed_product
+from fairprobe.models.engine import PackedLinears, ScreenedHead, Shortlist, packed_product
 
 LAYER_PARTS = {
     "self_attn": llama.LlamaAttention,
@@ -70,7 +70,8 @@ class LlamaStep:
     """`step(tokens, positions, mask, cache)`: the logits (B, V) of the next token after `tokens` (B,) at
     `positions` (B,), with `mask` (B, L) the attention mask so far and `cache` the rows' keys and values, as
     `model(input_ids=tokens[:, None], attention_mask=mask, position_ids=positions[:, None], cache=cache)
-    .logits[:, -1]` gives them with every Linear on its packed weight (and the head as `packed` gives it)."""
+    .logits[:, -1]` gives them with every Linear on its packed weight (and the head as `packed` gives it: for greedy
+    steps the screened head's `Shortlist`, whose argmax is the full logits')."""
 
     def __init__(self, model: llama.LlamaForCausalLM, packed: PackedLinears, greedy: bool) -> None:
         self.body = model.model
@@ -84,14 +85,17 @@ class LlamaStep:
             )
             for layer in self.body.layers[: model.config.num_hidden_layers]
         ]
-        self.head = packed.head_forward(greedy) or model.lm_head
+        head = packed.head_forward(greedy) or model.lm_head
+        self.head = head.shortlist if isinstance(head, ScreenedHead) else head
         attention = self.body.layers[0].self_attn
         self.heads = (model.config.num_attention_heads, model.config.num_key_value_heads)
         self.head_dim, self.scaling = attention.head_dim, attention.scaling
         weight = self.body.embed_tokens.weight
         self.sign = torch.tensor([-1.0, 1.0], dtype=weight.dtype, device=weight.device)[:, None]
 
-    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Cache) -> torch.Tensor:
+    def __call__(
+        self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Cache
+    ) -> torch.Tensor | Shortlist:
         hidden = self.body.embed_tokens(tokens)
         cos, sin = self.body.rotary_emb(hidden[:, None], position_ids=positions[:, None])
         half = self.head_dim // 2
