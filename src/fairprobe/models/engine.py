@@ -73,8 +73,10 @@ def attention_without_cudnn(model: torch.nn.Module) -> Callable[[], None]:
 @dataclass(frozen=True)
 class Shape:
     """What one position costs in bytes: its keys and values kept over all layers, and the activations a forward
-    pass holds for it at once (residual, norm, q/k/v, attention output, the MLP's three intermediate vectors); and
-    the shape of a position's keys (or values) over every layer (`cache`: layers, key heads, head size)."""
+    pass holds for it at once (residual, norm, q/k/v, attention output, the MLP's three intermediate vectors); what
+    a row's logits cost with what is computed from them at once (`logits_per_row`: log-probabilities, a sampled
+    draw's float64 uniforms); and the shape of a position's keys (or values) over every layer (`cache`: layers, key
+    heads, head size)."""
 
     kv_per_token: int
     activations_per_token: int
@@ -99,7 +101,8 @@ class Shape:
         return cls(
             kv_per_token=2 * layers * kv_heads * head_dim * size,
             activations_per_token=(4 * hidden + heads * head_dim + 2 * kv_heads * head_dim + 3 * inner) * size,
-            logits_per_row=4 * vocab * 4,
+            # float32 logits, their quotient by the temperature and log-probabilities, float64 uniforms, and masks
+            logits_per_row=6 * vocab * 4,
             weights=sum(p.numel() * p.element_size() for p in params),
             cache=(layers, kv_heads, head_dim),
         )
@@ -109,12 +112,23 @@ class Shape:
         (and, on CPU, their packed copy)."""
         return max(self.weights, 2**28)
 
-    def row_bytes(self, prompt_tokens: int, new_tokens: int, copies: int = 1, chunked: bool = True) -> int:
-        """Peak working bytes of one row: its cache (`copies` of the prompt's part when scoring passes repeat it),
-        the activations of its prompt pass (of one chunk when `chunked`, see prefill_chunk) and its logits."""
-        cache = self.kv_per_token * (prompt_tokens * copies + new_tokens)
+    def prefill_bytes(self, prompt_tokens: int, copies: int = 1, chunked: bool = True) -> int:
+        """Peak working bytes of one row's prompt pass: its prompt's keys and values (`copies` of them when scoring
+        passes repeat it), the activations of its prompt (of one chunk when `chunked`, see prefill_chunk) and its
+        logits."""
         chunk = (prefill_chunk(prompt_tokens) or prompt_tokens) if chunked else prompt_tokens
-        return cache + self.activations_per_token * chunk + self.logits_per_row
+        return self.kv_per_token * prompt_tokens * copies + self.activations_per_token * chunk + self.logits_per_row
+
+    def decode_bytes(self, prompt_tokens: int, new_tokens: int) -> int:
+        """Peak working bytes of one row while it decodes: its keys and values at their full length, and a step's
+        logits and draw."""
+        return self.kv_per_token * (prompt_tokens + new_tokens) + self.logits_per_row
+
+    def row_bytes(self, prompt_tokens: int, new_tokens: int, copies: int = 1, chunked: bool = True) -> int:
+        """Peak working bytes of one row: its prompt pass or its decoding, whichever takes more. They do not hold
+        their memory at once: the pass's activations and scoring copies are freed before decoding starts, and the
+        keys and values reserved for the reply take memory only as its positions are written."""
+        return max(self.prefill_bytes(prompt_tokens, copies, chunked), self.decode_bytes(prompt_tokens, new_tokens))
 
 
 def rows_within(

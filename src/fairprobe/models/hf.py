@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,12 +84,13 @@ class _FirstStepCapture(LogitsProcessor):
 
 @dataclass(frozen=True)
 class PromptPass:
-    """One prompt pass of a generation: prompts of call `call` encoded (`enc`, left-padded), their decoding, the
-    continuations scored after each (None: none), each row's sampling seed, and the copies of the prompts' cache its
-    scoring passes hold at most."""
+    """One prompt pass of a generation: prompts of call `call` and their encoding (`enc`, left-padded), their
+    decoding, the continuations scored after each (None: none), each row's sampling seed, and the copies of the
+    prompts' cache its scoring passes hold at most."""
 
     call: int
     config: GenerationConfig
+    prompts: list[Prompt]
     enc: dict[str, torch.Tensor]
     score: list[tuple[str, ...]] | None
     seeds: list[int]
@@ -103,6 +105,10 @@ class PromptPass:
     def length(self) -> int:
         """Its padded prompt length."""
         return int(self.enc["input_ids"].shape[1])
+
+    def sizes(self, rows: int | None = None) -> tuple[int, int, int, int]:
+        """What its memory depends on: its rows (or `rows` of them), prompt length, most new tokens and cache copies."""
+        return self.rows if rows is None else rows, self.length, self.config.max_new_tokens, self.copies
 
 
 class HFBackend(ModelBackend):
@@ -235,67 +241,102 @@ class HFBackend(ModelBackend):
 
     @torch.inference_mode()
     def generate_pooled(self, calls: Sequence[GenerationCall]) -> list[list[Completion]]:
-        """Several calls' completions. Each call goes in batches of `batch_size` (in parts where a batch would exceed
-        the memory budget), each batch's prompt pass and scoring passes exactly as if it were asked alone; then the
-        decode steps of consecutive batches with the same sampling settings run pooled within the memory budget
-        (`_pools`), so that one step reads every weight once for all their rows. A sampled prompt is drawn from its
-        own generator (`seeds[i]`, else `row_seeds`), so its reply does not depend on the prompts batched or pooled
-        with it, nor on the parts a batch is split into. The answers of `calls[0]` are told to the progress."""
-        jobs = [job for index, call in enumerate(calls) for job in self._jobs(index, call)]
+        """Several calls' completions. Each call goes in batches of `batch_size`; the decode steps of consecutive
+        batches with the same sampling settings run pooled, as many rows at once as the memory budget holds
+        (`_pools`), so that one step reads every weight once for all their rows, and each batch's part in a pool has
+        its own prompt pass and scoring passes (the whole batch's when it is not split). A sampled prompt is drawn
+        from its own generator (`seeds[i]`, else `row_seeds`), so its reply does not depend on the prompts batched or
+        pooled with it, nor on the parts a batch is split into. The answers of `calls[0]` are told to the progress."""
         out: list[list[Completion]] = [[] for _ in calls]
-        for pool in self._pools(jobs):
+        for pool in self._pools(calls):
             for job, completions in zip(pool, self._generate_pool(pool), strict=True):
                 out[job.call].extend(came(completions) if job.call == 0 else completions)
             release_freed()  # the pool's caches and activations, before the next pool allocates its own
         return out
 
-    def _jobs(self, index: int, call: GenerationCall) -> Iterator[PromptPass]:
-        """Call `index`'s prompt passes: a batch of `batch_size` prompts each, or its parts within the memory budget
-        (even parts, each encoded apart: less padding)."""
+    def _batches(self, index: int, call: GenerationCall) -> Iterator[PromptPass]:
+        """Call `index`'s batches of `batch_size` prompts, each encoded whole with its scorings, its rows' seeds and
+        the copies of its prompts' cache that its scoring passes hold at most."""
         drawn = row_seeds(call.config, len(call.prompts), call.seeds)
         for start in range(0, len(call.prompts), self.batch_size):
             batch = call.prompts[start : start + self.batch_size]
             chunk = None if call.score is None else [tuple(s) for s in call.score[start : start + self.batch_size]]
-            enc = self.encode(batch)
             copies = 1 + max((self.table(c).tail_rows for c in chunk or () if c), default=0)
             seeds = drawn[start : start + self.batch_size]
-            rows = self.rows_per_pass(enc, call.config.max_new_tokens, copies)
-            for part in range(0, len(batch), rows):
-                yield PromptPass(
-                    index,
-                    call.config,
-                    enc if rows >= len(batch) else self.encode(batch[part : part + rows]),
-                    None if chunk is None else chunk[part : part + rows],
-                    seeds[part : part + rows],
-                    copies,
-                )
+            yield PromptPass(index, call.config, batch, self.encode(batch), chunk, seeds, copies)
 
-    def _pools(self, jobs: list[PromptPass]) -> Iterator[list[PromptPass]]:
-        """Consecutive prompt passes decoded together: the same sampling settings (the most new tokens may differ),
-        and the pooled keys and values of all their rows plus the largest pass's own working memory within the
-        budget. A model whose cache has layers of its own kind (a sliding window) decodes each pass alone."""
+    def _part(self, batch: PromptPass, start: int, rows: int) -> PromptPass:
+        """Rows `start`.. of a batch as a prompt pass of their own (encoded apart: less padding), or the batch."""
+        if start == 0 and rows >= batch.rows:
+            return batch
+        end = start + rows
+        return PromptPass(
+            batch.call,
+            batch.config,
+            batch.prompts[start:end],
+            self.encode(batch.prompts[start:end]),
+            None if batch.score is None else batch.score[start:end],
+            batch.seeds[start:end],
+            batch.copies,
+        )
+
+    def _pools(self, calls: Sequence[GenerationCall]) -> Iterator[list[PromptPass]]:
+        """The prompt passes whose decode steps run together, in the calls' order. Consecutive batches with the same
+        sampling settings fill pools row by row within the memory budget (`_fill`), a batch split between two pools
+        where one is full, so that a batch's remainder decodes with the next batch's rows instead of in a small pool
+        of its own; the pools are then evened out where as many even pools hold the same rows. A model whose cache
+        has layers of its own kind (a sliding window) decodes each batch alone, in even parts within the budget."""
+        batches = [batch for index, call in enumerate(calls) for batch in self._batches(index, call)]
+        if not self.poolable():
+            for batch in batches:
+                rows = self.rows_per_pass(batch.enc, batch.config.max_new_tokens, batch.copies)
+                yield from ([self._part(batch, start, rows)] for start in range(0, batch.rows, rows))
+            return
+        for _, alike in itertools.groupby(batches, key=lambda batch: batch.config.drawn_by):
+            run = list(alike)
+            pools = self._fill(run, None)
+            even = self._fill(run, -(-sum(batch.rows for batch in run) // len(pools)))
+            yield from even if len(even) == len(pools) else pools
+
+    def _fill(self, run: list[PromptPass], cap: int | None) -> list[list[PromptPass]]:
+        """`run`'s rows in pools, in order, each pool taking as many rows as the budget (and `cap`) allows."""
+        pools: list[list[PromptPass]] = []
         pool: list[PromptPass] = []
-        poolable = self.poolable()
-        for job in jobs:
-            if pool and not (poolable and job.config.drawn_by == pool[0].config.drawn_by and self._fits([*pool, job])):
-                yield pool
-                pool = []
-            pool.append(job)
-        if pool:
-            yield pool
+        for batch in run:
+            start = 0
+            while start < batch.rows:
+                take = self._room(pool, batch, batch.rows - start, cap)
+                if take:
+                    pool.append(self._part(batch, start, take))
+                    start += take
+                else:
+                    pools.append(pool)
+                    pool = []
+        return [*pools, pool] if pool else pools
+
+    def _room(self, pool: list[PromptPass], batch: PromptPass, most: int, cap: int | None) -> int:
+        """The most of `batch`'s next `most` rows that `pool` can take within the budget and `cap` rows (at least
+        one row when the pool is empty)."""
+        held, sizes = sum(job.rows for job in pool), [job.sizes() for job in pool]
+        for rows in range(min(most, most if cap is None else cap - held), 0, -1):
+            if self._pool_bytes([*sizes, batch.sizes(rows)]) <= self.memory:
+                return rows
+        return 0 if pool else 1
+
+    def _pool_bytes(self, passes: list[tuple[int, int, int, int]]) -> int:
+        """Peak working memory of a pool of prompt passes (rows, prompt length, most new tokens, cache copies each):
+        while a pass prefills, the prompts' keys and values of the whole pool (its buffers reach the longest prompt)
+        and the pass's own activations and scoring copies; while the pool decodes, every row's keys and values at
+        the longest prompt and most new tokens, and a step's logits and draw. Whichever is larger."""
+        shape, longest = self.shape, max(length for _, length, _, _ in passes)
+        rows, most = sum(r for r, _, _, _ in passes), max(new for _, _, new, _ in passes)
+        own = max(r * (shape.prefill_bytes(n, c) - shape.kv_per_token * n) for r, n, _, c in passes)
+        return max(shape.kv_per_token * rows * longest + own, rows * shape.decode_bytes(longest, most))
 
     def poolable(self) -> bool:
         """Whether the model's generation cache is of plain dynamic layers only (what `generate` builds from its
         config), so that passes can share one `ReservedPool`."""
         return all(type(layer) is DynamicLayer for layer in DynamicCache(config=self.model.config).layers)
-
-    def _fits(self, pool: list[PromptPass]) -> bool:
-        """Whether a pool's rows, at its longest prompt and most new tokens, and its largest pass's own working
-        memory (prompt pass, scoring copies, logits) stay within the memory budget."""
-        rows, length = sum(j.rows for j in pool), max(j.length for j in pool)
-        kept = self.shape.kv_per_token * rows * (length + max(j.config.max_new_tokens for j in pool))
-        passes = max(j.rows * self.shape.row_bytes(j.length, j.config.max_new_tokens, j.copies) for j in pool)
-        return kept + passes <= self.memory
 
     def _generate_pool(self, pool: list[PromptPass]) -> list[list[Completion]]:
         """Each pass's completions: its prompt pass (into its block of the pool's reserved buffers, a `ReservedPool`,
