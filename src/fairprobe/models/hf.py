@@ -111,6 +111,9 @@ class PromptPass:
         return self.rows if rows is None else rows, self.length, self.config.max_new_tokens, self.copies
 
 
+Slice = tuple[PromptPass, int, int]  # rows of a batch in a decode pool: the batch, its first row, how many
+
+
 class HFBackend(ModelBackend):
     """Any transformers causal LM: generation and exact scores of continuations (full softmax)."""
 
@@ -281,43 +284,47 @@ class HFBackend(ModelBackend):
         )
 
     def _pools(self, calls: Sequence[GenerationCall]) -> Iterator[list[PromptPass]]:
-        """The prompt passes whose decode steps run together, in the calls' order. Consecutive batches with the same
-        sampling settings fill pools row by row within the memory budget (`_fill`), a batch split between two pools
-        where one is full, so that a batch's remainder decodes with the next batch's rows instead of in a small pool
-        of its own; the pools are then evened out where as many even pools hold the same rows. A model whose cache
-        has layers of its own kind (a sliding window) decodes each batch alone, in even parts within the budget."""
+        """The prompt passes whose decode steps run together, in the calls' order: each run of consecutive batches
+        with the same sampling settings planned into pools within the memory budget (`_plan`). A model whose cache
+        has layers of its own kind (a sliding window) decodes each batch alone, so each batch is a run of its own."""
         batches = [batch for index, call in enumerate(calls) for batch in self._batches(index, call)]
-        if not self.poolable():
-            for batch in batches:
-                rows = self.rows_per_pass(batch.enc, batch.config.max_new_tokens, batch.copies)
-                yield from ([self._part(batch, start, rows)] for start in range(0, batch.rows, rows))
-            return
-        for _, alike in itertools.groupby(batches, key=lambda batch: batch.config.drawn_by):
-            run = list(alike)
-            pools = self._fill(run, None)
-            even = self._fill(run, -(-sum(batch.rows for batch in run) // len(pools)))
-            yield from even if len(even) == len(pools) else pools
+        if self.poolable():
+            runs = [list(alike) for _, alike in itertools.groupby(batches, key=lambda batch: batch.config.drawn_by)]
+        else:
+            runs = [[batch] for batch in batches]
+        for run in runs:
+            yield from ([self._part(batch, start, rows) for batch, start, rows in pool] for pool in self._plan(run))
 
-    def _fill(self, run: list[PromptPass], cap: int | None) -> list[list[PromptPass]]:
+    def _plan(self, run: list[PromptPass]) -> list[list[Slice]]:
+        """A run's rows in pools, as slices (batch, first row, rows): filled row by row within the budget (`_fill`),
+        a batch split between two pools where one is full, so that a batch's remainder decodes with the next batch's
+        rows instead of in a small pool of its own; then evened out where as many even pools hold the same rows
+        (for a single batch, `engine.even_parts`)."""
+        filled = self._fill(run, None)
+        even = self._fill(run, -(-sum(batch.rows for batch in run) // len(filled)))
+        return even if len(even) == len(filled) else filled
+
+    def _fill(self, run: list[PromptPass], cap: int | None) -> list[list[Slice]]:
         """`run`'s rows in pools, in order, each pool taking as many rows as the budget (and `cap`) allows."""
-        pools: list[list[PromptPass]] = []
-        pool: list[PromptPass] = []
+        pools: list[list[Slice]] = []
+        pool: list[Slice] = []
         for batch in run:
             start = 0
             while start < batch.rows:
                 take = self._room(pool, batch, batch.rows - start, cap)
                 if take:
-                    pool.append(self._part(batch, start, take))
+                    pool.append((batch, start, take))
                     start += take
                 else:
                     pools.append(pool)
                     pool = []
         return [*pools, pool] if pool else pools
 
-    def _room(self, pool: list[PromptPass], batch: PromptPass, most: int, cap: int | None) -> int:
+    def _room(self, pool: list[Slice], batch: PromptPass, most: int, cap: int | None) -> int:
         """The most of `batch`'s next `most` rows that `pool` can take within the budget and `cap` rows (at least
-        one row when the pool is empty)."""
-        held, sizes = sum(job.rows for job in pool), [job.sizes() for job in pool]
+        one row when the pool is empty). A slice is counted at its batch's padded length (a part encoded apart is
+        no longer)."""
+        held, sizes = sum(rows for _, _, rows in pool), [part.sizes(rows) for part, _, rows in pool]
         for rows in range(min(most, most if cap is None else cap - held), 0, -1):
             if self._pool_bytes([*sizes, batch.sizes(rows)]) <= self.memory:
                 return rows
