@@ -20,7 +20,15 @@ from fairprobe.families.base import PROBE_SETS
 from fairprobe.models import Completion, GenerationConfig, ScoreRequest, heap, llama_step, load_model
 from fairprobe.models import hf as hf_module
 from fairprobe.models.base import GenerationCall
-from fairprobe.models.continuations import cache_argument, kv_cache
+from fairprobe.models.continuations import (
+    ContinuationTable,
+    cache_argument,
+    kv_cache,
+    score_continuations,
+    tail_groups,
+    tail_tree,
+    takes_tree,
+)
 from fairprobe.models.decode import compaction, continue_decoding, model_step
 from fairprobe.models.engine import (
     PackedLinears,
@@ -299,6 +307,50 @@ def test_only_a_plain_transformers_llama_takes_the_llama_step() -> None:
     lora_inside = tiny_llama()
     get_peft_model(lora_inside, LoraConfig(r=2, target_modules=["v_proj"]))  # peft swaps v_proj in the model
     assert not llama_step.fits(lora_inside)
+
+
+def tiny_causal_lm(kind: str, **config_fields: object) -> torch.nn.Module:
+    """A 2-layer causal LM of transformers' architecture `kind` (its model type) with random weights, SDPA attention."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = {"vocab_size": 40, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2}
+    fields |= {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "max_position_embeddings": 64}
+    config = AutoConfig.for_model(kind, **fields | config_fields)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").float().eval()
+
+
+# Continuations sharing starts at several depths: (5, 6) under (5,), (8, 9, 11) beside (8, 10), two at depth 3.
+TREE_IDS = [(5,), (5, 6), (5, 6, 7), (8, 9), (8, 10), (8, 9, 11, 12), (13, 6), (5, 6, 7, 3)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields"), [("llama", {}), ("qwen2", {}), ("gemma", {}), ("mistral", {"sliding_window": None})]
+)
+def test_a_tree_tail_pass_scores_as_the_per_width_chains(kind: str, fields: dict[str, object]) -> None:
+    model = tiny_causal_lm(kind, **fields)
+    assert takes_tree(model)
+    chains = ContinuationTable(tuple(TREE_IDS), torch.tensor([t[0] for t in TREE_IDS]), tail_groups(TREE_IDS))
+    tree = dataclasses.replace(chains, tails=tail_tree(TREE_IDS))
+    assert [tuple(g.feed.shape) for g in chains.tails] == [(1, 1), (2, 3)]  # (13,); (5, 6, 7) and (8, 9, 11)
+    [one] = tree.tails  # nodes (5,) (5,6) (5,6,7) (8,) (8,9) (8,9,11) (13,): one copy of the prompt's cache
+    assert one.feed.tolist() == [[5, 6, 7, 8, 9, 11, 13]] and one.depth.tolist() == [0, 1, 2, 0, 1, 2, 0]
+    torch.manual_seed(1)
+    ids = torch.randint(2, 40, (3, 6))
+    mask = torch.tensor([[1] * 6, [0] * 2 + [1] * 4, [0] * 5 + [1]])
+    with torch.inference_mode():
+        want = score_continuations(model, ids, mask, chains, greedy=True)
+        got = score_continuations(model, ids, mask, tree, greedy=True)
+    assert torch.allclose(got.log_probs, want.log_probs, atol=1e-6, rtol=0), kind
+    assert want.greedy is not None and got.greedy is not None and torch.equal(got.greedy, want.greedy)
+
+
+def test_only_a_model_whose_layers_all_attend_everywhere_by_sdpa_takes_the_tree() -> None:
+    assert takes_tree(tiny_llama())
+    assert not takes_tree(tiny_llama(_attn_implementation="eager"))  # eager attention adds a float mask
+    assert not takes_tree(tiny_causal_lm("mistral", sliding_window=4))
+    assert not takes_tree(tiny_causal_lm("gemma3_text"))  # five of every six layers slide
+    assert takes_tree(tiny_causal_lm("qwen2", use_sliding_window=False))
 
 
 def sdpa_choices_during(model: torch.nn.Module, call: Callable[[], object]) -> list[tuple[bool, ...]]:

@@ -12,7 +12,7 @@ from fairprobe.families import family_of_set, load_probe_set
 from fairprobe.families.paper import PaperOptions
 from fairprobe.families.paper.words import AttributeWords
 from fairprobe.models import GenerationConfig, ScoreRequest
-from fairprobe.models.continuations import positions_from_mask, score_continuations
+from fairprobe.models.continuations import ContinuationTable, positions_from_mask, score_continuations
 from fairprobe.models.hf import HFBackend
 from fairprobe.records import ChatMessage
 from fairprobe.runner import RunOptions, RunPlan, run_set
@@ -82,7 +82,17 @@ def test_multi_token_words_use_the_chain_rule(backend: HFBackend) -> None:
             assert probs[k][column(word)] == pytest.approx(manual_prob(backend, prompt, word), rel=1e-4)
     # Continuations that share their first tokens share a row (" x" + "em" is read from " x" + "em" + "self").
     shared = (" xe", " xem", " xemself", " hir", " hirs", " hirself", " she")
-    assert sum(len(group.feed) for group in backend.table(shared).tails) == 2
+    chains = ContinuationTable.build(backend.tokenizer, shared).tails
+    assert [tuple(group.feed.shape) for group in chains] == [(2, 2)]
+    # SmolLM2 takes them as one tree: a node per distinct start (" h" "ir", " x" "em"), each after its parent.
+    [tree] = backend.table(shared).tails
+    assert tree.feed.tolist() == [[294, 337, 1792, 391]] and tree.depth.tolist() == [0, 1, 0, 1]
+    assert tree.ancestors is not None and tree.ancestors.int().tolist() == [
+        [1, 0, 0, 0],
+        [1, 1, 0, 0],
+        [0, 0, 1, 0],
+        [0, 0, 1, 1],
+    ]
     [scores] = backend.loglikelihood([ScoreRequest(NURSE, shared)])
     for word, got in zip(shared, np.exp(scores.logprobs()), strict=True):
         assert got == pytest.approx(manual_prob(backend, NURSE, word.strip()), rel=1e-4)

@@ -3,8 +3,10 @@
 Each continuation is tokenized on its own (no special tokens, no space added) and its tokens follow the prompt's.
 The first token's log-probability is read from the distribution right after the prompt (the same one the first
 generation step uses); a continuation of several tokens adds its later tokens' conditional log-probabilities
-(chain rule), fed after the prompt's cached keys and values, so the prompt is never run twice. Everything is one
-torch graph, so Debias Tuning trains on exactly the numbers the metrics read.
+(chain rule), fed after the prompt's cached keys and values, so the prompt is never run twice: on a model whose
+attention takes a mask of its own, every continuation's tokens at once as one tree (a node per distinct start, each
+seeing the prompt and its ancestors), else one pass per row width. Everything is one torch graph, so Debias Tuning
+trains on exactly the numbers the metrics read.
 """
 
 from __future__ import annotations
@@ -24,20 +26,24 @@ from fairprobe.models.reserved import repeat_rows
 
 @dataclass(frozen=True)
 class TailGroup:
-    """One tail pass: `feed` (R, W) rows of tokens fed after the prompt, and the entries read from its output:
-    entry e is the log-probability of token `tokens[e]` at position `positions[e]` (row * W + column) and belongs
-    to continuation column `owners[e]`.
+    """One tail pass: `feed` (R, W) rows of tokens fed after the prompt at depths `depth` (W,) past its end, and the
+    entries read from its output: entry e is the log-probability of token `tokens[e]` at position `positions[e]`
+    (row * W + column) and belongs to continuation column `owners[e]`.
 
-    A row is a continuation's tokens but its last; a continuation whose row is the start of a longer one's reads
-    from that longer row (causal attention: the same numbers), so continuations that share their first tokens
-    (" x" + "em", " x" + "em" + "self") cost one row.
+    Without `ancestors` each row is a chain: a continuation's tokens but its last, each token seeing the prompt and
+    the row's earlier tokens. A continuation whose row is the start of a longer one's reads from that longer row
+    (causal attention: the same numbers), so continuations that share their first tokens (" x" + "em",
+    " x" + "em" + "self") cost one row. With `ancestors` (W, W) the one row is a tree (`tail_tree`): token i sees
+    the prompt and the tokens j where `ancestors[i, j]`.
     """
 
     feed: torch.Tensor
+    depth: torch.Tensor
     positions: torch.Tensor
     tokens: torch.Tensor
     owners: torch.Tensor
     columns: torch.Tensor
+    ancestors: torch.Tensor | None = None
 
 
 def tail_groups(ids: list[tuple[int, ...]]) -> tuple[TailGroup, ...]:
@@ -56,10 +62,39 @@ def tail_groups(ids: list[tuple[int, ...]]) -> tuple[TailGroup, ...]:
             if home is None or min(len(r) for r in rows if r[: len(feed)] == feed) != width:
                 continue  # its row is in a pass of another width (the shortest row that holds it)
             entries += [(home * width + w, tokens[w + 1], k) for w in range(len(feed))]
-        positions, toks, owners = (torch.tensor(column, dtype=torch.long) for column in zip(*entries, strict=True))
-        columns = torch.tensor(sorted(set(owners.tolist())), dtype=torch.long)
-        groups.append(TailGroup(torch.tensor(mine, dtype=torch.long), positions, toks, owners, columns))
+        feed_rows = torch.tensor(mine, dtype=torch.long)
+        groups.append(group_of(feed_rows, torch.arange(width), entries))
     return tuple(groups)
+
+
+def tail_tree(ids: list[tuple[int, ...]]) -> tuple[TailGroup, ...]:
+    """The tail pass of the continuations of several tokens as one tree (none when every continuation is one
+    token): a node for each distinct start of a continuation (its tokens but its last, and each shorter start of
+    them), fed once at its depth after the prompt and seeing the prompt and its own ancestors. Every token a
+    continuation reads is the model's distribution after exactly the prompt and that continuation's earlier tokens,
+    as in the per-width chains, in one pass with one copy of the prompt's cache instead of one per row."""
+    starts = sorted({tokens[: w + 1] for tokens in ids for w in range(len(tokens) - 1)})
+    if not starts:
+        return ()
+    node = {start: i for i, start in enumerate(starts)}  # sorted: every start after its own shorter starts
+    ancestors = torch.zeros((len(starts), len(starts)), dtype=torch.bool)
+    for start, i in node.items():
+        ancestors[i, [node[start[: d + 1]] for d in range(len(start))]] = True
+    entries = [
+        (node[tokens[: w + 1]], tokens[w + 1], k) for k, tokens in enumerate(ids) for w in range(len(tokens) - 1)
+    ]
+    feed = torch.tensor([[start[-1] for start in starts]], dtype=torch.long)
+    depth = torch.tensor([len(start) - 1 for start in starts], dtype=torch.long)
+    return (group_of(feed, depth, entries, ancestors),)
+
+
+def group_of(
+    feed: torch.Tensor, depth: torch.Tensor, entries: list[tuple[int, int, int]], ancestors: torch.Tensor | None = None
+) -> TailGroup:
+    """A TailGroup of the rows `feed` at `depth` from its entries (position, token, continuation column)."""
+    positions, tokens, owners = (torch.tensor(column, dtype=torch.long) for column in zip(*entries, strict=True))
+    columns = torch.tensor(sorted(set(owners.tolist())), dtype=torch.long)
+    return TailGroup(feed, depth, positions, tokens, owners, columns, ancestors)
 
 
 @dataclass(frozen=True)
@@ -67,8 +102,8 @@ class ContinuationTable:
     """Continuations tokenized for one tokenizer.
 
     `ids` holds each continuation's tokens and `first` (C,) their first tokens; `tails` are the passes that feed the
-    continuations of several tokens after the prompt (`tail_groups`): one per row width, so no row is padded and a
-    continuation's numbers do not depend on longer ones asked beside it.
+    continuations of several tokens after the prompt: one tree (`tail_tree`) for a model whose attention takes a
+    mask of its own (`takes_tree`), else one pass per row width (`tail_groups`), so that no row is padded.
     """
 
     ids: tuple[tuple[int, ...], ...]
@@ -76,8 +111,11 @@ class ContinuationTable:
     tails: tuple[TailGroup, ...]
 
     @classmethod
-    def build(cls, tokenizer: PreTrainedTokenizerBase, continuations: tuple[str, ...]) -> ContinuationTable:
-        """Tokenize every continuation exactly as given, without special tokens."""
+    def build(
+        cls, tokenizer: PreTrainedTokenizerBase, continuations: tuple[str, ...], tree: bool = False
+    ) -> ContinuationTable:
+        """Tokenize every continuation exactly as given, without special tokens; with `tree`, its tail pass is
+        one tree."""
         ids = []
         for text in continuations:
             tokens = tuple(tokenizer.encode(text, add_special_tokens=False))
@@ -85,7 +123,7 @@ class ContinuationTable:
                 raise ModelError(f"continuation {text!r} tokenizes to nothing: a scored continuation needs a token")
             ids.append(tokens)
         first = torch.tensor([t[0] for t in ids], dtype=torch.long)
-        return cls(ids=tuple(ids), first=first, tails=tail_groups(ids))
+        return cls(ids=tuple(ids), first=first, tails=tail_tree(ids) if tree else tail_groups(ids))
 
     @property
     def tail_rows(self) -> int:
@@ -164,10 +202,15 @@ def tail_log_probs(
     repeat_rows(prompt_cache, n_rows, width)
     prompt_mask = attention_mask.repeat_interleave(n_rows, 0)
     feed = group.feed.to(device).repeat(batch, 1)
+    if group.ancestors is None:
+        mask = torch.cat([prompt_mask, torch.ones_like(feed)], dim=1)
+    else:  # (B, 1, W, L + W): the prompt's real positions and the token's ancestors
+        seen = group.ancestors.to(device)[None, None].expand(batch, 1, width, width)
+        mask = torch.cat([prompt_mask.bool()[:, None, None, :].expand(-1, 1, width, -1), seen], dim=-1)
     out = model(
         input_ids=feed,
-        attention_mask=torch.cat([prompt_mask, torch.ones_like(feed)], dim=1),
-        position_ids=prompt_mask.sum(-1, keepdim=True) + torch.arange(width, device=device),
+        attention_mask=mask,
+        position_ids=prompt_mask.sum(-1, keepdim=True) + group.depth.to(device),
         **cache_argument(model, prompt_cache),
         use_cache=True,
     )
@@ -180,6 +223,20 @@ def tail_log_probs(
     summed = torch.zeros(shape, dtype=picked.dtype, device=device).index_add(1, owners, picked)
     misses = torch.zeros(shape, device=device).index_add(1, owners, missed)
     return summed, misses == 0
+
+
+def takes_tree(model: PreTrainedModel) -> bool:
+    """Whether a tail pass may be a tree on `model`: its attention is SDPA (which reads a boolean 4-D mask as given)
+    and every layer attends to every earlier position (no sliding window, no chunked or linear layers), so the
+    tree's mask stands for the same positions as the per-width chains' masks. Any other model takes the chains."""
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if getattr(text, "_attn_implementation", None) != "sdpa" or getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    kinds = getattr(text, "layer_types", None)
+    if kinds is not None:
+        return all(kind == "full_attention" for kind in kinds)
+    return getattr(text, "sliding_window", None) is None
 
 
 def prompt_part(cache: Cache | None, prompt_len: int) -> Cache | None:

@@ -44,6 +44,7 @@ from fairprobe.models.continuations import (
     positions_from_mask,
     prompt_part,
     score_continuations,
+    takes_tree,
 )
 from fairprobe.models.decode import Step, chooser, continue_decoding, first_step, model_step, scoring_copy
 from fairprobe.models.engine import (
@@ -197,10 +198,11 @@ class HFBackend(ModelBackend):
         return int(value) if isinstance(value, int) and value > 0 else None
 
     def table(self, continuations: tuple[str, ...]) -> ContinuationTable:
-        """The tokenized continuations, built once per tuple."""
+        """The tokenized continuations, built once per tuple; their tail pass one tree where the model takes it."""
         if continuations not in self._tables:
             with torch.inference_mode(False):  # plain tensors: training reads the same table with autograd on
-                self._tables[continuations] = ContinuationTable.build(self.tokenizer, continuations)
+                tree = takes_tree(self.model)
+                self._tables[continuations] = ContinuationTable.build(self.tokenizer, continuations, tree)
         return self._tables[continuations]
 
     def render(self, prompt: Prompt) -> str:
