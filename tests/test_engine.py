@@ -198,6 +198,10 @@ def test_row_sizes_follow_the_model_shape() -> None:
     # rows) and nothing to decode, the prefill's.
     assert shape.decode_bytes(55, 300) == shape.row_bytes(55, 300) == 17_538_048
     assert shape.row_bytes(55, 0, copies=10) == 46080 * 550 + 31488 * 55 + 1179648 == 28_255_488
+    # An ISEAR prompt's 24 emotions as one tree of 26 positions: two copies of its cache (the prompt's, the tree's)
+    # and the tree's float32 logits and log-softmax, 2 * 49152 * 4 bytes a position.
+    assert shape.logits_per_position == 393_216
+    assert shape.row_bytes(55, 0, copies=2, scored=26) == 46080 * 110 + 31488 * 55 + 1179648 + 393216 * 26
     assert rows_within(shape, 538_060_032, 55, 300) == 30
     assert rows_within(shape, 10**9, 10, 50) == 10**9 // (46080 * 60 + 1179648) == 253
     assert rows_within(shape, 1, 10, 50) == 1

@@ -130,6 +130,11 @@ class ContinuationTable:
         """Copies of the prompt's cache the tail passes hold at most (each pass repeats it once per row)."""
         return sum(int(group.feed.shape[0]) for group in self.tails)
 
+    @property
+    def tail_positions(self) -> int:
+        """Positions a prompt's largest tail pass feeds (whose logits it holds at once)."""
+        return max((int(group.feed.numel()) for group in self.tails), default=0)
+
 
 @dataclass
 class TableScores:

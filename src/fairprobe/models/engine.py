@@ -75,12 +75,14 @@ class Shape:
     """What one position costs in bytes: its keys and values kept over all layers, and the activations a forward
     pass holds for it at once (residual, norm, q/k/v, attention output, the MLP's three intermediate vectors); what
     a row's logits cost with what is computed from them at once (`logits_per_row`: log-probabilities, a sampled
-    draw's float64 uniforms); and the shape of a position's keys (or values) over every layer (`cache`: layers, key
-    heads, head size)."""
+    draw's float64 uniforms); what a scoring pass's position costs (`logits_per_position`: its float32 logits and
+    their log-softmax); and the shape of a position's keys (or values) over every layer (`cache`: layers, key heads,
+    head size)."""
 
     kv_per_token: int
     activations_per_token: int
     logits_per_row: int
+    logits_per_position: int
     weights: int
     cache: tuple[int, int, int]
 
@@ -103,6 +105,7 @@ class Shape:
             activations_per_token=(4 * hidden + heads * head_dim + 2 * kv_heads * head_dim + 3 * inner) * size,
             # float32 logits, their quotient by the temperature and log-probabilities, float64 uniforms, and masks
             logits_per_row=6 * vocab * 4,
+            logits_per_position=2 * vocab * 4,
             weights=sum(p.numel() * p.element_size() for p in params),
             cache=(layers, kv_heads, head_dim),
         )
@@ -112,30 +115,40 @@ class Shape:
         (and, on CPU, their packed copy)."""
         return max(self.weights, 2**28)
 
-    def prefill_bytes(self, prompt_tokens: int, copies: int = 1, chunked: bool = True) -> int:
+    def prefill_bytes(self, prompt_tokens: int, copies: int = 1, chunked: bool = True, scored: int = 0) -> int:
         """Peak working bytes of one row's prompt pass: its prompt's keys and values (`copies` of them when scoring
-        passes repeat it), the activations of its prompt (of one chunk when `chunked`, see prefill_chunk) and its
-        logits."""
+        passes repeat it), the activations of its prompt (of one chunk when `chunked`, see prefill_chunk), its
+        logits, and those of the `scored` positions its largest scoring pass feeds."""
         chunk = (prefill_chunk(prompt_tokens) or prompt_tokens) if chunked else prompt_tokens
-        return self.kv_per_token * prompt_tokens * copies + self.activations_per_token * chunk + self.logits_per_row
+        held = self.kv_per_token * prompt_tokens * copies + self.activations_per_token * chunk + self.logits_per_row
+        return held + self.logits_per_position * scored
 
     def decode_bytes(self, prompt_tokens: int, new_tokens: int) -> int:
         """Peak working bytes of one row while it decodes: its keys and values at their full length, and a step's
         logits and draw."""
         return self.kv_per_token * (prompt_tokens + new_tokens) + self.logits_per_row
 
-    def row_bytes(self, prompt_tokens: int, new_tokens: int, copies: int = 1, chunked: bool = True) -> int:
+    def row_bytes(
+        self, prompt_tokens: int, new_tokens: int, copies: int = 1, chunked: bool = True, scored: int = 0
+    ) -> int:
         """Peak working bytes of one row: its prompt pass or its decoding, whichever takes more. They do not hold
         their memory at once: the pass's activations and scoring copies are freed before decoding starts, and the
         keys and values reserved for the reply take memory only as its positions are written."""
-        return max(self.prefill_bytes(prompt_tokens, copies, chunked), self.decode_bytes(prompt_tokens, new_tokens))
+        prefill = self.prefill_bytes(prompt_tokens, copies, chunked, scored)
+        return max(prefill, self.decode_bytes(prompt_tokens, new_tokens))
 
 
 def rows_within(
-    shape: Shape, budget: int, prompt_tokens: int, new_tokens: int, copies: int = 1, chunked: bool = True
+    shape: Shape,
+    budget: int,
+    prompt_tokens: int,
+    new_tokens: int,
+    copies: int = 1,
+    chunked: bool = True,
+    scored: int = 0,
 ) -> int:
     """How many rows of this length one pass may hold within `budget` bytes (at least one)."""
-    return max(1, budget // shape.row_bytes(prompt_tokens, new_tokens, copies, chunked))
+    return max(1, budget // shape.row_bytes(prompt_tokens, new_tokens, copies, chunked, scored))
 
 
 def even_parts(batch: int, most: int) -> int:

@@ -86,8 +86,8 @@ class _FirstStepCapture(LogitsProcessor):
 @dataclass(frozen=True)
 class PromptPass:
     """One prompt pass of a generation: prompts of call `call` and their encoding (`enc`, left-padded), their
-    decoding, the continuations scored after each (None: none), each row's sampling seed, and the copies of the
-    prompts' cache its scoring passes hold at most."""
+    decoding, the continuations scored after each (None: none), each row's sampling seed, and what its scoring
+    passes hold at most: copies of the prompts' cache, and positions of logits a row."""
 
     call: int
     config: GenerationConfig
@@ -96,6 +96,7 @@ class PromptPass:
     score: list[tuple[str, ...]] | None
     seeds: list[int]
     copies: int
+    scored: int
 
     @property
     def rows(self) -> int:
@@ -107,9 +108,10 @@ class PromptPass:
         """Its padded prompt length."""
         return int(self.enc["input_ids"].shape[1])
 
-    def sizes(self, rows: int | None = None) -> tuple[int, int, int, int]:
-        """What its memory depends on: its rows (or `rows` of them), prompt length, most new tokens and cache copies."""
-        return self.rows if rows is None else rows, self.length, self.config.max_new_tokens, self.copies
+    def sizes(self, rows: int | None = None) -> tuple[int, int, int, int, int]:
+        """What its memory depends on: its rows (or `rows` of them), prompt length, most new tokens, cache copies and
+        scored positions."""
+        return self.rows if rows is None else rows, self.length, self.config.max_new_tokens, self.copies, self.scored
 
 
 Slice = tuple[PromptPass, int, int]  # rows of a batch in a decode pool: the batch, its first row, how many
@@ -180,11 +182,12 @@ class HFBackend(ModelBackend):
         return self._packed[1]
 
     def rows_per_pass(
-        self, enc: dict[str, torch.Tensor], new_tokens: int, copies: int = 1, chunked: bool = True
+        self, enc: dict[str, torch.Tensor], new_tokens: int, copies: int = 1, chunked: bool = True, scored: int = 0
     ) -> int:
         """Rows of this batch one pass may take within the memory budget (engine.rows_within), evened out over
         the parts the batch needs (engine.even_parts)."""
-        most = rows_within(self.shape, self.memory, enc["input_ids"].shape[1], new_tokens, copies, chunked)
+        length = enc["input_ids"].shape[1]
+        most = rows_within(self.shape, self.memory, length, new_tokens, copies, chunked, scored)
         return even_parts(enc["input_ids"].shape[0], most)
 
     def adapt_threads(self) -> None:
@@ -261,14 +264,19 @@ class HFBackend(ModelBackend):
 
     def _batches(self, index: int, call: GenerationCall) -> Iterator[PromptPass]:
         """Call `index`'s batches of `batch_size` prompts, each encoded whole with its scorings, its rows' seeds and
-        the copies of its prompts' cache that its scoring passes hold at most."""
+        what its scoring passes hold at most (`_scoring_holds`)."""
         drawn = row_seeds(call.config, len(call.prompts), call.seeds)
         for start in range(0, len(call.prompts), self.batch_size):
             batch = call.prompts[start : start + self.batch_size]
             chunk = None if call.score is None else [tuple(s) for s in call.score[start : start + self.batch_size]]
-            copies = 1 + max((self.table(c).tail_rows for c in chunk or () if c), default=0)
             seeds = drawn[start : start + self.batch_size]
-            yield PromptPass(index, call.config, batch, self.encode(batch), chunk, seeds, copies)
+            yield PromptPass(index, call.config, batch, self.encode(batch), chunk, seeds, *self._scoring_holds(chunk))
+
+    def _scoring_holds(self, scored: Sequence[tuple[str, ...] | None] | None) -> tuple[int, int]:
+        """What the scoring passes of rows that score `scored` hold at most a row: copies of the prompt's cache (the
+        pass's own and its tail passes' repeats), and positions of logits of its largest tail pass."""
+        tables = [self.table(tuple(c)) for c in scored or () if c]
+        return 1 + max((t.tail_rows for t in tables), default=0), max((t.tail_positions for t in tables), default=0)
 
     def _part(self, batch: PromptPass, start: int, rows: int) -> PromptPass:
         """Rows `start`.. of a batch as a prompt pass of their own (encoded apart: less padding), or the batch."""
@@ -283,6 +291,7 @@ class HFBackend(ModelBackend):
             None if batch.score is None else batch.score[start:end],
             batch.seeds[start:end],
             batch.copies,
+            batch.scored,
         )
 
     def _pools(self, calls: Sequence[GenerationCall]) -> Iterator[list[PromptPass]]:
@@ -332,14 +341,14 @@ class HFBackend(ModelBackend):
                 return rows
         return 0 if pool else 1
 
-    def _pool_bytes(self, passes: list[tuple[int, int, int, int]]) -> int:
-        """Peak working memory of a pool of prompt passes (rows, prompt length, most new tokens, cache copies each):
-        while a pass prefills, the prompts' keys and values of the whole pool (its buffers reach the longest prompt)
-        and the pass's own activations and scoring copies; while the pool decodes, every row's keys and values at
-        the longest prompt and most new tokens, and a step's logits and draw. Whichever is larger."""
-        shape, longest = self.shape, max(length for _, length, _, _ in passes)
-        rows, most = sum(r for r, _, _, _ in passes), max(new for _, _, new, _ in passes)
-        own = max(r * (shape.prefill_bytes(n, c) - shape.kv_per_token * n) for r, n, _, c in passes)
+    def _pool_bytes(self, passes: list[tuple[int, int, int, int, int]]) -> int:
+        """Peak working memory of a pool of prompt passes (`PromptPass.sizes` each): while a pass prefills, the
+        prompts' keys and values of the whole pool (its buffers reach the longest prompt) and the pass's own
+        activations, scoring copies and scoring logits; while the pool decodes, every row's keys and values at the
+        longest prompt and most new tokens, and a step's logits and draw. Whichever is larger."""
+        shape, longest = self.shape, max(length for _, length, _, _, _ in passes)
+        rows, most = sum(r for r, _, _, _, _ in passes), max(new for _, _, new, _, _ in passes)
+        own = max(r * (shape.prefill_bytes(n, c, scored=s) - shape.kv_per_token * n) for r, n, _, c, s in passes)
         return max(shape.kv_per_token * rows * longest + own, rows * shape.decode_bytes(longest, most))
 
     def poolable(self) -> bool:
@@ -473,10 +482,8 @@ class HFBackend(ModelBackend):
         for start in range(0, len(requests), self.batch_size):
             batch = requests[start : start + self.batch_size]
             enc = self.encode([r.prompt for r in batch])
-            copies = 1 + max(
-                (self.table(tuple(r.continuations)).tail_rows for r in batch if r.continuations), default=0
-            )
-            rows = self.rows_per_pass(enc, 0, copies, chunked=False)
+            copies, scored = self._scoring_holds([tuple(r.continuations) for r in batch])
+            rows = self.rows_per_pass(enc, 0, copies, chunked=False, scored=scored)
             for part in range(0, len(batch), rows):
                 chunk = batch[part : part + rows]
                 out.extend(self._score_requests(chunk, enc if rows >= len(batch) else None))
