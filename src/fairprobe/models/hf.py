@@ -108,11 +108,6 @@ class PromptPass:
         """Its padded prompt length."""
         return int(self.enc["input_ids"].shape[1])
 
-    def sizes(self, rows: int | None = None) -> tuple[int, int, int, int, int]:
-        """What its memory depends on: its rows (or `rows` of them), prompt length, most new tokens, cache copies and
-        scored positions."""
-        return self.rows if rows is None else rows, self.length, self.config.max_new_tokens, self.copies, self.scored
-
 
 Slice = tuple[PromptPass, int, int]  # rows of a batch in a decode pool: the batch, its first row, how many
 
@@ -335,20 +330,24 @@ class HFBackend(ModelBackend):
         """The most of `batch`'s next `most` rows that `pool` can take within the budget and `cap` rows (at least
         one row when the pool is empty). A slice is counted at its batch's padded length (a part encoded apart is
         no longer)."""
-        held, sizes = sum(rows for _, _, rows in pool), [part.sizes(rows) for part, _, rows in pool]
+        held, taken = sum(rows for _, _, rows in pool), [(part, rows) for part, _, rows in pool]
         for rows in range(min(most, most if cap is None else cap - held), 0, -1):
-            if self._pool_bytes([*sizes, batch.sizes(rows)]) <= self.memory:
+            if self._pool_bytes([*taken, (batch, rows)]) <= self.memory:
                 return rows
         return 0 if pool else 1
 
-    def _pool_bytes(self, passes: list[tuple[int, int, int, int, int]]) -> int:
-        """Peak working memory of a pool of prompt passes (`PromptPass.sizes` each): while a pass prefills, the
-        prompts' keys and values of the whole pool (its buffers reach the longest prompt) and the pass's own
-        activations, scoring copies and scoring logits; while the pool decodes, every row's keys and values at the
-        longest prompt and most new tokens, and a step's logits and draw. Whichever is larger."""
-        shape, longest = self.shape, max(length for _, length, _, _, _ in passes)
-        rows, most = sum(r for r, _, _, _, _ in passes), max(new for _, _, new, _, _ in passes)
-        own = max(r * (shape.prefill_bytes(n, c, scored=s) - shape.kv_per_token * n) for r, n, _, c, s in passes)
+    def _pool_bytes(self, passes: list[tuple[PromptPass, int]]) -> int:
+        """Peak working memory of a pool of prompt passes, each with the rows of it the pool takes (counted at its
+        padded length): while a pass prefills, the prompts' keys and values of the whole pool (its buffers reach the
+        longest prompt) and the pass's own activations, scoring copies and scoring logits; while the pool decodes,
+        every row's keys and values at the longest prompt and most new tokens, and a step's logits and draw.
+        Whichever is larger."""
+        shape, longest = self.shape, max(job.length for job, _ in passes)
+        rows, most = sum(r for _, r in passes), max(job.config.max_new_tokens for job, _ in passes)
+        own = max(
+            r * (shape.prefill_bytes(job.length, job.copies, scored=job.scored) - shape.kv_per_token * job.length)
+            for job, r in passes
+        )
         return max(shape.kv_per_token * rows * longest + own, rows * shape.decode_bytes(longest, most))
 
     def poolable(self) -> bool:
