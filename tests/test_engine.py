@@ -324,7 +324,7 @@ def tiny_causal_lm(kind: str, **config_fields: object) -> torch.nn.Module:
     return AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").float().eval()
 
 
-# Continuations sharing starts at several depths: (5, 6) under (5,), (8, 9, 11) beside (8, 10), two at depth 3.
+# Continuations sharing starts at several depths: (5, 6) under (5,), (8, 9, 11) beside (8, 10), two of four tokens.
 TREE_IDS = [(5,), (5, 6), (5, 6, 7), (8, 9), (8, 10), (8, 9, 11, 12), (13, 6), (5, 6, 7, 3)]
 
 
