@@ -3,11 +3,13 @@ same continuations on real paper prompts (the benchmark's identity check), so a 
 cannot leave the speed figures unmeasurable; and the token count of `--full` agrees with (b)'s.
 benchmarks/probability_noise.py compares what it names: the engine is the model's forward on the same batch, and its
 oneDNN variant truly runs on the packed weights. benchmarks/suite_memory.py charges a run's memory to the set its
-progress names."""
+progress names. benchmarks/suite_before_after.py runs each code it names and reads each run's own peak and replies."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -18,11 +20,13 @@ from conftest import paper_data_dir
 
 
 def benchmark(name: str) -> ModuleType:
-    """The benchmark script benchmarks/<name>.py, loaded as a module."""
+    """The benchmark script benchmarks/<name>.py, loaded as a module (registered under its name, as dataclasses
+    need)."""
     spec = importlib.util.spec_from_file_location(
         name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
     )
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
 
@@ -30,6 +34,7 @@ def benchmark(name: str) -> ModuleType:
 probe_speed = benchmark("probe_speed")
 probability_noise = benchmark("probability_noise")
 suite_memory = benchmark("suite_memory")
+suite_before_after = benchmark("suite_before_after")
 
 
 @pytest.mark.slow
@@ -82,3 +87,53 @@ def test_suite_memory_charges_each_set_its_own_resident_memory() -> None:
     # bytearray zero-fills its 300 MB (all resident) and, mapped apart, gives them back when deleted.
     assert charged["alpha"][1] - charged["beta"][1] > 250e6
     assert 0.4 < charged["alpha"][0] < 1.5 and 0.4 < charged["beta"][0] < 1.5
+
+
+def test_before_after_takes_the_revisions_code_and_each_childs_own_peak(tmp_path: Path) -> None:
+    src = suite_before_after.source_of("HEAD", tmp_path / "head")
+    committed = subprocess.run(
+        ["git", "-C", str(suite_before_after.ROOT), "show", "HEAD:src/fairprobe/__init__.py"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert (src / "fairprobe" / "__init__.py").read_bytes() == committed
+    suite_before_after.check_imports(src, suite_before_after.child_env(src, 1))  # the extracted copy, not the checkout
+    with pytest.raises(SystemExit, match="cannot archive revision 'no-such-revision'"):
+        suite_before_after.source_of("no-such-revision", tmp_path / "none")
+    # Each child's own peak: 300 MB then 50 MB, measured from a small process (Linux carries the spawner's high-water
+    # mark into its children's peaks, and pytest's is large); RUSAGE_CHILDREN would give the second 300 MB too.
+    spawner = (
+        "import json, os, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import suite_before_after as s; "
+        "runs = [s.measured([sys.executable, '-c', f'held = bytearray({n}); print(len(held))'], dict(os.environ), "
+        "Path(sys.argv[2]) / f'{n}.log') for n in (300_000_000, 50_000_000)]; "
+        "print(json.dumps([[status, usage.ru_maxrss * 1024] for status, _, usage in runs]))"
+    )
+    benchmarks = str(suite_before_after.ROOT / "benchmarks")
+    measured = subprocess.run(
+        [sys.executable, "-c", spawner, benchmarks, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    (first, first_peak), (second, second_peak) = json.loads(measured.stdout)
+    assert first == second == 0
+    assert first_peak > 300e6 and second_peak < 120e6
+    assert (tmp_path / "50000000.log").read_text() == "50000000\n"
+
+
+def test_before_after_reads_replies_and_prints_each_rounds_ratios(tmp_path: Path, capsys) -> None:
+    samples = tmp_path / "samples.jsonl"
+    records = [
+        {"set": "hiring-an", "id": "hiring-an-3", "replies": [["Yes.\u2028Sure."]]},
+        {"set": "a", "id": "a-1", "replies": []},
+    ]
+    samples.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    replies = suite_before_after.replies_of(samples)
+    assert replies == {"hiring-an/hiring-an-3": '[["Yes.\\u2028Sure."]]', "a/a-1": "[]"}
+    Timed = suite_before_after.Timed
+    runs = [
+        ("before 1", Timed(100.0, 180.0, 10.0, 1_750_000_000, replies)),
+        ("after 1", Timed(64.0, 117.0, 4.0, 2_040_000_000, {**replies, "a/a-1": '[["No."]]'})),
+    ]
+    suite_before_after.report(runs)
+    printed = capsys.readouterr().out
+    assert "round 1: after/before wall 0.640, user CPU 0.650" in printed
+    assert "after 1         64.00   117.00      4.00        2.040" in printed
+    assert "replies the same as the first run's: 2/2, 1/2" in printed
