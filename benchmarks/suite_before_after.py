@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from fairprobe.io import iter_jsonl
+
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE_ENGINE = "9b5dc9f"  # the last commit before issue 31's engine
 
@@ -65,9 +67,9 @@ def source_of(revision: str, into: Path) -> Path:
 
 
 def records_of(samples: Path) -> dict[str, dict[str, Any]]:
-    """A run's samples.jsonl records by set and sample id (split on newlines alone: replies may hold U+2028)."""
-    records = (json.loads(line) for line in filter(None, samples.read_text(encoding="utf-8").split("\n")))
-    return {f"{record['set']}/{record['id']}": record for record in records}
+    """A run's samples.jsonl records by set and sample id (fairprobe's own reader: lines split on newlines alone,
+    since replies may hold U+2028)."""
+    return {f"{record['set']}/{record['id']}": record for _, record in iter_jsonl(samples, "samples file")}
 
 
 def replies_of(records: dict[str, dict[str, Any]]) -> dict[str, str]:

@@ -3,7 +3,8 @@ same continuations on real paper prompts (the benchmark's identity check), so a 
 cannot leave the speed figures unmeasurable; and the token count of `--full` agrees with (b)'s.
 benchmarks/probability_noise.py compares what it names: the engine is the model's forward on the same batch, and its
 oneDNN variant truly runs on the packed weights. benchmarks/suite_memory.py charges a run's memory to the set its
-progress names. benchmarks/suite_before_after.py runs each code it names and reads each run's own peak, replies and exact readings."""
+progress names. benchmarks/suite_before_after.py runs each code it names and reads each run's own peak, replies and
+exact readings."""
 
 from __future__ import annotations
 
