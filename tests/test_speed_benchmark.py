@@ -8,6 +8,7 @@ exact readings."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import subprocess
@@ -118,6 +119,18 @@ def test_before_after_takes_the_revisions_code_and_each_childs_own_peak(tmp_path
     assert first == second == 0
     assert first_peak > 300e6 and second_peak < 120e6
     assert (tmp_path / "50000000.log").read_text() == "50000000\n"
+
+
+def test_before_after_gives_the_model_options_to_this_checkouts_runs_alone() -> None:
+    args = argparse.Namespace(
+        suite="genderbench", probes="all", limit=20, option=["mode=exact"], model_option=["memory=16GB", "batch=8"]
+    )
+    argv = suite_before_after.commands(args)
+    assert argv["before"] == ["--suite", "genderbench", "--limit", "20", "-o", "mode=exact"]
+    assert argv["after"] == argv["before"] + ["-M", "memory=16GB", "-M", "batch=8"]
+    args.probes, args.option, args.model_option = "hiring-an", [], []
+    argv = suite_before_after.commands(args)
+    assert argv["before"] == argv["after"] == ["--suite", "genderbench", "--probes", "hiring-an", "--limit", "20"]
 
 
 def test_before_after_reads_replies_and_readings_and_prints_each_rounds_ratios(tmp_path: Path, capsys) -> None:
