@@ -170,13 +170,17 @@ def load() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
+def flagged(flag: str, values: list[str]) -> list[str]:
+    """`flag` before each of `values`: ["-o", "a=1", "-o", "b=2"]."""
+    return [part for value in values for part in (flag, value)]
+
+
 def commands(args: argparse.Namespace) -> dict[str, list[str]]:
     """The `fairprobe run` arguments of each code: the same command, and this checkout's model options (`-M`) after
     it alone (the code before the engine has no memory budget to set)."""
     probes = [] if args.probes == "all" else ["--probes", args.probes]
-    options = [part for option in args.option for part in ("-o", option)]
-    command = ["--suite", args.suite, *probes, "--limit", str(args.limit), *options]
-    return {"before": command, "after": command + [part for option in args.model_option for part in ("-M", option)]}
+    command = ["--suite", args.suite, *probes, "--limit", str(args.limit), *flagged("-o", args.option)]
+    return {"before": command, "after": command + flagged("-M", args.model_option)}
 
 
 def main() -> None:
@@ -193,8 +197,11 @@ def main() -> None:
         "-M", "--model-option", action="append", default=[], help="a model option key=value for this checkout's runs"
     )
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, not {args.rounds}")
     argv = commands(args)
-    print(f"fairprobe run {' '.join(argv['after'])}: {args.before} (without -M) against this checkout; load {load()}")
+    before = f"{args.before} (without -M)" if args.model_option else args.before
+    print(f"fairprobe run {' '.join(argv['after'])}: {before} against this checkout; load average {load()}")
     with TemporaryDirectory() as scratch:
         codes = {"before": source_of(args.before, Path(scratch) / "before"), "after": ROOT / "src"}
         runs = []

