@@ -17,7 +17,7 @@ import torch
 from fairprobe.errors import ConfigError
 from fairprobe.families import Request, RunContext, Scoring, all_families, load_probe_set
 from fairprobe.families.base import PROBE_SETS
-from fairprobe.models import Completion, GenerationConfig, ScoreRequest, heap, llama_step, load_model
+from fairprobe.models import Completion, GenerationConfig, ScoreRequest, engine, heap, llama_step, load_model
 from fairprobe.models import hf as hf_module
 from fairprobe.models.base import GenerationCall
 from fairprobe.models.continuations import (
@@ -42,6 +42,7 @@ from fairprobe.models.engine import (
     rows_within,
 )
 from fairprobe.models.hf import HFBackend
+from fairprobe.models.mapped import MappedWeights, mapping_sizes
 from fairprobe.models.reserved import ReservedLayer, ReservedPool, repeat_rows
 from fairprobe.models.settings import parse_memory
 from fairprobe.runner import ask
@@ -251,6 +252,32 @@ def test_a_fused_packed_product_gives_the_separate_products_columns_bitwise() ->
         linears[1].weight.mul_(2)
     with torch.inference_mode():
         assert torch.allclose(packed_product(x, *packed.fused(linears))[..., 24:32], 2 * apart[..., 24:32], atol=1e-5)
+
+
+def test_linears_called_in_turn_on_one_input_share_one_product_and_another_input_computes_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    torch.manual_seed(0)
+    linears = [torch.nn.Linear(16, 24), torch.nn.Linear(16, 8, bias=False), torch.nn.Linear(16, 8)]
+    packed = PackedLinears(torch.nn.Sequential(*linears))
+    x, y = torch.randn(2, 3, 16), torch.randn(2, 3, 16)
+    with torch.inference_mode():
+        fused_x, fused_y = (packed_product(z, *packed.fused(linears)) for z in (x, y))
+        plain = [linear(y) for linear in linears]
+    products: list[int] = []
+    monkeypatch.setattr(engine, "packed_product", lambda *a: products.append(1) or packed_product(*a))
+    with torch.inference_mode(), packed.decoding():
+        packed.start(groups=[linears])
+        assert torch.equal(torch.cat([linear(x) for linear in linears], -1), fused_x)
+        assert len(products) == 1  # one product for the three
+        assert torch.equal(linears[2](y), fused_y[..., 32:])
+        assert len(products) == 2  # the last one on another input: the product again
+        assert torch.equal(torch.cat([linears[0](y), linears[1](y)], -1), fused_y[..., :32])
+        assert len(products) == 2  # the others' parts of that product
+        assert torch.equal(linears[1](y), fused_y[..., 24:32]) and len(products) == 3  # its part was taken: again
+        for linear, want in zip(linears, plain, strict=True):
+            assert torch.allclose(linear(y), want, atol=1e-5)
+    assert all("forward" not in linear.__dict__ for linear in linears)
 
 
 def tiny_llama(**config_fields: object) -> torch.nn.Module:
@@ -600,10 +627,16 @@ def test_each_sampled_prompt_of_a_call_split_in_parts_keeps_its_own_seed(embedde
     prompts = ["My friend is a nurse, and", "The doctor said", "Write one word:", "My friend plays chess, and"]
     config, seeds = GenerationConfig(temperature=1.0, max_new_tokens=6), [5, 6, 7, 8]
     tight.memory = 2 * tight.shape.row_bytes(tight.encode(prompts[:3])["input_ids"].shape[1], 6)
+    with_mapped(tight, 0)
     assert tight.rows_per_pass(tight.encode(prompts[:3]), 6) == 2
     together = tight.generate(prompts, config, seeds=seeds)
     alone = [embedded_backend.generate([p], config, seeds=[s])[0] for p, s in zip(prompts, seeds, strict=True)]
     assert [c.text for c in together] == [c.text for c in alone]
+
+
+def with_mapped(backend: HFBackend, size: int) -> None:
+    """Make `backend` see `size` bytes of its weights in a mapped file (and none to give back)."""
+    backend.mapped_weights = lambda: MappedWeights((), size)  # type: ignore[method-assign]
 
 
 def pool_layout(backend: HFBackend, calls: list[GenerationCall]) -> list[list[tuple[int, int]]]:
@@ -620,6 +653,7 @@ def test_a_batch_split_by_the_budget_decodes_its_remainder_with_the_next_batch(
     prompts, config = ["My friend is a nurse, and"] * 12, GenerationConfig(temperature=1.0, max_new_tokens=6)
     seeds = list(range(12))
     tight.memory = 5 * tight.shape.row_bytes(tight.encode(prompts[:1])["input_ids"].shape[1], 6)
+    with_mapped(tight, 0)
     calls = [GenerationCall(prompts, config, None, seeds)]
     assert pool_layout(tight, calls) == [[(0, 4)], [(0, 2), (0, 2)], [(0, 4)]]
     loops: list[int] = []
@@ -638,8 +672,71 @@ def test_pools_stay_as_filled_where_even_pools_would_need_more(embedded_backend:
     tight = HFBackend(embedded_backend.model, embedded_backend.tokenizer, name="t", info={"id": "t"}, batch_size=3)
     short, long = "My friend is a nurse, and", "My friend, who " + "told me a long story and " * 40 + "said"
     tight.memory = 3 * tight.shape.row_bytes(tight.encode([short])["input_ids"].shape[1], 6)
+    with_mapped(tight, 0)
     calls = [GenerationCall([short] * 3 + [long], GenerationConfig(max_new_tokens=6))]
     assert pool_layout(tight, calls) == [[(0, 3)], [(0, 1)]]
     # Calls that draw their tokens differently never share a pool, whatever the budget.
     sampled = GenerationCall([short], GenerationConfig(temperature=1.0, max_new_tokens=6), None, [1])
     assert pool_layout(embedded_backend, [calls[0], sampled]) == [[(0, 4)], [(1, 1)]]  # in batches of 16
+
+
+def test_pools_that_read_no_probabilities_take_the_mapped_weights_bytes_besides_the_budget(
+    embedded_backend: HFBackend,
+) -> None:
+    # A budget of one row, and two rows' bytes of weights in a mapped file: pools that read nothing (on packed
+    # weights, the mapped pages given back) take three rows, pools that read probabilities one.
+    tight = HFBackend(embedded_backend.model, embedded_backend.tokenizer, name="t", info={"id": "t"}, batch_size=4)
+    prompt, config = "My friend is a nurse, and", GenerationConfig(max_new_tokens=6)
+    row = tight.shape.row_bytes(tight.encode([prompt])["input_ids"].shape[1], 6)
+    tight.memory = row
+    with_mapped(tight, 2 * row)
+    plain = GenerationCall([prompt] * 4, config)
+    scored = GenerationCall([prompt] * 4, config, [(" she", " he")] * 4)
+    assert pool_layout(tight, [plain]) == [[(0, 2)], [(0, 2)]]  # three rows a pool, evened out: 2 + 2
+    assert pool_layout(tight, [scored]) == [[(0, 1)]] * 4
+
+
+def rss_of(spans: tuple[tuple[int, int], ...]) -> int:
+    """The resident kB of the file mappings that start at `spans`' starts."""
+    return sum(mapping_sizes(spans, "Rss").values())
+
+
+@pytest.mark.slow
+def test_a_pool_that_reads_nothing_gives_the_mapped_weights_back_and_answers_as_transformers(
+    embedded_backend: HFBackend,
+) -> None:
+    weights = embedded_backend.mapped_weights()
+    # SmolLM2-135M's 134,515,008 float32 parameters in its safetensors file, the tied embedding counted once
+    assert weights.size == 4 * 134_515_008 and len(weights.spans) == 1
+    prompts, config = ["My friend is a nurse, and", "The doctor said that"], GenerationConfig(max_new_tokens=NEW_TOKENS)
+    words = [(" she", " he")] * 2
+    before = embedded_backend.generate(prompts, config, words)
+    assert rss_of(weights.spans) > 500_000  # the prompt pass read every plain weight
+    replies = embedded_backend.generate(prompts, config)
+    # Given back: what is resident again is the tied embedding's (49,152 x 576 float32, 110,592 kB) pages read since.
+    assert rss_of(weights.spans) < 110_592
+    for prompt, reply in zip(prompts, replies, strict=True):
+        enc = embedded_backend.encode([prompt])
+        with torch.inference_mode():
+            out = embedded_backend.model.generate(**enc, do_sample=False, max_new_tokens=NEW_TOKENS)
+        assert reply.text == embedded_backend.tokenizer.decode(
+            out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True
+        )
+    after = embedded_backend.generate(prompts, config, words)
+    assert [(c.text, c.scores) for c in after] == [(c.text, c.scores) for c in before]  # read again from the file
+
+
+def test_a_mapping_with_a_written_page_is_never_given_back(tmp_path: Path) -> None:
+    path = tmp_path / "weights.bin"
+    path.write_bytes(np.arange(4096, dtype=np.float32).tobytes())
+    weight = torch.nn.Parameter(torch.from_file(str(path), shared=False, size=4096), requires_grad=False)
+    model = torch.nn.Linear(64, 64, bias=False)
+    model.weight = torch.nn.Parameter(weight.view(64, 64), requires_grad=False)
+    mapped = MappedWeights.of(model)
+    assert mapped.size == 4 * 4096 and len(mapped.spans) == 1
+    assert mapped.release() == 16_384  # clean pages: given back, the file's bytes read again
+    assert float(model.weight[1, 0]) == 64.0
+    with torch.no_grad():
+        model.weight[0, 0] = -1.0  # a private copy of the page now holds the only -1
+    assert mapped.release() == 0
+    assert float(model.weight[0, 0]) == -1.0

@@ -2,11 +2,14 @@
 sized by a memory budget.
 
 Decode steps multiply a few rows by every weight matrix, where a plain float32 GEMM with the weight transposed is
-slow; oneDNN's weight layout packed once ("mkldnn" linear) runs those steps about twice as fast on CPU. The
-prompt pass keeps the plain kernels, so the first-step distribution (every probability fairprobe reads), the
-prompt's key/value cache and every scoring pass are exactly those of `model(...)`; only the tokens chosen after
-the first come from the packed kernels (the same float32 products summed in another order: differences of
-order 1e-6 in the logits, which choose the same greedy tokens on every prompt we measured).
+slow; oneDNN's weight layout packed once ("mkldnn" linear) runs those steps about twice as fast on CPU. A
+prompt pass whose pool reads probabilities keeps the plain kernels, so the first-step distribution (every
+probability fairprobe reads), the prompt's key/value cache and every scoring pass are exactly those of
+`model(...)`; only the tokens chosen after the first come from the packed kernels (the same float32 products summed
+in another order: differences of order 1e-6 in the logits, which choose the same greedy tokens on every prompt we
+measured). A pool that reads no probabilities runs its prompt passes on the packed weights too, and while it runs
+the plain weights' pages of the model's file are given back (models/mapped.py): the process then holds one copy of
+the weights, and the pool's keys and values take the other's room.
 
 On CUDA, torch gave bfloat16 attention to cuDNN's kernel (torch 2.11 on an H200), which builds a new graph for each
 key length it has not met: every decode step paid that in every layer (88.7 ms a step against 30.6 with the
@@ -16,7 +19,8 @@ do not change.
 
 Memory: a batch's keys and values, and the activations of its prompt pass, grow with its rows times its tokens;
 `rows_within` splits a batch so that they stay within a budget derived from the model's shape (as much as its
-weights by default, `-M memory=2GB` to set it), and long prompts are prefilled in chunks.
+weights by default, `-M memory=2GB` to set it; pools that read no probabilities add the mapped weights' bytes they
+give back), and long prompts are prefilled in chunks.
 
 This module imports only torch and transformers (the GPU benchmark loads it on a machine without fairprobe's
 other dependencies).
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,15 +236,21 @@ class PackedLinears:
             return self._screens[key]
         return self._packed_forward(self.head)
 
-    def start(self, greedy: bool = False) -> None:
+    def start(self, greedy: bool = False, groups: Sequence[Sequence[torch.nn.Linear]] = ()) -> None:
         """From now until the context ends, every Linear runs on its packed weight; with `greedy`, the LM head
-        gives exact float32 logits only where the argmax can be (ScreenedHead), -inf elsewhere."""
-        if self._on:
-            return
+        gives exact float32 logits only where the argmax can be (ScreenedHead), -inf elsewhere. The Linears of each
+        of `groups` share one packed product (SharedProduct): the packed copies the decode step of a Llama model
+        reads, so a prompt pass on them holds no other copy."""
         self._on = True
+        grouped = {id(linear) for group in groups for linear in group}
+        for group in groups:
+            shared = SharedProduct(self, group)
+            for index, linear in enumerate(group):
+                linear.forward = shared.part(index)  # type: ignore[method-assign]
         for linear in self.linears:
-            forward = self.head_forward(greedy) if linear is self.head else self._packed_forward(linear)
-            linear.forward = forward  # type: ignore[method-assign]
+            if id(linear) not in grouped:
+                forward = self.head_forward(greedy) if linear is self.head else self._packed_forward(linear)
+                linear.forward = forward  # type: ignore[method-assign]
 
     def _packed_forward(self, linear: torch.nn.Linear) -> Any:
         packed, bias = self.fused([linear])
@@ -256,6 +266,35 @@ class PackedLinears:
                 for linear in self.linears:
                     linear.__dict__.pop("forward", None)
                 self._on = False
+
+
+class SharedProduct:
+    """Linears that a forward calls in turn on one input (a layer's q, k and v projections; its gate and up) run as
+    one product on their weights stacked (`PackedLinears.fused`): the first call on an input computes every Linear's
+    output at once, and the others' calls on that same input take their columns of it (bitwise the separate
+    products', see `fused`). A call on another input computes the product again."""
+
+    def __init__(self, packed: PackedLinears, linears: Sequence[torch.nn.Linear]) -> None:
+        self.packed, self.linears = packed, list(linears)
+        self.sizes = [linear.out_features for linear in self.linears]
+        self._input: torch.Tensor | None = None
+        self._parts: dict[int, torch.Tensor] = {}
+        packed.fused(self.linears)  # packed now, while the plain weights are at hand
+
+    def part(self, index: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The forward of the `index`-th Linear."""
+
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            if x is not self._input or index not in self._parts:
+                weight, bias = self.packed.fused(self.linears)
+                self._parts = dict(enumerate(packed_product(x, weight, bias).split(self.sizes, -1)))
+                self._input = x
+            out = self._parts.pop(index)
+            if not self._parts:
+                self._input = None
+            return out
+
+        return forward
 
 
 def packed_product(

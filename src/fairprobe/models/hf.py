@@ -58,6 +58,7 @@ from fairprobe.models.engine import (
 )
 from fairprobe.models.heap import release_freed, released_after_forwards, releasing
 from fairprobe.models.hub import quiet_hub
+from fairprobe.models.mapped import MappedWeights
 from fairprobe.models.reserved import ReservedPool, repeat_rows
 from fairprobe.models.sampling import RowSampler
 from fairprobe.models.settings import LocalSettings, parse_memory
@@ -140,6 +141,7 @@ class HFBackend(ModelBackend):
         self.memory = memory or self.shape.default_budget()
         self.memory_given = memory is not None
         self._packed: tuple[int, PackedLinears] | None = None
+        self._mapped: tuple[tuple[int, int], MappedWeights] | None = None
         # On CPU the thread count follows the CPUs free right now (fairprobe.threads), checked per batch.
         self._threads = ThreadChooser() if self.device.type == "cpu" else None
         on_cuda = self.device.type == "cuda"
@@ -175,6 +177,28 @@ class HFBackend(ModelBackend):
         if self._packed is None or self._packed[0] != id(self.model):
             self._packed = (id(self.model), PackedLinears(self.model))
         return self._packed[1]
+
+    def mapped_weights(self) -> MappedWeights:
+        """The model's parameters that lie in a mapped file (models/mapped.py), found again when the model or its
+        weights' storage changed."""
+        key = (id(self.model), next(self.model.parameters()).data_ptr())
+        if self._mapped is None or self._mapped[0] != key:
+            self._mapped = (key, MappedWeights.of(self.model))
+        return self._mapped[1]
+
+    def _budget(self, passes: Sequence[PromptPass]) -> int:
+        """The memory budget of pools of `passes`: the set budget, and where they read no probabilities and run on
+        packed weights, the mapped weights' bytes too (their pages are given back while such a pool runs,
+        `_on_packed_weights`)."""
+        if reads_nothing(passes) and self.packed_linears() is not None:
+            return self.memory + self.mapped_weights().size
+        return self.memory
+
+    def _on_packed_weights(self, packed: PackedLinears) -> None:
+        """Every Linear on its packed weight from now until `packed.decoding()` ends (a Llama model's products as
+        its decode step stacks them, so that no other copy is packed), and the mapped weights' pages given back."""
+        packed.start(groups=llama_step.products(self.model) if llama_step.fits(self.model) else ())
+        self.mapped_weights().release()
 
     def rows_per_pass(
         self, enc: dict[str, torch.Tensor], new_tokens: int, copies: int = 1, chunked: bool = True, scored: int = 0
@@ -299,25 +323,26 @@ class HFBackend(ModelBackend):
         else:
             runs = [[batch] for batch in batches]
         for run in runs:
-            yield from ([self._part(batch, start, rows) for batch, start, rows in pool] for pool in self._plan(run))
+            planned = self._plan(run, self._budget(run))
+            yield from ([self._part(batch, start, rows) for batch, start, rows in pool] for pool in planned)
 
-    def _plan(self, run: list[PromptPass]) -> list[list[Slice]]:
+    def _plan(self, run: list[PromptPass], budget: int) -> list[list[Slice]]:
         """A run's rows in pools, as slices (batch, first row, rows): filled row by row within the budget (`_fill`),
         a batch split between two pools where one is full, so that a batch's remainder decodes with the next batch's
         rows instead of in a small pool of its own; then evened out where as many even pools hold the same rows
         (for a single batch, `engine.even_parts`)."""
-        filled = self._fill(run, None)
-        even = self._fill(run, -(-sum(batch.rows for batch in run) // len(filled)))
+        filled = self._fill(run, None, budget)
+        even = self._fill(run, -(-sum(batch.rows for batch in run) // len(filled)), budget)
         return even if len(even) == len(filled) else filled
 
-    def _fill(self, run: list[PromptPass], cap: int | None) -> list[list[Slice]]:
-        """`run`'s rows in pools, in order, each pool taking as many rows as the budget (and `cap`) allows."""
+    def _fill(self, run: list[PromptPass], cap: int | None, budget: int) -> list[list[Slice]]:
+        """`run`'s rows in pools, in order, each pool taking as many rows as `budget` bytes (and `cap`) allow."""
         pools: list[list[Slice]] = []
         pool: list[Slice] = []
         for batch in run:
             start = 0
             while start < batch.rows:
-                take = self._room(pool, batch, batch.rows - start, cap)
+                take = self._room(pool, batch, batch.rows - start, cap, budget)
                 if take:
                     pool.append((batch, start, take))
                     start += take
@@ -326,13 +351,13 @@ class HFBackend(ModelBackend):
                     pool = []
         return [*pools, pool] if pool else pools
 
-    def _room(self, pool: list[Slice], batch: PromptPass, most: int, cap: int | None) -> int:
-        """The most of `batch`'s next `most` rows that `pool` can take within the budget and `cap` rows (at least
+    def _room(self, pool: list[Slice], batch: PromptPass, most: int, cap: int | None, budget: int) -> int:
+        """The most of `batch`'s next `most` rows that `pool` can take within `budget` bytes and `cap` rows (at least
         one row when the pool is empty). A slice is counted at its batch's padded length (a part encoded apart is
         no longer)."""
         held, taken = sum(rows for _, _, rows in pool), [(part, rows) for part, _, rows in pool]
         for rows in range(min(most, most if cap is None else cap - held), 0, -1):
-            if self._pool_bytes([*taken, (batch, rows)]) <= self.memory:
+            if self._pool_bytes([*taken, (batch, rows)]) <= budget:
                 return rows
         return 0 if pool else 1
 
@@ -356,10 +381,34 @@ class HFBackend(ModelBackend):
         return all(type(layer) is DynamicLayer for layer in DynamicCache(config=self.model.config).layers)
 
     def _generate_pool(self, pool: list[PromptPass]) -> list[list[Completion]]:
-        """Each pass's completions: its prompt pass (into its block of the pool's reserved buffers, a `ReservedPool`,
-        or into its own cache then given room for its reply) and scoring passes on the plain kernels, then one decode
-        loop over every row of the pool."""
-        longest, room = max(j.length for j in pool), max(j.config.max_new_tokens for j in pool)
+        """Each pass's completions: its prompt pass and scoring passes (`_prompt_passes`), then one decode loop over
+        every row of the pool on packed weights where they apply. A pool that reads no probabilities runs its prompt
+        passes on the packed weights too (`_on_packed_weights`); any other on the plain kernels, so that every
+        probability read is the model's own forward's."""
+        room = max(j.config.max_new_tokens for j in pool)
+        packed = self.packed_linears()
+        with packed.decoding() if packed is not None else contextlib.nullcontext():
+            if packed is not None and reads_nothing(pool):
+                self._on_packed_weights(packed)
+            firsts, masks, generators, completions, cache = self._prompt_passes(pool, room)
+            config = pool[0].config
+            limits = torch.tensor([j.config.max_new_tokens for j in pool for _ in range(j.rows)])
+            choose = chooser(config, generators or None)
+            step = releasing(self._decode_step(packed, config.greedy))  # the heap stays flat over long replies
+            new = continue_decoding(step, cache, torch.cat(firsts), torch.cat(masks), limits, self._stop(), choose)
+        start = 0
+        for job, done in zip(pool, completions, strict=True):
+            self._finish(done, job, new[start : start + job.rows, : job.config.max_new_tokens])
+            start += job.rows
+        return completions
+
+    def _prompt_passes(
+        self, pool: list[PromptPass], room: int
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Generator], list[list[Completion]], Any]:
+        """Each pass's prompt pass in turn (`_prompt_pass`): into its block of the pool's reserved buffers (a
+        `ReservedPool`), or into its own cache then given `room` for the replies. Their first tokens, attention masks
+        at the pool's longest prompt, row generators and completions, and the pool's cache."""
+        longest = max(j.length for j in pool)
         reserved = None
         if self.poolable():
             like = self.model.get_input_embeddings().weight  # the dtype and device of the keys and values
@@ -375,19 +424,7 @@ class HFBackend(ModelBackend):
             start += job.rows
             release_freed()  # the pass's activations and scoring copies, before the next pass
         pooled = repeat_rows(cache, 1, room) if reserved is None else reserved.cache()
-        del cache
-        config = pool[0].config
-        limits = torch.tensor([j.config.max_new_tokens for j in pool for _ in range(j.rows)])
-        choose = chooser(config, generators or None)
-        packed = self.packed_linears()
-        with packed.decoding() if packed is not None else contextlib.nullcontext():
-            step = releasing(self._decode_step(packed, config.greedy))  # the heap stays flat over long replies
-            new = continue_decoding(step, pooled, torch.cat(firsts), torch.cat(masks), limits, self._stop(), choose)
-        start = 0
-        for job, done in zip(pool, completions, strict=True):
-            self._finish(done, job, new[start : start + job.rows, : job.config.max_new_tokens])
-            start += job.rows
-        return completions
+        return firsts, masks, generators, completions, pooled
 
     def _prompt_pass(
         self, job: PromptPass, into: Any = None
@@ -663,6 +700,11 @@ class HFBackend(ModelBackend):
             },
             "quantized_4bit": bool(getattr(self.model, "is_loaded_in_4bit", False)),
         }
+
+
+def reads_nothing(passes: Sequence[PromptPass]) -> bool:
+    """Whether no pass of `passes` reads the probabilities of any continuation."""
+    return not any(job.score and any(job.score) for job in passes)
 
 
 def came(completions: list[Completion]) -> list[Completion]:

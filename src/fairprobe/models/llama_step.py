@@ -66,6 +66,22 @@ def fits(model: Any) -> bool:
     return True
 
 
+def layer_products(layer: llama.LlamaDecoderLayer) -> list[list[torch.nn.Linear]]:
+    """A layer's Linears as the products of its step: q+k+v, o, gate+up and down."""
+    attention, mlp = layer.self_attn, layer.mlp
+    return [
+        [attention.q_proj, attention.k_proj, attention.v_proj],
+        [attention.o_proj],
+        [mlp.gate_proj, mlp.up_proj],
+        [mlp.down_proj],
+    ]
+
+
+def products(model: llama.LlamaForCausalLM) -> list[list[torch.nn.Linear]]:
+    """Every layer's products (`layer_products`): the Linears whose packed copies the decode step reads."""
+    return [group for layer in model.model.layers[: model.config.num_hidden_layers] for group in layer_products(layer)]
+
+
 class LlamaStep:
     """`step(tokens, positions, mask, cache)`: the logits (B, V) of the next token after `tokens` (B,) at
     `positions` (B,), with `mask` (B, L) the attention mask so far and `cache` the rows' keys and values, as
@@ -76,13 +92,7 @@ class LlamaStep:
     def __init__(self, model: llama.LlamaForCausalLM, packed: PackedLinears, greedy: bool) -> None:
         self.body = model.model
         self.layers = [
-            PackedLayer(
-                layer,
-                packed.fused([getattr(layer.self_attn, p) for p in PROJECTIONS[:3]]),
-                packed.fused([layer.self_attn.o_proj]),
-                packed.fused([layer.mlp.gate_proj, layer.mlp.up_proj]),
-                packed.fused([layer.mlp.down_proj]),
-            )
+            PackedLayer(layer, *(packed.fused(group) for group in layer_products(layer)))
             for layer in self.body.layers[: model.config.num_hidden_layers]
         ]
         head = packed.head_forward(greedy) or model.lm_head

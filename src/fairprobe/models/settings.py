@@ -68,7 +68,8 @@ class LocalSettings(BackendSettings):
     bfloat16; `batch_size` prompts per forward pass; `revision` a hub revision (branch, tag or commit); `quantize`
     4bit loads the weights in 4 bits (bitsandbytes NF4 on CUDA, as QLoRA does); `memory` the working memory a
     batch may take besides the weights (e.g. 2GB; by default as much as the weights): a batch whose keys, values and
-    activations would exceed it runs in parts (the manifest records it under the model).
+    activations would exceed it runs in parts (the manifest records it under the model). On CPU, batches that read no
+    probabilities may also take the room of the plain weights they give back (models/mapped.py).
     """
 
     kind: ClassVar[str] = "local"
