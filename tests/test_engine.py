@@ -90,6 +90,14 @@ def forward_logprobs(backend: HFBackend, prompt: object, texts: tuple[str, ...])
     return out
 
 
+def transformers_reply(backend: HFBackend, prompt: object) -> str:
+    """The greedy reply of NEW_TOKENS tokens that `transformers.generate` gives to the prompt alone."""
+    enc = backend.encode([prompt])
+    with torch.inference_mode():
+        out = backend.model.generate(**enc, do_sample=False, max_new_tokens=NEW_TOKENS)
+    return backend.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
 @pytest.mark.slow
 def test_every_family_generates_as_transformers_and_scores_within_1e6(
     embedded_backend: HFBackend, tmp_path: Path
@@ -102,10 +110,7 @@ def test_every_family_generates_as_transformers_and_scores_within_1e6(
         replies = ask(embedded_backend, asked, config)
         for probe, request in asked:
             if isinstance(request, Request):
-                enc = embedded_backend.encode([request.prompt])
-                with torch.inference_mode():
-                    out = embedded_backend.model.generate(**enc, do_sample=False, max_new_tokens=NEW_TOKENS)
-                text = embedded_backend.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+                text = transformers_reply(embedded_backend, request.prompt)
                 assert replies[probe].completions[request.key].text == text, family
                 continue
             scores = replies[probe].scores[request.key]
@@ -715,13 +720,7 @@ def test_a_pool_that_reads_nothing_gives_the_mapped_weights_back_and_answers_as_
     replies = embedded_backend.generate(prompts, config)
     # Given back: what is resident again is the tied embedding's (49,152 x 576 float32, 110,592 kB) pages read since.
     assert rss_of(weights.spans) < 110_592
-    for prompt, reply in zip(prompts, replies, strict=True):
-        enc = embedded_backend.encode([prompt])
-        with torch.inference_mode():
-            out = embedded_backend.model.generate(**enc, do_sample=False, max_new_tokens=NEW_TOKENS)
-        assert reply.text == embedded_backend.tokenizer.decode(
-            out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True
-        )
+    assert [reply.text for reply in replies] == [transformers_reply(embedded_backend, prompt) for prompt in prompts]
     after = embedded_backend.generate(prompts, config, words)
     assert [(c.text, c.scores) for c in after] == [(c.text, c.scores) for c in before]  # read again from the file
 

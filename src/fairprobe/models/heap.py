@@ -27,18 +27,21 @@ R = TypeVar("R")
 RELEASE_EVERY = 32
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    """The C library's `malloc_trim`, or None where it has none."""
-    name = ctypes.util.find_library("c")
-    if name is None:
+def c_function(name: str, argtypes: tuple[Any, ...] | None = None) -> Callable[..., int] | None:
+    """The C library's function `name` (with `argtypes` set when given), or None where it has none."""
+    library = ctypes.util.find_library("c")
+    if library is None:
         return None
     try:
-        return ctypes.CDLL(name).malloc_trim  # type: ignore[no-any-return]
+        function = getattr(ctypes.CDLL(library), name)
     except (OSError, AttributeError):
         return None
+    if argtypes is not None:
+        function.argtypes = argtypes
+    return function  # type: ignore[no-any-return]
 
 
-MALLOC_TRIM = _malloc_trim()
+MALLOC_TRIM = c_function("malloc_trim")
 
 
 def release_freed() -> bool:

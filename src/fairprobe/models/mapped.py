@@ -16,47 +16,35 @@ Where there is no /proc (not Linux) or no madvise, nothing is mapped and nothing
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from fairprobe.models.heap import c_function
+
 MADV_DONTNEED = 4
 PROC = Path("/proc/self")
+MADVISE = c_function("madvise", (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int))
+MAPPING = re.compile(r"([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ (\d+)")  # start-end perms offset device inode
 
 
-def _madvise() -> Callable[[int, int, int], int] | None:
-    """The C library's `madvise(address, length, advice)`, or None where it has none."""
-    name = ctypes.util.find_library("c")
-    try:
-        function = ctypes.CDLL(name).madvise if name else None
-    except (OSError, AttributeError):
-        return None
-    if function is not None:
-        function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    return function  # type: ignore[no-any-return]
-
-
-MADVISE = _madvise()
+def mapping_of(line: str) -> tuple[int, int, bool] | None:
+    """(start, end, whether it maps a file: an inode that is not 0) of the mapping a line of /proc/self/maps, or a
+    header line of smaps, names; None for any other line."""
+    head = MAPPING.match(line)
+    return (int(head[1], 16), int(head[2], 16), head[3] != "0") if head else None
 
 
 def file_mappings() -> list[tuple[int, int]]:
-    """(start, end) of this process's mappings of files (an inode that is not 0), from /proc/self/maps; none
-    where it cannot be read."""
+    """(start, end) of this process's mappings of files, from /proc/self/maps; none where it cannot be read."""
     try:
         lines = (PROC / "maps").read_text().splitlines()
     except OSError:
         return []
-    spans = []
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 6 and fields[4] != "0":
-            start, end = fields[0].split("-")
-            spans.append((int(start, 16), int(end, 16)))
-    return spans
+    return [(start, end) for start, end, of_file in filter(None, map(mapping_of, lines)) if of_file]
 
 
 def mapping_sizes(spans: Iterable[tuple[int, int]], field: str) -> dict[int, int]:
@@ -70,11 +58,11 @@ def mapping_sizes(spans: Iterable[tuple[int, int]], field: str) -> dict[int, int
     found: dict[int, int] = {}
     current = None
     for line in text.splitlines():
-        head = re.match(r"([0-9a-f]+)-[0-9a-f]+ \S+ \S+ \S+ (\d+)", line)
-        if head:
-            current = int(head[1], 16) if head[2] != "0" else None
-        elif current in starts and line.startswith(f"{field}:"):
-            found[current] = int(line.split()[1])
+        if line.startswith(f"{field}:"):
+            if current in starts:
+                found[current] = int(line.split()[1])
+        elif (head := mapping_of(line)) is not None:
+            current = head[0] if head[2] else None
     return found
 
 
