@@ -21,7 +21,7 @@ import torch
 
 from fairprobe.families.genderbench.record import GenderBenchSample
 from fairprobe.models.base import Completion, GenerationConfig, generate_seeded, stable_seed
-from fairprobe.models.sampling import draw, generators_for, nucleus, race_every_token
+from fairprobe.models.sampling import draw, generators_for, log_probs, nucleus, race_every_token, uniforms
 from fairprobe.options import RunOptions
 from fairprobe.runner import RunPlan, read_samples, run, run_with_samples
 
@@ -105,6 +105,27 @@ def test_a_row_draws_from_its_own_generator_with_the_models_probabilities() -> N
     beside = [int(draw(other, generators_for([s + 100, s], cpu), config)[1]) for s in range(40)]
     alone = [int(draw(row, generators_for([s], cpu), config)[0]) for s in range(40)]
     assert beside == alone and len(set(alone)) == 3
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_uniforms_are_each_generators_own_stream_on_any_number_of_threads(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    cpu, seeds = torch.device("cpu"), [7, 8, 9, 10, 11]
+    want = torch.stack([torch.rand(1000, generator=g, dtype=torch.float64) for g in generators_for(seeds, cpu)])
+    with torch.inference_mode():  # as a decode step draws: the rows are filled on other threads in this mode too
+        got = uniforms(generators_for(seeds, cpu), 1000)
+        assert got.is_inference()
+    assert torch.equal(got, want)
+    assert torch.equal(uniforms(generators_for(seeds[:1], cpu), 1000), want[:1])
+
+
+def test_log_probabilities_at_temperature_one_are_the_quotients_bitwise() -> None:
+    logits = torch.randn(3, 500, generator=torch.Generator().manual_seed(3)) * 4
+    assert torch.equal(log_probs(logits, GenerationConfig(temperature=1.0)), (logits / 1.0).log_softmax(-1))
+    hot = GenerationConfig(temperature=0.7)
+    assert torch.equal(log_probs(logits, hot), (logits / 0.7).log_softmax(-1))
 
 
 @pytest.mark.parametrize(

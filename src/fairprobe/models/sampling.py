@@ -9,7 +9,10 @@ probability p(t) exactly. It then leaves only the chosen token possible, so gree
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from transformers import LogitsProcessor
@@ -76,16 +79,40 @@ def race_every_token(
 
 
 def log_probs(logits: torch.Tensor, config: GenerationConfig) -> torch.Tensor:
-    """The rows' float32 log-probabilities (B, V) at the config's temperature, top-p and top-k."""
-    return nucleus(logits.float() / config.temperature, config.top_p, config.top_k).log_softmax(-1)
+    """The rows' float32 log-probabilities (B, V) at the config's temperature, top-p and top-k (at temperature 1
+    the logits as they are: dividing by 1.0 changes no bit and would cost a pass over them)."""
+    scaled = logits.float() if config.temperature == 1.0 else logits.float() / config.temperature
+    return nucleus(scaled, config.top_p, config.top_k).log_softmax(-1)
 
 
 def uniforms(generators: Sequence[torch.Generator], width: int) -> torch.Tensor:
-    """`width` float64 uniforms from each generator, one row each (B, width), on the generators' device."""
+    """`width` float64 uniforms from each generator, one row each (B, width), on the generators' device.
+
+    A generator fills its row alone (torch draws one stream on one thread), so on CPU runs of rows are filled side
+    by side on as many threads as torch uses (`fillers`); each row is its own generator's stream either way."""
     out = torch.empty((len(generators), width), dtype=torch.float64, device=generators[0].device)
-    for row, generator in zip(out, generators, strict=True):
-        torch.rand(row.shape, generator=generator, dtype=torch.float64, device=row.device, out=row)
+    threads = min(torch.get_num_threads(), len(generators)) if out.device.type == "cpu" else 1
+    if threads <= 1:
+        fill(out, generators, torch.is_inference_mode_enabled())
+        return out
+    bounds = [len(generators) * part // threads for part in range(threads + 1)]
+    runs = [(out[a:b], generators[a:b], torch.is_inference_mode_enabled()) for a, b in itertools.pairwise(bounds)]
+    list(fillers(threads).map(lambda run: fill(*run), runs))
     return out
+
+
+def fill(rows: torch.Tensor, generators: Sequence[torch.Generator], inference: bool) -> None:
+    """Each row of `rows` with uniforms from its generator, in inference mode when the caller is in it (the mode is
+    a thread's own, and a tensor made in it is written only in it)."""
+    with torch.inference_mode(inference):
+        for row, generator in zip(rows, generators, strict=True):
+            torch.rand(row.shape, generator=generator, dtype=torch.float64, device=row.device, out=row)
+
+
+@functools.cache
+def fillers(threads: int) -> ThreadPoolExecutor:
+    """The threads that fill uniforms side by side, `threads` of them (made once for each number)."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="fairprobe-uniforms")
 
 
 def generators_for(seeds: Sequence[int], device: torch.device) -> list[torch.Generator]:
