@@ -43,7 +43,7 @@ from fairprobe.models.engine import (
 )
 from fairprobe.models.hf import HFBackend
 from fairprobe.models.mapped import MappedWeights, mapping_sizes
-from fairprobe.models.reserved import ReservedLayer, ReservedPool, repeat_rows
+from fairprobe.models.reserved import ReservedLayer, ReservedPool
 from fairprobe.models.settings import parse_memory
 from fairprobe.runner import ask
 from test_genderbench_data import gest_csv
@@ -159,7 +159,8 @@ def test_chunked_prefill_gives_the_continuation_of_one_pass(
     config = GenerationConfig(max_new_tokens=NEW_TOKENS)
     one_pass = embedded_backend.generate([prompt], config, [(" she", " he")])[0]
     monkeypatch.setattr("fairprobe.models.engine.PREFILL_CHUNK", 4)
-    assert prefill_chunk(19) == 4
+    monkeypatch.setattr("fairprobe.models.engine.ONE_PASS_ALONE", 8)  # a row alone is chunked beyond 8 tokens
+    assert prefill_chunk(19) == 4 and prefill_chunk(8, alone=True) is None and prefill_chunk(9, alone=True) == 4
     released: list[int] = []
     monkeypatch.setattr(heap, "MALLOC_TRIM", released.append)
     chunked = embedded_backend.generate([prompt], config, [(" she", " he")])[0]
@@ -291,15 +292,19 @@ def tiny_llama(**config_fields: object) -> torch.nn.Module:
     return tiny_backend(**fields).model.eval()
 
 
-def step_logits(model: torch.nn.Module, lean: bool, steps: int = 5) -> list[torch.Tensor]:
-    """Decode-step logits after three left-padded prompts (lengths 6, 3, 1), fed the argmax of each step; the middle
-    row leaves after the second step. `lean`: LlamaStep, else the model's forward with packed Linears."""
+def step_logits(model: torch.nn.Module, lean: bool, steps: int = 5, keys_last: bool = False) -> list[torch.Tensor]:
+    """Decode-step logits after three left-padded prompts (lengths 6, 3, 1) prefilled into a `ReservedPool` (its keys
+    position-last with `keys_last`), fed the argmax of each step; the middle row leaves after the second step.
+    `lean`: LlamaStep, else the model's forward with packed Linears."""
     ids = torch.randint(2, model.config.vocab_size, (3, 6))
     mask = torch.tensor([[1] * 6, [0] * 3 + [1] * 3, [0] * 5 + [1]])
     packed, out = PackedLinears(model), []
+    pool = ReservedPool(3, 6, steps, Shape.of(model).cache, model.get_input_embeddings().weight, keys_last)
     with torch.inference_mode(), packed.decoding():
-        prompt = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
-        cache = repeat_rows(kv_cache(prompt), 1, steps)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        block = cache_argument(model, pool.block(0, 3, 6))
+        prompt = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **block)
+        cache = pool.cache()
         last, positions = prompt.logits[:, -1].argmax(-1), mask.sum(-1)
         if lean:
             step = llama_step.LlamaStep(model, packed, greedy=False)
@@ -330,6 +335,10 @@ def test_the_llama_step_gives_the_model_forward_logits(bias: bool) -> None:
     for a, b in zip(got, want, strict=True):
         assert torch.allclose(a, b, atol=1e-5, rtol=0)  # attention summed in another order: float32 roundings
         assert torch.equal(a.argmax(-1), b.argmax(-1))
+    torch.manual_seed(1)
+    keys_last = step_logits(model, lean=True, keys_last=True)  # the keys read in place: summed in another order
+    for a, b in zip(keys_last, got, strict=True):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0) and torch.equal(a.argmax(-1), b.argmax(-1))
 
 
 @pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")  # peft calls the old name
@@ -559,6 +568,29 @@ def test_a_reserved_pool_holds_each_pass_right_aligned_after_zeros_and_grows_in_
     assert layer.key_buffer.data_ptr() == buffer
 
 
+def test_a_pool_may_hold_its_keys_position_last_and_gives_transformers_them_in_the_usual_layout() -> None:
+    pool = ReservedPool(rows=2, length=2, room=2, cache=(1, 1, 2), like=torch.zeros(1), keys_position_last=True)
+    key_buffer, value_buffer = pool.buffers[0]  # 2 rows, 1 head, 4 positions, dim 2
+    assert key_buffer.shape == value_buffer.shape == (2, 1, 4, 2)
+    assert key_buffer.stride() == (8, 8, 1, 4) and value_buffer.stride() == (8, 8, 2, 1)
+    keys = torch.arange(8.0).reshape(2, 1, 2, 2)
+    got, _ = pool.block(0, rows=2, length=2).layers[0].update(keys, -keys)
+    assert torch.equal(got, keys) and got.is_contiguous()  # what SDPA reads at its speed
+    layer = pool.cache().layers[0]
+    assert isinstance(layer, ReservedLayer)
+    layer.write(torch.tensor([8.0, 9.0, 10.0, 11.0]).reshape(2, 1, 1, 2), torch.zeros(2, 1, 1, 2))
+    assert layer.keys.data_ptr() == key_buffer.data_ptr() and layer.keys.stride() == (8, 8, 1, 4)  # in place
+    assert layer.keys[:, 0].tolist() == [[[0.0, 1.0], [2.0, 3.0], [8.0, 9.0]], [[4.0, 5.0], [6.0, 7.0], [10.0, 11.0]]]
+    layer.batch_select_indices(torch.tensor([1, 0]))  # a new order: copied, position-last still
+    assert layer.key_buffer.data_ptr() != key_buffer.data_ptr() and layer.key_buffer.stride() == (8, 8, 1, 4)
+    assert layer.keys[:, 0, :, 0].tolist() == [[4.0, 6.0, 10.0], [0.0, 2.0, 8.0]]
+    moved = layer.key_buffer.data_ptr()
+    layer.batch_select_indices(torch.tensor([1]))  # the second row takes the first's place, in place
+    assert layer.key_buffer.data_ptr() == moved and layer.key_buffer.stride() == (8, 8, 1, 4)
+    assert layer.keys[0, 0].tolist() == [[0.0, 1.0], [2.0, 3.0], [8.0, 9.0]]
+    assert layer.values[0, 0, :, 0].tolist() == [-0.0, -2.0, 0.0]
+
+
 class RowsCache:
     """The cache interface the decode loop uses, recording which rows it keeps."""
 
@@ -649,6 +681,50 @@ def pool_layout(backend: HFBackend, calls: list[GenerationCall]) -> list[list[tu
     return [[(job.call, job.rows) for job in pool] for pool in backend._pools(calls)]
 
 
+LONG_WITH_CHUNKS_OF_4 = [  # 11, 9 and 16 tokens: more than two chunks of 4 each
+    "My friend plays the guitar in a jazz band, and",
+    "Yesterday my neighbour told me that the nurse",
+    "My friend plays the guitar in a small jazz band downtown every Friday night, and",
+]
+
+
+@pytest.mark.slow
+def test_long_prompts_are_prefilled_a_row_at_a_time_by_the_causal_kernel_and_answer_as_transformers(
+    embedded_backend: HFBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fairprobe.models.engine.PREFILL_CHUNK", 4)
+    assert [len(embedded_backend.encode([p])["input_ids"][0]) for p in LONG_WITH_CHUNKS_OF_4] == [11, 9, 16]
+    config = GenerationConfig(max_new_tokens=NEW_TOKENS)
+    assert pool_layout(embedded_backend, [GenerationCall(LONG_WITH_CHUNKS_OF_4, config)]) == [[(0, 1)] * 3]
+    attended: list[tuple[int, bool, bool]] = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def recorded(*args: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        attended.append((args[0].shape[-2], kwargs.get("attn_mask") is None, kwargs.get("is_causal") is True))
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recorded)
+    replies = embedded_backend.generate(LONG_WITH_CHUNKS_OF_4, config)
+    monkeypatch.undo()
+    # Each prompt in one pass of its own through the 30 layers, with no mask: SDPA's causal kernel.
+    assert attended == [(length, True, True) for length in (11, 9, 16) for _ in range(30)]
+    assert [r.text for r in replies] == [transformers_reply(embedded_backend, p) for p in LONG_WITH_CHUNKS_OF_4]
+
+
+def test_a_pool_counts_the_activations_of_one_row_where_its_prompts_go_a_row_at_a_time(
+    embedded_backend: HFBackend,
+) -> None:
+    # SmolLM2-135M: 31,488 bytes of activations a token, 1,179,648 of logits a row. Prompts over 1,024 tokens go a
+    # row at a time, in one pass up to 8,192 tokens (chunks of 512 beyond): one row's whole prompt is counted.
+    def job(length: int) -> hf_module.PromptPass:
+        return SimpleNamespace(length=length, copies=1, scored=0)  # type: ignore[return-value]
+
+    own = embedded_backend._prefill_own
+    assert own(job(3000), 7) == own(job(3000), 1) == 31488 * 3000 + 1179648 == 95_643_648
+    assert own(job(10_000), 4) == 31488 * 512 + 1179648 == 17_301_504
+    assert own(job(1000), 3) == 3 * (31488 * 1000 + 1179648) == 98_002_944  # padded passes: every row's
+
+
 def test_a_batch_split_by_the_budget_decodes_its_remainder_with_the_next_batch(
     embedded_backend: HFBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -718,8 +794,10 @@ def test_a_pool_that_reads_nothing_gives_the_mapped_weights_back_and_answers_as_
     before = embedded_backend.generate(prompts, config, words)
     assert rss_of(weights.spans) > 500_000  # the prompt pass read every plain weight
     replies = embedded_backend.generate(prompts, config)
-    # Given back: what is resident again is the tied embedding's (49,152 x 576 float32, 110,592 kB) pages read since.
-    assert rss_of(weights.spans) < 110_592
+    # Given back: what is resident again is what the pool read since, the tied embedding (49,152 x 576 float32,
+    # 110,592 kB) and the 61 norms' weights, where a kernel maps a fault's neighbours too each norm's 2,304 bytes
+    # in up to two windows of 64 kB (on a 6.18 kernel: 114,792 kB in all). The Linears' 414,857 kB stay given back.
+    assert rss_of(weights.spans) < 110_592 + 61 * 2 * 64
     assert [reply.text for reply in replies] == [transformers_reply(embedded_backend, prompt) for prompt in prompts]
     after = embedded_backend.generate(prompts, config, words)
     assert [(c.text, c.scores) for c in after] == [(c.text, c.scores) for c in before]  # read again from the file

@@ -20,7 +20,7 @@ do not change.
 Memory: a batch's keys and values, and the activations of its prompt pass, grow with its rows times its tokens;
 `rows_within` splits a batch so that they stay within a budget derived from the model's shape (as much as its
 weights by default, `-M memory=2GB` to set it; pools that read no probabilities add the mapped weights' bytes they
-give back), and long prompts are prefilled in chunks.
+give back); long prompts are prefilled a row at a time, and in chunks beyond ONE_PASS_ALONE tokens.
 
 This module imports only torch and transformers (the GPU benchmark loads it on a machine without fairprobe's
 other dependencies).
@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 PREFILL_CHUNK = 512  # prompt tokens per row per prefill step when a prompt is longer (chunked prefill)
+ONE_PASS_ALONE = 8192  # the most prompt tokens of a row prefilled alone in one pass (see prefill_chunk)
 # How far a bfloat16 logit may be from the float32 one, per unit of |hidden| x |weight row| (twice bfloat16's two
 # roundings of 2^-9 each, so the screen keeps every token that can be the argmax with a factor 2 to spare).
 SCREEN_MARGIN = 2.0**-7
@@ -119,11 +120,13 @@ class Shape:
         (and, on CPU, their packed copy)."""
         return max(self.weights, 2**28)
 
-    def prefill_bytes(self, prompt_tokens: int, copies: int = 1, chunked: bool = True, scored: int = 0) -> int:
+    def prefill_bytes(
+        self, prompt_tokens: int, copies: int = 1, chunked: bool = True, scored: int = 0, alone: bool = False
+    ) -> int:
         """Peak working bytes of one row's prompt pass: its prompt's keys and values (`copies` of them when scoring
-        passes repeat it), the activations of its prompt (of one chunk when `chunked`, see prefill_chunk), its
-        logits, and those of the `scored` positions its largest scoring pass feeds."""
-        chunk = (prefill_chunk(prompt_tokens) or prompt_tokens) if chunked else prompt_tokens
+        passes repeat it), the activations of its prompt (of one chunk when `chunked`, see prefill_chunk, for a row
+        `alone` or not), its logits, and those of the `scored` positions its largest scoring pass feeds."""
+        chunk = (prefill_chunk(prompt_tokens, alone) or prompt_tokens) if chunked else prompt_tokens
         held = self.kv_per_token * prompt_tokens * copies + self.activations_per_token * chunk + self.logits_per_row
         return held + self.logits_per_position * scored
 
@@ -165,9 +168,21 @@ def even_parts(batch: int, most: int) -> int:
     return -(-batch // parts)
 
 
-def prefill_chunk(prompt_tokens: int) -> int | None:
-    """The prefill chunk for prompts of this length: None (one pass) up to twice PREFILL_CHUNK."""
-    return PREFILL_CHUNK if prompt_tokens > 2 * PREFILL_CHUNK else None
+def prefill_chunk(prompt_tokens: int, alone: bool = False) -> int | None:
+    """The prefill chunk for prompts of this length: None (one pass) up to twice PREFILL_CHUNK, or for a row
+    `alone` up to ONE_PASS_ALONE.
+
+    A row alone has no padding, so transformers gives SDPA no mask and torch runs its causal flash kernel, which
+    skips the blocks above the diagonal: one pass costs less than chunks, each of which attends with a mask
+    (0.76-0.87 of their time at 1,100-8,192 tokens on two threads, benchmarks/engine_kernels.py), and its
+    activations grow with the prompt alone."""
+    return PREFILL_CHUNK if prompt_tokens > (ONE_PASS_ALONE if alone else 2 * PREFILL_CHUNK) else None
+
+
+def prefill_alone(prompt_tokens: int) -> bool:
+    """Whether prompts of this length are prefilled a row at a time (see prefill_chunk): those that padded passes
+    would chunk."""
+    return prompt_tokens > 2 * PREFILL_CHUNK
 
 
 class PackedLinears:

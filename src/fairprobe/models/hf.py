@@ -53,6 +53,7 @@ from fairprobe.models.engine import (
     Shape,
     attention_without_cudnn,
     even_parts,
+    prefill_alone,
     prefill_chunk,
     rows_within,
 )
@@ -313,6 +314,19 @@ class HFBackend(ModelBackend):
             batch.scored,
         )
 
+    def _parts(self, batch: PromptPass, start: int, rows: int) -> list[PromptPass]:
+        """A pool's slice of a batch as its prompt passes: a pass a row where its prompts are long (`_alone`), each
+        encoded with no padding (see engine.prefill_chunk); else one pass (`_part`)."""
+        if self._alone(batch, rows):
+            return [self._part(batch, row, 1) for row in range(start, start + rows)]
+        return [self._part(batch, start, rows)]
+
+    def _alone(self, batch: PromptPass, rows: int) -> bool:
+        """Whether `rows` rows of `batch` are prefilled a row at a time: a single row, or rows of long prompts
+        (engine.prefill_alone) on a model whose passes share a pool (a pool's passes decode together whatever
+        their number; a model that is not poolable decodes each batch as one pass)."""
+        return rows == 1 or (prefill_alone(batch.length) and self.poolable())
+
     def _pools(self, calls: Sequence[GenerationCall]) -> Iterator[list[PromptPass]]:
         """The prompt passes whose decode steps run together, in the calls' order: each run of consecutive batches
         with the same sampling settings planned into pools within the memory budget (`_plan`). A model whose cache
@@ -324,7 +338,7 @@ class HFBackend(ModelBackend):
             runs = [[batch] for batch in batches]
         for run in runs:
             planned = self._plan(run, self._budget(run))
-            yield from ([self._part(batch, start, rows) for batch, start, rows in pool] for pool in planned)
+            yield from ([part for piece in pool for part in self._parts(*piece)] for pool in planned)
 
     def _plan(self, run: list[PromptPass], budget: int) -> list[list[Slice]]:
         """A run's rows in pools, as slices (batch, first row, rows): filled row by row within the budget (`_fill`),
@@ -369,11 +383,15 @@ class HFBackend(ModelBackend):
         Whichever is larger."""
         shape, longest = self.shape, max(job.length for job, _ in passes)
         rows, most = sum(r for _, r in passes), max(job.config.max_new_tokens for job, _ in passes)
-        own = max(
-            r * (shape.prefill_bytes(job.length, job.copies, scored=job.scored) - shape.kv_per_token * job.length)
-            for job, r in passes
-        )
+        own = max(self._prefill_own(job, r) for job, r in passes)
         return max(shape.kv_per_token * rows * longest + own, rows * shape.decode_bytes(longest, most))
+
+    def _prefill_own(self, job: PromptPass, rows: int) -> int:
+        """What the prompt pass of `rows` rows of `job` holds besides the prompts' keys and values: activations,
+        scoring copies and logits, of one row when they are prefilled a row at a time (`_alone`)."""
+        alone = self._alone(job, rows)
+        held = self.shape.prefill_bytes(job.length, job.copies, scored=job.scored, alone=alone)
+        return (1 if alone else rows) * (held - self.shape.kv_per_token * job.length)
 
     def poolable(self) -> bool:
         """Whether the model's generation cache is of plain dynamic layers only (what `generate` builds from its
@@ -390,7 +408,9 @@ class HFBackend(ModelBackend):
         with packed.decoding() if packed is not None else contextlib.nullcontext():
             if packed is not None and reads_nothing(pool):
                 self._on_packed_weights(packed)
-            firsts, masks, generators, completions, cache = self._prompt_passes(pool, room)
+            # the decode step reads keys position-last in place; transformers' passes would need a copy of them
+            position_last = packed is not None and reads_nothing(pool) and llama_step.fits(self.model)
+            firsts, masks, generators, completions, cache = self._prompt_passes(pool, room, position_last)
             config = pool[0].config
             limits = torch.tensor([j.config.max_new_tokens for j in pool for _ in range(j.rows)])
             choose = chooser(config, generators or None)
@@ -403,16 +423,18 @@ class HFBackend(ModelBackend):
         return completions
 
     def _prompt_passes(
-        self, pool: list[PromptPass], room: int
+        self, pool: list[PromptPass], room: int, position_last: bool = False
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Generator], list[list[Completion]], Any]:
         """Each pass's prompt pass in turn (`_prompt_pass`): into its block of the pool's reserved buffers (a
-        `ReservedPool`), or into its own cache then given `room` for the replies. Their first tokens, attention masks
-        at the pool's longest prompt, row generators and completions, and the pool's cache."""
+        `ReservedPool`, its keys `position_last` when asked), or into its own cache then given `room` for the
+        replies. Their first tokens, attention masks at the pool's longest prompt, row generators and completions,
+        and the pool's cache."""
         longest = max(j.length for j in pool)
         reserved = None
         if self.poolable():
             like = self.model.get_input_embeddings().weight  # the dtype and device of the keys and values
-            reserved = ReservedPool(sum(j.rows for j in pool), longest, room, self.shape.cache, like)
+            rows = sum(j.rows for j in pool)
+            reserved = ReservedPool(rows, longest, room, self.shape.cache, like, position_last)
         firsts, masks, generators, completions, start = [], [], [], [], 0
         for job in pool:
             into = None if reserved is None else reserved.block(start, job.rows, job.length)
@@ -437,7 +459,7 @@ class HFBackend(ModelBackend):
         sampler = None if job.config.greedy else RowSampler(job.seeds, job.config, self.device)
         if sampler is not None:  # sampled row by row (models/sampling.py), then decoded greedily
             processors.append(sampler)
-        chunk = prefill_chunk(job.length)
+        chunk = prefill_chunk(job.length, alone=job.rows == 1)
         with released_after_forwards(self.model) if chunk else contextlib.nullcontext():
             first, cache = first_step(self.model, job.enc, LogitsProcessorList(processors), chunk, into)
         completions = [Completion(text="") for _ in range(len(first))]

@@ -8,7 +8,8 @@ Llama classes do (their rotary module, RMSNorm as one `rms_norm` call with their
 oneDNN-packed weights, with q, k and v in one product and gate and up in another (oneDNN sums every output over
 the same blocks of the input whatever the number of outputs, so a fused product's columns are bitwise the
 separate products'), each residual added in its product's kernel (bitwise the separate sum), queries and keys
-rotated in one pass, and attention as softmax(q k^T * scale + mask) v over each key head's group of queries. The softmax is summed in another order than SDPA's, so the logits are the model's own forward's
+rotated in one pass, and attention as softmax(q k^T * scale + mask) v over each key head's group of queries
+(the keys read where the cache holds them: position-last in a pool that holds them so, `reserved.position_last`). The softmax is summed in another order than SDPA's, so the logits are the model's own forward's
 within float32 roundings (4.6e-5 at most over 13 paper prompts and 5 steps), and greedy decoding keeps
 `transformers.generate`'s continuations on every prompt the tests and benchmarks ask (tests/test_engine.py).
 
@@ -136,7 +137,8 @@ class LlamaStep:
         rotated = qkv[:, : (heads + kv_heads) * head_dim].view(batch, heads + kv_heads, 2, head_dim // 2)
         rotated = (rotated * rotary[0] + rotated.flip(-2) * rotary[1]).view(batch, heads + kv_heads, head_dim)
         value = qkv[:, (heads + kv_heads) * head_dim :].view(batch, kv_heads, 1, head_dim)
-        keys, values = cache.update(rotated[:, heads:, None], value)
+        cache.write(rotated[:, heads:, None], value)
+        keys, values = cache.keys, cache.values  # in the cache's layout: position-last keys are read in place
         length = keys.shape[2]
         scores = torch.baddbmm(
             bias,
