@@ -9,6 +9,7 @@ cannot miss), the wall and CPU times and the load, and whether the peak is under
 
     python benchmarks/suite_memory.py                                   # the whole suite at --limit 20 (~24 min)
     python benchmarks/suite_memory.py --probes hiring-bloomberg --limit 6
+    python benchmarks/suite_memory.py -o mode=exact                     # the work of suite_before_after.py
 """
 
 from __future__ import annotations
@@ -82,12 +83,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads of the run (FAIRPROBE_THREADS)")
     parser.add_argument("--every", type=float, default=0.1, help="seconds between two reads of its memory")
     parser.add_argument("--target", default="2.5GB")
+    parser.add_argument("-o", dest="options", action="append", default=[], help="a run option key=value, as -o")
     args = parser.parse_args()
     os.environ["FAIRPROBE_THREADS"] = str(args.threads)
     print(f"load average before: {os.getloadavg()}", flush=True)
     with TemporaryDirectory() as out:
         command = [sys.executable, "-m", "fairprobe", "run", "--suite", args.suite, "--limit", str(args.limit)]
         command += [*(["--probes", args.probes] if args.probes else []), "--no-cache", "--device", "cpu"]
+        command += [flag for option in args.options for flag in ("-o", option)]
         start, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         samples, status = watched_run([*command, "--out", str(Path(out) / "run")], args.every)
         wall, used = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -38,6 +38,14 @@ probe_speed = benchmark("probe_speed")
 probability_noise = benchmark("probability_noise")
 suite_memory = benchmark("suite_memory")
 suite_before_after = benchmark("suite_before_after")
+engine_kernels = benchmark("engine_kernels")
+
+
+def test_engine_kernels_compare_ways_that_give_the_same_numbers() -> None:
+    whole, chunked, difference = engine_kernels.prompt_attention(1100, repeats=1)  # three chunks of 512
+    assert whole > 0 and chunked > 0 and difference < 1e-5  # two kernels, the same attention within roundings
+    assert engine_kernels.decode_scores(rows=3, positions=40, repeats=1)[2] < 1e-5  # float32 roundings
+    assert engine_kernels.uniforms(rows=5, repeats=1)[2] is True
 
 
 @pytest.mark.slow
