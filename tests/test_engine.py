@@ -803,6 +803,20 @@ def test_a_pool_that_reads_nothing_gives_the_mapped_weights_back_and_answers_as_
     assert [(c.text, c.scores) for c in after] == [(c.text, c.scores) for c in before]  # read again from the file
 
 
+@pytest.mark.slow
+def test_scoring_passes_let_the_packed_copy_go_and_the_next_decode_packs_it_again(embedded_backend: HFBackend) -> None:
+    prompts, config = ["My friend is a nurse, and", "The doctor said that"], GenerationConfig(max_new_tokens=NEW_TOKENS)
+    before = embedded_backend.generate(prompts, config)
+    packed = embedded_backend.packed_linears()
+    assert packed is not None and len(packed._packed) >= 30 * 4  # each layer's q+k+v, o, gate+up and down
+    scores = embedded_backend.loglikelihood([ScoreRequest(p, (" she", " he")) for p in prompts])
+    assert packed._packed == {}  # the scoring passes read the plain weights: one copy held
+    want = [forward_logprobs(embedded_backend, p, (" she", " he")) for p in prompts]
+    np.testing.assert_allclose(np.exp([s.logprobs() for s in scores]), np.exp(want), atol=1e-6)
+    after = embedded_backend.generate(prompts, config)
+    assert len(packed._packed) >= 30 * 4 and [c.text for c in after] == [c.text for c in before]
+
+
 def test_a_mapping_with_a_written_page_is_never_given_back(tmp_path: Path) -> None:
     path = tmp_path / "weights.bin"
     path.write_bytes(np.arange(4096, dtype=np.float32).tobytes())

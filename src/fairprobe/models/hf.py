@@ -535,7 +535,11 @@ class HFBackend(ModelBackend):
 
     @torch.inference_mode()
     def loglikelihood(self, requests: list[ScoreRequest]) -> list[Scores]:
-        """log P(continuation | prompt) of every request's continuations: one prompt pass per batch, exact."""
+        """log P(continuation | prompt) of every request's continuations: one prompt pass per batch, exact. The passes
+        read the plain weights, so the packed copy is let go first (`PackedLinears.drop`): a pool before them on the
+        packed weights gave the mapped ones back, and these passes map them again."""
+        if (packed := self.packed_linears()) is not None:
+            packed.drop()
         out: list[Scores] = []
         for start in range(0, len(requests), self.batch_size):
             batch = requests[start : start + self.batch_size]
