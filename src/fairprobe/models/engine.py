@@ -176,7 +176,7 @@ def prefill_chunk(prompt_tokens: int, alone: bool = False) -> int | None:
     skips the blocks above the diagonal: one pass costs less than chunks, each of which attends with a mask
     (0.76-0.87 of their time at 1,100-8,192 tokens on two threads, benchmarks/engine_kernels.py), and its
     activations grow with the prompt alone."""
-    return PREFILL_CHUNK if prompt_tokens > (ONE_PASS_ALONE if alone else 2 * PREFILL_CHUNK) else None
+    return PREFILL_CHUNK if (prompt_tokens > ONE_PASS_ALONE if alone else prefill_alone(prompt_tokens)) else None
 
 
 def prefill_alone(prompt_tokens: int) -> bool:

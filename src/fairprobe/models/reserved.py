@@ -7,7 +7,7 @@ whose buffers are reserved once writes every new position in place.
 
 A pool decoded by fairprobe's own Llama step may hold its keys position-last (`position_last`): each key dimension's
 positions next to each other, so that a step's scores (q k^T, a product over the key's dimensions) read every key
-in order: 0.70-0.80 of the time of keys as written (benchmarks/engine_kernels.py), the same dot products summed in
+in order: 0.56-0.82 of the time of keys as written (benchmarks/engine_kernels.py), the same dot products summed in
 another order. transformers' own forward is given a copy in the usual layout (`ReservedLayer.update`).
 
 This module imports only torch and transformers.

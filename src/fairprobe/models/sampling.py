@@ -92,11 +92,12 @@ def uniforms(generators: Sequence[torch.Generator], width: int) -> torch.Tensor:
     by side on as many threads as torch uses (`fillers`); each row is its own generator's stream either way."""
     out = torch.empty((len(generators), width), dtype=torch.float64, device=generators[0].device)
     threads = min(torch.get_num_threads(), len(generators)) if out.device.type == "cpu" else 1
+    inference = torch.is_inference_mode_enabled()
     if threads <= 1:
-        fill(out, generators, torch.is_inference_mode_enabled())
+        fill(out, generators, inference)
         return out
     bounds = [len(generators) * part // threads for part in range(threads + 1)]
-    runs = [(out[a:b], generators[a:b], torch.is_inference_mode_enabled()) for a, b in itertools.pairwise(bounds)]
+    runs = [(out[a:b], generators[a:b], inference) for a, b in itertools.pairwise(bounds)]
     list(fillers(threads).map(lambda run: fill(*run), runs))
     return out
 
