@@ -176,7 +176,8 @@ def prefill_chunk(prompt_tokens: int, alone: bool = False) -> int | None:
     skips the blocks above the diagonal: one pass costs less than chunks, each of which attends with a mask
     (0.76-0.87 of their time at 1,100-8,192 tokens on two threads, benchmarks/engine_kernels.py), and its
     activations grow with the prompt alone."""
-    return PREFILL_CHUNK if (prompt_tokens > ONE_PASS_ALONE if alone else prefill_alone(prompt_tokens)) else None
+    chunked = prompt_tokens > ONE_PASS_ALONE if alone else prefill_alone(prompt_tokens)
+    return PREFILL_CHUNK if chunked else None
 
 
 def prefill_alone(prompt_tokens: int) -> bool:
